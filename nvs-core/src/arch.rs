@@ -1,0 +1,318 @@
+//! The store instructions behind [`crate::Region`]: x86_64 non-temporal stores and a
+//! portable fallback (volatile writes + fences) for other targets and miri.
+//!
+//! Every function here is `unsafe` with one contract: the destination range
+//! (`dst..dst + src.len()` rounded up to 8, or the 8-byte word) is valid for writes,
+//! 8-byte aligned, and does not overlap `src`.
+
+use crate::region::StoreKind;
+
+/// The best store kind for this target.
+pub fn best_kind() -> StoreKind {
+    if cfg!(all(target_arch = "x86_64", not(miri))) {
+        StoreKind::NonTemporal
+    } else {
+        StoreKind::Portable
+    }
+}
+
+/// Split `src` into its whole 8-byte words and a last word padded with zeros.
+#[inline(always)]
+fn padded_tail(src: &[u8]) -> (usize, Option<u64>) {
+    let whole = src.len() & !7;
+    let rest = src.get(whole..).unwrap_or(&[]);
+    if rest.is_empty() {
+        return (whole, None);
+    }
+    let mut last = [0u8; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    (whole, Some(u64::from_le_bytes(last)))
+}
+
+/// Volatile copy, word by word, zero-padding the last word.
+///
+/// # Safety
+/// See the module contract.
+pub unsafe fn copy_volatile(dst: *mut u8, src: &[u8]) {
+    let (whole, last) = padded_tail(src);
+    let mut i = 0;
+    while i < whole {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&src[i..i + 8]);
+        // SAFETY: `dst + i` is an aligned word inside the destination (contract).
+        unsafe { store_word_volatile(dst.add(i), u64::from_le_bytes(w)) };
+        i += 8;
+    }
+    if let Some(w) = last {
+        // SAFETY: the padded last word is inside the destination (contract).
+        unsafe { store_word_volatile(dst.add(whole), w) };
+    }
+}
+
+/// # Safety
+/// `dst` is an aligned word valid for writes.
+pub unsafe fn store_word_volatile(dst: *mut u8, word: u64) {
+    // SAFETY: contract.
+    unsafe { core::ptr::write_volatile(dst.cast::<u64>(), word) }
+}
+
+/// # Safety
+/// `src` is an aligned word valid for reads.
+pub unsafe fn load_word_acquire(src: *mut u8) -> u64 {
+    // SAFETY: aligned, valid; other threads/processes access the word only atomically
+    // (commit words are written by single aligned 8-byte stores).
+    let a = unsafe { core::sync::atomic::AtomicU64::from_ptr(src.cast::<u64>()) };
+    a.load(core::sync::atomic::Ordering::Acquire)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+    use core::sync::atomic::{AtomicU8, Ordering};
+
+    const UNKNOWN: u8 = 0;
+    /// Bits of the detected-features byte.
+    const KNOWN: u8 = 1;
+    const AVX2: u8 = 2;
+    const CLWB: u8 = 4;
+    const CLFLUSHOPT: u8 = 8;
+
+    static FEATURES: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+    /// CPU features, detected once with cpuid (no std needed). AVX2 counts only if the
+    /// OS saves the YMM state (OSXSAVE and XCR0 bits 1..2).
+    pub fn features() -> u8 {
+        let f = FEATURES.load(Ordering::Relaxed);
+        if f != UNKNOWN {
+            return f;
+        }
+        let mut f = KNOWN;
+        let max_leaf = __cpuid(0).eax;
+        let leaf1 = __cpuid(1);
+        let osxsave_avx = (leaf1.ecx >> 27) & 1 == 1 && (leaf1.ecx >> 28) & 1 == 1;
+        if max_leaf >= 7 {
+            let leaf7 = __cpuid_count(7, 0); // leaf 7 exists: max_leaf checked
+            if osxsave_avx && (leaf7.ebx >> 5) & 1 == 1 && xcr0() & 6 == 6 {
+                f |= AVX2;
+            }
+            if (leaf7.ebx >> 24) & 1 == 1 {
+                f |= CLWB;
+            }
+            if (leaf7.ebx >> 23) & 1 == 1 {
+                f |= CLFLUSHOPT;
+            }
+        }
+        FEATURES.store(f, Ordering::Relaxed);
+        f
+    }
+
+    fn xcr0() -> u64 {
+        let (lo, hi): (u32, u32);
+        // SAFETY: only called when CPUID says OSXSAVE is set, so xgetbv is enabled.
+        unsafe {
+            core::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi,
+                options(nomem, nostack, preserves_flags))
+        };
+        ((hi as u64) << 32) | lo as u64
+    }
+
+    pub fn has_avx2() -> bool {
+        features() & AVX2 != 0
+    }
+
+    /// # Safety
+    /// `dst` is an aligned word valid for writes.
+    #[inline(always)]
+    pub unsafe fn store_word_nt(dst: *mut u8, word: u64) {
+        // SAFETY: contract.
+        unsafe { _mm_stream_si64(dst.cast::<i64>(), word as i64) }
+    }
+
+    pub fn sfence() {
+        // SAFETY: sfence has no preconditions on x86_64.
+        unsafe { _mm_sfence() }
+    }
+
+    /// NT copy with the widest store the CPU has. 8-byte `movnti` until the destination
+    /// is aligned for the wide store, wide stores for the body, `movnti` for the tail;
+    /// the last partial word is zero-padded.
+    ///
+    /// # Safety
+    /// Module contract.
+    pub unsafe fn copy_nt(dst: *mut u8, src: &[u8]) {
+        let mut d = dst;
+        let mut s = src;
+        // Bare-metal targets (`x86_64-unknown-none`) are soft-float: no vector registers
+        // may be used, so there the copy is `movnti` only (8 B per store).
+        let wide = if cfg!(target_os = "none") {
+            8
+        } else if has_avx2() {
+            32
+        } else {
+            16
+        };
+        while d as usize % wide != 0 && s.len() >= 8 {
+            // SAFETY: `d` is an aligned word inside the destination.
+            unsafe { store_word_nt(d, read_word(s)) };
+            // SAFETY: still inside the destination (or one past its end).
+            d = unsafe { d.add(8) };
+            s = &s[8..];
+        }
+        let body = if wide > 8 {
+            s.len() & !(wide * 4 - 1)
+        } else {
+            0
+        };
+        if body > 0 {
+            // SAFETY: `d` is `wide`-aligned and `d..d + body` is inside the destination;
+            // AVX2 is used only when detected.
+            unsafe {
+                copy_body_wide(d, s.as_ptr(), body, wide);
+                d = d.add(body);
+            }
+            s = &s[body..];
+        }
+        while s.len() >= 8 {
+            // SAFETY: aligned word inside the destination.
+            unsafe { store_word_nt(d, read_word(s)) };
+            // SAFETY: inside the destination or one past it.
+            d = unsafe { d.add(8) };
+            s = &s[8..];
+        }
+        if !s.is_empty() {
+            let mut last = [0u8; 8];
+            last[..s.len()].copy_from_slice(s);
+            // SAFETY: the padded last word is inside the destination (contract).
+            unsafe { store_word_nt(d, u64::from_le_bytes(last)) };
+        }
+    }
+
+    #[inline(always)]
+    fn read_word(s: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[..8]);
+        u64::from_le_bytes(w)
+    }
+
+    /// # Safety
+    /// `dst` is `wide`-aligned, `len` a multiple of `4 * wide`, both ranges valid, and
+    /// `wide == 32` only if the CPU has AVX2.
+    #[cfg(not(target_os = "none"))]
+    unsafe fn copy_body_wide(dst: *mut u8, src: *const u8, len: usize, wide: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            if wide == 32 {
+                copy_body_avx2(dst, src, len)
+            } else {
+                copy_body_sse2(dst, src, len)
+            }
+        }
+    }
+
+    /// # Safety
+    /// Never called: bare-metal copies use `movnti` only.
+    #[cfg(target_os = "none")]
+    unsafe fn copy_body_wide(_dst: *mut u8, _src: *const u8, _len: usize, _wide: usize) {}
+
+    /// # Safety
+    /// `dst` 32-aligned, `len` a multiple of 128, both ranges valid, CPU has AVX2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2")]
+    unsafe fn copy_body_avx2(dst: *mut u8, src: *const u8, len: usize) {
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 128 <= len`; loads are unaligned, stores 32-aligned.
+            unsafe {
+                let a = _mm256_loadu_si256(src.add(i).cast());
+                let b = _mm256_loadu_si256(src.add(i + 32).cast());
+                let c = _mm256_loadu_si256(src.add(i + 64).cast());
+                let e = _mm256_loadu_si256(src.add(i + 96).cast());
+                _mm256_stream_si256(dst.add(i).cast(), a);
+                _mm256_stream_si256(dst.add(i + 32).cast(), b);
+                _mm256_stream_si256(dst.add(i + 64).cast(), c);
+                _mm256_stream_si256(dst.add(i + 96).cast(), e);
+            }
+            i += 128;
+        }
+    }
+
+    /// # Safety
+    /// `dst` 16-aligned, `len` a multiple of 64, both ranges valid, SSE state enabled.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "sse2")]
+    unsafe fn copy_body_sse2(dst: *mut u8, src: *const u8, len: usize) {
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; loads unaligned, stores 16-aligned.
+            unsafe {
+                let a = _mm_loadu_si128(src.add(i).cast());
+                let b = _mm_loadu_si128(src.add(i + 16).cast());
+                let c = _mm_loadu_si128(src.add(i + 32).cast());
+                let e = _mm_loadu_si128(src.add(i + 48).cast());
+                _mm_stream_si128(dst.add(i).cast(), a);
+                _mm_stream_si128(dst.add(i + 16).cast(), b);
+                _mm_stream_si128(dst.add(i + 32).cast(), c);
+                _mm_stream_si128(dst.add(i + 48).cast(), e);
+            }
+            i += 64;
+        }
+    }
+
+    /// Write back every cache line of `p..p + len`: `clwb` where present, else
+    /// `clflushopt`, else `clflush`. Durable after the next sfence.
+    ///
+    /// # Safety
+    /// The range is inside a valid mapping.
+    pub unsafe fn flush_lines(p: *mut u8, len: usize) {
+        let f = features();
+        let start = p as usize & !63;
+        let end = p as usize + len;
+        let mut line = start;
+        while line < end {
+            let ptr = line as *const u8;
+            // SAFETY: the line is part of the valid mapping; these instructions only
+            // write back cache state, they do not change memory contents.
+            unsafe {
+                if f & CLWB != 0 {
+                    core::arch::asm!("clwb [{0}]", in(reg) ptr, options(nostack, preserves_flags));
+                } else if f & CLFLUSHOPT != 0 {
+                    core::arch::asm!("clflushopt [{0}]", in(reg) ptr, options(nostack, preserves_flags));
+                } else {
+                    _mm_clflush(ptr);
+                }
+            }
+            line += 64;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use x86::{copy_nt, flush_lines, has_avx2, sfence, store_word_nt};
+
+#[cfg(not(target_arch = "x86_64"))]
+mod fallback {
+    /// # Safety
+    /// Module contract.
+    pub unsafe fn copy_nt(dst: *mut u8, src: &[u8]) {
+        // SAFETY: same contract.
+        unsafe { super::copy_volatile(dst, src) }
+    }
+    /// # Safety
+    /// `dst` is an aligned word valid for writes.
+    pub unsafe fn store_word_nt(dst: *mut u8, word: u64) {
+        // SAFETY: same contract.
+        unsafe { super::store_word_volatile(dst, word) }
+    }
+    /// # Safety
+    /// None needed: nothing to write back without an architecture-specific instruction.
+    pub unsafe fn flush_lines(_p: *mut u8, _len: usize) {}
+    pub fn sfence() {
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst)
+    }
+    pub fn has_avx2() -> bool {
+        false
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub use fallback::{copy_nt, flush_lines, has_avx2, sfence, store_word_nt};

@@ -1,0 +1,115 @@
+//! Errors. Bad media bytes become [`Error::Corrupted`]; a broken internal invariant is a
+//! `debug_assert!`, never an error a user has to handle.
+
+use core::fmt;
+
+/// Everything an nvs call can refuse.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// No nvs superblock at offset 0 (wrong magic): not a pool, or never formatted.
+    NotFormatted,
+    /// A pool of a format version this build cannot read.
+    UnsupportedVersion { found: u32 },
+    /// The media holds bytes a correct nvs could not have left there.
+    Corrupted { offset: u64, kind: CorruptKind },
+    /// No free segment left for this lane: nothing was written, nothing committed is harmed.
+    Full,
+    /// The object (or batch) does not fit in one segment; `max_bytes` is the largest payload that does.
+    TooLarge { len_bytes: u64, max_bytes: u64 },
+    /// Names are 1..=[`crate::NAME_MAX`] bytes.
+    NameTooLong { len_bytes: usize },
+    /// Names are 1..=[`crate::NAME_MAX`] bytes; an empty name is refused.
+    NameEmpty,
+    /// No such name, or no such version of it.
+    NotFound,
+    /// The buffer is smaller than the object; `needed_bytes` is its size.
+    BufferTooSmall { needed_bytes: u64 },
+    /// An explicit version must be greater than the name's latest.
+    VersionNotIncreasing { latest: u64, given: u64 },
+    /// A batch holds 1..=[`crate::BATCH_MAX`] objects.
+    BatchSize { count: usize },
+    /// Lane ids are below the pool's `lanes_max`.
+    NoSuchLane { lane: u32, lanes_max: u32 },
+    /// The pool was opened read-only.
+    ReadOnly,
+    /// The index memory given to the pool is full and cannot grow.
+    IndexFull { records: usize },
+    /// The media or the format options cannot hold a pool (`what` says why).
+    BadGeometry { what: &'static str },
+}
+
+/// What exactly was found corrupted.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CorruptKind {
+    /// The superblock checksum does not match.
+    SuperblockChecksum,
+    /// The superblock's geometry does not fit the media (truncated pool?).
+    Geometry,
+    /// A valid segment header outside its lane's continuous chain.
+    SegmentChain,
+    /// A committed record's header checksum does not match.
+    RecordChecksum,
+    /// A committed record's lengths or counts point outside its bounds.
+    RecordBounds,
+    /// A segment's first record does not continue its lane's sequence.
+    SequenceGap,
+    /// Two committed objects carry the same name and version.
+    DuplicateVersion,
+    /// An object's payload does not match its checksum.
+    PayloadChecksum,
+}
+
+impl fmt::Display for CorruptKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CorruptKind::SuperblockChecksum => "superblock checksum mismatch",
+            CorruptKind::Geometry => "superblock geometry does not fit the media",
+            CorruptKind::SegmentChain => "segment header outside its lane's chain",
+            CorruptKind::RecordChecksum => "committed record header checksum mismatch",
+            CorruptKind::RecordBounds => "committed record length or count out of bounds",
+            CorruptKind::SequenceGap => "gap in a lane's record sequence",
+            CorruptKind::DuplicateVersion => "duplicate (name, version)",
+            CorruptKind::PayloadChecksum => "payload checksum mismatch",
+        })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::NotFormatted => write!(f, "not an nvs pool (no superblock magic at offset 0)"),
+            Error::UnsupportedVersion { found } => write!(
+                f,
+                "pool format version {found} is not supported (this build reads version {})",
+                crate::format::FORMAT_VERSION
+            ),
+            Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),
+            Error::Full => write!(f, "pool full: no free segment left"),
+            Error::TooLarge { len_bytes, max_bytes } => write!(
+                f,
+                "object of {len_bytes} bytes does not fit in one segment (at most {max_bytes} bytes)"
+            ),
+            Error::NameTooLong { len_bytes } => {
+                write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::NAME_MAX)
+            }
+            Error::NameEmpty => write!(f, "empty name"),
+            Error::NotFound => write!(f, "no such object"),
+            Error::BufferTooSmall { needed_bytes } => write!(f, "buffer too small: object is {needed_bytes} bytes"),
+            Error::VersionNotIncreasing { latest, given } => {
+                write!(f, "version {given} is not greater than the latest version {latest}")
+            }
+            Error::BatchSize { count } => {
+                write!(f, "a batch holds 1 to {} objects, not {count}", crate::BATCH_MAX)
+            }
+            Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
+            Error::ReadOnly => write!(f, "pool is open read-only"),
+            Error::IndexFull { records } => write!(f, "index memory full at {records} records"),
+            Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
+        }
+    }
+}
+
+/// `Result` with nvs's [`Error`].
+pub type Result<T> = core::result::Result<T, Error>;

@@ -1,0 +1,459 @@
+//! The on-media format, byte by byte (FORMAT.md is the prose twin of this file).
+//!
+//! ```text
+//! offset 0            superblock (64 B), rest of the first 4 KiB unused
+//! data_off (4096)     segment 0 | segment 1 | ... | segment segment_count-1
+//! segment             segment header (64 B) | unit | unit | ... | free
+//! unit (one commit)   batch header (64 B) | object | object | ...
+//! object              object header (48 B) | name | pad to 64 | payload | pad to 64
+//! ```
+//! All integers little-endian (nvs refuses to build on big-endian targets). Every unit,
+//! object and payload starts on a 64-byte (cache-line) boundary.
+//!
+//! Invariants a reader relies on, each checked on the way in (`decode_*`):
+//! - a superblock counts only with the magic, a matching checksum and a geometry that
+//!   fits inside the media;
+//! - a segment header counts only with its magic, a matching checksum and this pool's id;
+//! - a unit counts only if its commit word equals `commit_word(pool_id, lane, seq,
+//!   header checksum)` for the next expected `seq` of that lane; only then are its
+//!   lengths trusted, and even then only after checking them against the segment end.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
+
+use crate::error::{CorruptKind, Error, Result};
+use crate::hash::{hash64, mix, Hasher};
+use crate::media::Media;
+use bytemuck::{Pod, Zeroable};
+use core::mem::{offset_of, size_of};
+use static_assertions::const_assert_eq;
+
+#[cfg(not(target_endian = "little"))]
+compile_error!(
+    "nvs stores its format in native byte order and supports little-endian targets only"
+);
+
+/// Format version written by and readable by this build.
+pub const FORMAT_VERSION: u32 = 1;
+/// `b"NVSPOOL\0"`: superblock magic.
+pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"NVSPOOL\0");
+/// `b"NVSSEGM\0"`: segment header magic.
+pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"NVSSEGM\0");
+/// Domain tag mixed into every commit word.
+pub const COMMIT_TAG: u64 = u64::from_le_bytes(*b"NVSCMIT\0");
+/// Seed of the superblock checksum (other checksums are seeded with the pool id).
+pub const SUPERBLOCK_SEED: u64 = u64::from_le_bytes(*b"NVSSUPR\0");
+
+/// Cache line: the alignment of units, objects and payloads.
+pub const LINE: u64 = 64;
+/// Offset of segment 0: the superblock owns the first 4 KiB.
+pub const DATA_OFF: u64 = 4096;
+/// Smallest segment.
+pub const SEGMENT_MIN: u64 = 4096;
+/// Largest segment (1 TiB): keeps every offset sum far from overflow.
+pub const SEGMENT_MAX: u64 = 1 << 40;
+/// Most segments a pool may have.
+pub const SEGMENTS_MAX: u64 = 1 << 24;
+/// Most lanes a pool may have.
+pub const LANES_MAX: u32 = 256;
+/// Longest name in bytes.
+pub const NAME_MAX: usize = 255;
+/// Most objects in one batch (one commit).
+pub const BATCH_MAX: usize = 256;
+
+/// Superblock flag: every object carries a payload checksum, verified on read.
+pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
+
+/// The superblock, at offset 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Superblock {
+    pub magic: u64,
+    pub format_version: u32,
+    pub flags: u32,
+    /// Random per format: binds every segment header and commit word to this pool.
+    pub pool_id: u64,
+    pub pool_len: u64,
+    pub segment_len: u64,
+    pub segment_count: u32,
+    pub lanes_max: u32,
+    pub data_off: u64,
+    /// `nvs-hash64(SUPERBLOCK_SEED, bytes 0..56)`.
+    pub checksum: u64,
+}
+
+/// First 64 bytes of a segment owned by a lane; written and fenced before any unit in it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct SegmentHeader {
+    pub magic: u64,
+    pub pool_id: u64,
+    pub lane: u32,
+    pub flags: u32,
+    /// Position of this segment in its lane's chain: 0, 1, 2, ...
+    pub chain_seq: u64,
+    /// The lane sequence number of the first unit written in this segment.
+    pub first_seq: u64,
+    pub reserved: [u64; 2],
+    /// `nvs-hash64(pool_id, bytes 0..56)`.
+    pub checksum: u64,
+}
+
+/// First 64 bytes of a unit (one commit: one put or one batch).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BatchHeader {
+    /// Written last, alone, by one aligned 8-byte NT store after a fence:
+    /// `commit_word(pool_id, lane, seq, checksum)`.
+    pub commit: u64,
+    /// Lane sequence number: 0, 1, 2, ... per lane, across segments.
+    pub seq: u64,
+    /// Bytes of the whole unit, this header included; a multiple of 64.
+    pub unit_len: u64,
+    pub object_count: u32,
+    pub lane: u32,
+    pub reserved: [u64; 3],
+    /// `nvs-hash64(pool_id, bytes 8..56)`.
+    pub checksum: u64,
+}
+
+/// Header of one object in a unit; the name follows it directly.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct ObjectHeader {
+    pub version: u64,
+    pub payload_len: u64,
+    pub name_len: u16,
+    pub flags: u16,
+    pub reserved: u32,
+    /// `nvs-hash64(pool_id, payload)` when the pool has FLAG_PAYLOAD_CHECKSUM, else 0.
+    pub payload_sum: u64,
+    pub reserved2: u64,
+    /// `nvs-hash64(pool_id, bytes 0..40 ++ name)`.
+    pub checksum: u64,
+}
+
+const_assert_eq!(size_of::<Superblock>(), 64);
+const_assert_eq!(offset_of!(Superblock, checksum), 56);
+const_assert_eq!(offset_of!(Superblock, segment_count), 40);
+const_assert_eq!(size_of::<SegmentHeader>(), 64);
+const_assert_eq!(offset_of!(SegmentHeader, chain_seq), 24);
+const_assert_eq!(offset_of!(SegmentHeader, checksum), 56);
+const_assert_eq!(size_of::<BatchHeader>(), 64);
+const_assert_eq!(offset_of!(BatchHeader, commit), 0);
+const_assert_eq!(offset_of!(BatchHeader, object_count), 24);
+const_assert_eq!(offset_of!(BatchHeader, checksum), 56);
+const_assert_eq!(size_of::<ObjectHeader>(), 48);
+const_assert_eq!(offset_of!(ObjectHeader, payload_sum), 24);
+const_assert_eq!(offset_of!(ObjectHeader, checksum), 40);
+
+/// Bytes of a header a checksum covers (everything before the checksum field).
+const fn covered<T>() -> usize {
+    size_of::<T>() - 8
+}
+
+impl Superblock {
+    pub fn compute_checksum(&self) -> u64 {
+        hash64(
+            SUPERBLOCK_SEED,
+            bytemuck::bytes_of(self)
+                .get(..covered::<Self>())
+                .unwrap_or(&[]),
+        )
+    }
+    pub fn has_payload_checksum(&self) -> bool {
+        self.flags & FLAG_PAYLOAD_CHECKSUM != 0
+    }
+    /// Media offset of segment `i` (caller keeps `i < segment_count`).
+    pub fn segment_off(&self, i: u32) -> u64 {
+        self.data_off + i as u64 * self.segment_len
+    }
+}
+
+impl SegmentHeader {
+    pub fn compute_checksum(&self) -> u64 {
+        hash64(
+            self.pool_id,
+            bytemuck::bytes_of(self)
+                .get(..covered::<Self>())
+                .unwrap_or(&[]),
+        )
+    }
+}
+
+impl BatchHeader {
+    pub fn compute_checksum(&self, pool_id: u64) -> u64 {
+        hash64(
+            pool_id,
+            bytemuck::bytes_of(self)
+                .get(8..covered::<Self>())
+                .unwrap_or(&[]),
+        )
+    }
+}
+
+impl ObjectHeader {
+    pub fn compute_checksum(&self, pool_id: u64, name: &[u8]) -> u64 {
+        let mut h = Hasher::new(pool_id);
+        h.write(
+            bytemuck::bytes_of(self)
+                .get(..covered::<Self>())
+                .unwrap_or(&[]),
+        );
+        h.write(name);
+        h.finish()
+    }
+}
+
+/// The commit word of unit `seq` of `lane`: unforgeable by stale bytes of another pool
+/// (pool id), another lane, an older unit of this lane (seq), or a torn header (checksum).
+pub fn commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64) -> u64 {
+    mix(&[COMMIT_TAG, pool_id, lane as u64, seq, header_checksum])
+}
+
+/// `x` rounded up to a multiple of 64 (callers keep `x` far below `u64::MAX`).
+pub const fn line_up(x: u64) -> u64 {
+    (x + LINE - 1) & !(LINE - 1)
+}
+
+/// Bytes from an object's start to its payload.
+pub const fn object_head_len(name_len: usize) -> u64 {
+    line_up(size_of::<ObjectHeader>() as u64 + name_len as u64)
+}
+
+/// Bytes one object takes in a unit.
+pub const fn object_len(name_len: usize, payload_len: u64) -> u64 {
+    object_head_len(name_len) + line_up(payload_len)
+}
+
+/// Geometry chosen at format time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub pool_len: u64,
+    pub segment_len: u64,
+    pub segment_count: u32,
+}
+
+/// Default segment size for a pool of `pool_len` bytes: a power of two near 1/16 of it,
+/// between 4 KiB and 64 MiB, so unequal lanes can share the pool.
+pub fn default_segment_len(pool_len: u64) -> u64 {
+    let target = pool_len.saturating_sub(DATA_OFF) / 16;
+    let pow2 = if target == 0 {
+        1
+    } else {
+        1u64 << (63 - target.leading_zeros())
+    };
+    pow2.clamp(SEGMENT_MIN, 64 << 20)
+}
+
+/// Lay out a pool of at most `media_len` bytes with segments of `segment_len` bytes.
+pub fn geometry(media_len: u64, segment_len: u64) -> Result<Geometry> {
+    if segment_len < SEGMENT_MIN || segment_len > SEGMENT_MAX || segment_len % LINE != 0 {
+        return Err(Error::BadGeometry {
+            what: "segment size must be a multiple of 64 between 4 KiB and 1 TiB",
+        });
+    }
+    let count = media_len.saturating_sub(DATA_OFF) / segment_len;
+    if count == 0 {
+        return Err(Error::BadGeometry {
+            what: "media too small for the superblock and one segment",
+        });
+    }
+    let count = count.min(SEGMENTS_MAX);
+    Ok(Geometry {
+        pool_len: DATA_OFF + count * segment_len,
+        segment_len,
+        segment_count: count as u32,
+    })
+}
+
+/// Read a `T` at `off`; the caller has checked `off + size_of::<T>() <= media.len()`.
+pub fn read_pod<T: Pod, M: Media + ?Sized>(media: &M, off: u64) -> T {
+    let mut v = T::zeroed();
+    media.read(off as usize, bytemuck::bytes_of_mut(&mut v));
+    v
+}
+
+/// Read and validate the superblock. Never trusts a field before checking it.
+pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
+    let media_len = media.len() as u64;
+    if media_len < size_of::<Superblock>() as u64 {
+        return Err(Error::NotFormatted);
+    }
+    let sb: Superblock = read_pod(media, 0);
+    if sb.magic != SUPERBLOCK_MAGIC {
+        return Err(Error::NotFormatted);
+    }
+    if sb.checksum != sb.compute_checksum() {
+        return Err(Error::Corrupted {
+            offset: 0,
+            kind: CorruptKind::SuperblockChecksum,
+        });
+    }
+    if sb.format_version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            found: sb.format_version,
+        });
+    }
+    let geometry_ok = sb.data_off == DATA_OFF
+        && (SEGMENT_MIN..=SEGMENT_MAX).contains(&sb.segment_len)
+        && sb.segment_len % LINE == 0
+        && sb.segment_count >= 1
+        && sb.segment_count as u64 <= SEGMENTS_MAX
+        && sb.lanes_max >= 1
+        && sb.lanes_max <= LANES_MAX
+        && sb.pool_len == DATA_OFF + sb.segment_count as u64 * sb.segment_len
+        && sb.pool_len <= media_len
+        && sb.flags & !FLAG_PAYLOAD_CHECKSUM == 0;
+    if !geometry_ok {
+        return Err(Error::Corrupted {
+            offset: 0,
+            kind: CorruptKind::Geometry,
+        });
+    }
+    Ok(sb)
+}
+
+/// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
+pub fn decode_segment<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    i: u32,
+) -> Option<SegmentHeader> {
+    let h: SegmentHeader = read_pod(media, sb.segment_off(i));
+    let valid = h.magic == SEGMENT_MAGIC
+        && h.pool_id == sb.pool_id
+        && h.checksum == h.compute_checksum()
+        && h.lane < sb.lanes_max
+        && h.flags == 0;
+    valid.then_some(h)
+}
+
+/// What recovery finds at a unit slot.
+pub enum UnitSlot {
+    /// The lane's log ends here (uncommitted, torn, stale or free space).
+    End,
+    /// A committed unit, its header validated against its segment end.
+    Committed(BatchHeader),
+}
+
+/// Decode the unit slot at `off` in a segment ending at `seg_end`, expecting `seq` of `lane`.
+pub fn decode_unit<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    seg_end: u64,
+) -> Result<UnitSlot> {
+    if off + size_of::<BatchHeader>() as u64 > seg_end {
+        return Ok(UnitSlot::End);
+    }
+    let commit = media.load_word(off as usize);
+    let h: BatchHeader = read_pod(media, off);
+    if commit != commit_word(sb.pool_id, lane, seq, h.checksum) {
+        return Ok(UnitSlot::End);
+    }
+    // The commit word matches: the unit was committed, so its header was durable before
+    // the commit word was written. From here on, a mismatch is damage, not a torn write.
+    let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
+    if h.checksum != h.compute_checksum(sb.pool_id) {
+        return corrupted(CorruptKind::RecordChecksum);
+    }
+    let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
+    let in_bounds = h.seq == seq
+        && h.lane == lane
+        && h.object_count >= 1
+        && h.object_count as usize <= BATCH_MAX
+        && h.unit_len % LINE == 0
+        && h.unit_len >= min_len
+        && h.unit_len <= seg_end - off;
+    if !in_bounds {
+        return corrupted(CorruptKind::RecordBounds);
+    }
+    Ok(UnitSlot::Committed(h))
+}
+
+/// A decoded object of a committed unit.
+pub struct DecodedObject {
+    pub header: ObjectHeader,
+    /// Media offset of the name bytes.
+    pub name_off: u64,
+    /// Media offset of the payload.
+    pub payload_off: u64,
+    /// Offset just past this object (the next object's start).
+    pub end: u64,
+}
+
+/// Decode the object at `off` of a committed unit ending at `unit_end`; `name_buf` gets
+/// its name. Checks the checksum and every length against `unit_end`.
+pub fn decode_object<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    off: u64,
+    unit_end: u64,
+    name_buf: &mut [u8; NAME_MAX],
+) -> Result<DecodedObject> {
+    let bounds = Err(Error::Corrupted {
+        offset: off,
+        kind: CorruptKind::RecordBounds,
+    });
+    if off + object_head_len(0) > unit_end {
+        return bounds;
+    }
+    let header: ObjectHeader = read_pod(media, off);
+    let name_len = header.name_len as usize;
+    if name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end {
+        return bounds;
+    }
+    let head_len = object_head_len(name_len);
+    let end = off + head_len + line_up(header.payload_len);
+    if end > unit_end {
+        return bounds;
+    }
+    let name_off = off + size_of::<ObjectHeader>() as u64;
+    let Some(name) = name_buf.get_mut(..name_len) else {
+        return bounds;
+    };
+    media.read(name_off as usize, name);
+    if header.checksum != header.compute_checksum(sb.pool_id, name) {
+        return Err(Error::Corrupted {
+            offset: off,
+            kind: CorruptKind::RecordChecksum,
+        });
+    }
+    Ok(DecodedObject {
+        header,
+        name_off,
+        payload_off: off + head_len,
+        end,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Layout helpers keep payloads cache-line aligned and never undercount.
+    #[test]
+    fn layout_is_line_aligned() {
+        assert_eq!(object_head_len(1), 64);
+        assert_eq!(object_head_len(16), 64);
+        assert_eq!(object_head_len(17), 128);
+        assert_eq!(object_len(3, 0), 64);
+        assert_eq!(object_len(3, 1), 128);
+        assert_eq!(object_len(3, 65), 192);
+        assert_eq!(default_segment_len(1 << 30), 32 << 20);
+        assert_eq!(default_segment_len(4 << 30), 64 << 20);
+        assert_eq!(default_segment_len(64 << 20), 2 << 20);
+        assert_eq!(default_segment_len(8192), 4096);
+    }
+
+    /// Commit words differ for every bound field.
+    #[test]
+    fn commit_word_binds_every_field() {
+        let w = commit_word(1, 2, 3, 4);
+        assert_ne!(w, commit_word(9, 2, 3, 4));
+        assert_ne!(w, commit_word(1, 9, 3, 4));
+        assert_ne!(w, commit_word(1, 2, 9, 4));
+        assert_ne!(w, commit_word(1, 2, 3, 9));
+    }
+}

@@ -1,0 +1,135 @@
+//! `nvs-hash64`: the one checksum of the format (headers, names, optional payloads) and
+//! the mixer that turns (pool id, lane, sequence, header checksum) into a commit word.
+//!
+//! A word-at-a-time multiply/rotate hash in the style of xxHash64's single lane, chosen
+//! because it is a few lines, needs no tables and no CPU feature, and changes in every
+//! output bit when any input word changes (which is all recovery asks of it: detect torn
+//! and stale words). It is not a cryptographic hash. FORMAT.md gives the exact algorithm.
+
+const P1: u64 = 0x9E37_79B1_85EB_CA87;
+const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const P3: u64 = 0x1656_67B1_9E37_79F9;
+
+#[inline(always)]
+fn round(acc: u64, word: u64) -> u64 {
+    (acc ^ word.wrapping_mul(P2))
+        .rotate_left(31)
+        .wrapping_mul(P1)
+}
+
+/// Final avalanche (xxHash64's).
+#[inline(always)]
+pub fn finish(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 32)
+}
+
+/// Streaming form of [`hash64`], so a checksum can cover several slices (a header and
+/// a name; the parts of a vectored put) exactly as if they were one.
+#[derive(Clone, Copy, Debug)]
+pub struct Hasher {
+    acc: u64,
+    len: u64,
+    tail: [u8; 8],
+    tail_len: usize,
+}
+
+impl Hasher {
+    pub const fn new(seed: u64) -> Self {
+        Hasher {
+            acc: seed ^ P3,
+            len: 0,
+            tail: [0; 8],
+            tail_len: 0,
+        }
+    }
+
+    pub fn write(&mut self, mut bytes: &[u8]) {
+        self.len = self.len.wrapping_add(bytes.len() as u64);
+        if self.tail_len > 0 {
+            let take = core::cmp::min(8 - self.tail_len, bytes.len());
+            let (head, rest) = bytes.split_at(take);
+            for (slot, b) in self.tail.iter_mut().skip(self.tail_len).zip(head) {
+                *slot = *b;
+            }
+            self.tail_len += take;
+            bytes = rest;
+            if self.tail_len < 8 {
+                return;
+            }
+            self.acc = round(self.acc, u64::from_le_bytes(self.tail));
+            self.tail_len = 0;
+        }
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            self.acc = round(self.acc, u64::from_le_bytes(a));
+        }
+        let rest = words.remainder();
+        for (slot, b) in self.tail.iter_mut().zip(rest) {
+            *slot = *b;
+        }
+        self.tail_len = rest.len();
+    }
+
+    pub fn write_u64(&mut self, v: u64) {
+        self.write(&v.to_le_bytes());
+    }
+
+    pub fn finish(&self) -> u64 {
+        let mut acc = self.acc;
+        if self.tail_len > 0 {
+            let mut last = [0u8; 8];
+            for (slot, b) in last.iter_mut().zip(self.tail.iter().take(self.tail_len)) {
+                *slot = *b;
+            }
+            acc = round(acc, u64::from_le_bytes(last));
+        }
+        finish(acc ^ self.len.wrapping_mul(P1))
+    }
+}
+
+/// `nvs-hash64(seed, bytes)`.
+pub fn hash64(seed: u64, bytes: &[u8]) -> u64 {
+    let mut h = Hasher::new(seed);
+    h.write(bytes);
+    h.finish()
+}
+
+/// Mix a few words into one (commit words, index keys).
+pub fn mix(words: &[u64]) -> u64 {
+    let mut acc = P3;
+    for w in words {
+        acc = round(acc, *w);
+    }
+    finish(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streaming over any split equals hashing the whole; every single-bit flip changes the hash.
+    #[test]
+    fn streaming_equals_oneshot_and_bits_matter() {
+        let data: [u8; 37] = core::array::from_fn(|i| (i * 7 + 3) as u8);
+        let whole = hash64(5, &data);
+        for cut in 0..data.len() {
+            let mut h = Hasher::new(5);
+            h.write(&data[..cut]);
+            h.write(&data[cut..]);
+            assert_eq!(h.finish(), whole, "cut at {cut}");
+        }
+        for bit in 0..data.len() * 8 {
+            let mut d = data;
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(hash64(5, &d), whole, "bit {bit}");
+        }
+        assert_ne!(hash64(6, &data), whole);
+        assert_ne!(hash64(5, &data[..36]), whole);
+    }
+}

@@ -1,0 +1,540 @@
+//! The index rebuilt on open: O(1) `(name, version)` lookup, `latest`, the versions of a
+//! name in order, and the list of names, in memory the caller provides.
+//!
+//! Layout: a dense array of [`Entry`] (one per committed object), a dense array of
+//! [`NameSlot`] (one per distinct name; names themselves stay on the media), and one
+//! open-addressed hash table of `u32` slots that maps a name to its `NameSlot` and a
+//! `(name, version)` to its `Entry`. A name's entries form a singly linked list in
+//! ascending version order (`first` → `next` → ... → `last`), so appending the newest
+//! version is O(1) and listing versions never walks the log.
+//!
+//! Invariants: the table's usable size is a power of two at least twice the number of
+//! keys (names + entries), so probing ends; slot values below `NAME_TAG` are entry
+//! indices, values with `NAME_TAG` set are name indices, `EMPTY` is free.
+
+use crate::hash::{finish, hash64};
+use crate::media::Media;
+use bytemuck::{Pod, Zeroable};
+use static_assertions::const_assert_eq;
+
+/// One committed object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Entry {
+    pub version: u64,
+    /// Media offset of the payload.
+    pub payload_off: u64,
+    pub len_bytes: u64,
+    /// Lane sequence number of the unit that committed it.
+    pub seq: u64,
+    /// Index of its [`NameSlot`].
+    pub name: u32,
+    /// Next entry of the same name (higher version), or `NONE`.
+    pub next: u32,
+    pub lane: u32,
+    pub payload_sum_lo: u32,
+}
+
+/// One distinct name.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct NameSlot {
+    pub hash: u64,
+    /// Media offset of the name bytes (in the object header that first used the name).
+    pub name_off: u64,
+    pub first: u32,
+    pub last: u32,
+    pub count: u32,
+    pub name_len: u16,
+    pub pad: u16,
+}
+
+/// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
+/// these by (lane, chain_seq) to walk chains, then back by `index`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct SegSlot {
+    pub chain_seq: u64,
+    pub first_seq: u64,
+    pub lane: u32,
+    pub index: u32,
+}
+
+const_assert_eq!(core::mem::size_of::<Entry>(), 48);
+const_assert_eq!(core::mem::size_of::<NameSlot>(), 32);
+const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
+
+/// "No entry" in `next`/`first`/`last`.
+pub const NONE: u32 = u32::MAX;
+/// A free table slot.
+const EMPTY: u32 = u32::MAX;
+/// Table slots with this bit set point at names.
+const NAME_TAG: u32 = 1 << 31;
+/// `SegSlot::lane` of a free segment.
+pub const FREE: u32 = u32::MAX;
+
+/// Mutable view of the four arrays.
+pub struct Parts<'a> {
+    pub entries: &'a mut [Entry],
+    pub names: &'a mut [NameSlot],
+    pub table: &'a mut [u32],
+    pub segments: &'a mut [SegSlot],
+}
+
+/// Shared view of the four arrays.
+pub struct PartsRef<'a> {
+    pub entries: &'a [Entry],
+    pub names: &'a [NameSlot],
+    pub table: &'a [u32],
+    pub segments: &'a [SegSlot],
+}
+
+/// Which array to grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Entries,
+    Names,
+    Table,
+    Segments,
+}
+
+/// Memory for the index, provided by the caller: fixed arrays ([`FixedMemory`]) in a
+/// `no_std` program, or growable vectors (`HeapMemory`, feature `alloc`) in a std one.
+pub trait IndexMemory {
+    fn parts(&mut self) -> Parts<'_>;
+    fn parts_ref(&self) -> PartsRef<'_>;
+    /// Make `part` at least `min_len` long; `false` if this memory cannot grow.
+    fn grow(&mut self, part: Part, min_len: usize) -> bool;
+}
+
+/// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
+/// hash slots (at least `2 * (RECORDS + NAMES)`; rounded down to a power of two),
+/// `SEGMENTS` segments. Large: keep it in a `static` or a `Box`.
+pub struct FixedMemory<
+    const RECORDS: usize,
+    const NAMES: usize,
+    const TABLE: usize,
+    const SEGMENTS: usize,
+> {
+    entries: [Entry; RECORDS],
+    names: [NameSlot; NAMES],
+    table: [u32; TABLE],
+    segments: [SegSlot; SEGMENTS],
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory<R, N, T, S> {
+    pub const fn new() -> Self {
+        FixedMemory {
+            entries: [Entry {
+                version: 0,
+                payload_off: 0,
+                len_bytes: 0,
+                seq: 0,
+                name: 0,
+                next: 0,
+                lane: 0,
+                payload_sum_lo: 0,
+            }; R],
+            names: [NameSlot {
+                hash: 0,
+                name_off: 0,
+                first: 0,
+                last: 0,
+                count: 0,
+                name_len: 0,
+                pad: 0,
+            }; N],
+            table: [0; T],
+            segments: [SegSlot {
+                chain_seq: 0,
+                first_seq: 0,
+                lane: 0,
+                index: 0,
+            }; S],
+        }
+    }
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> Default
+    for FixedMemory<R, N, T, S>
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory
+    for FixedMemory<R, N, T, S>
+{
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            entries: &mut self.entries,
+            names: &mut self.names,
+            table: &mut self.table,
+            segments: &mut self.segments,
+        }
+    }
+    fn parts_ref(&self) -> PartsRef<'_> {
+        PartsRef {
+            entries: &self.entries,
+            names: &self.names,
+            table: &self.table,
+            segments: &self.segments,
+        }
+    }
+    fn grow(&mut self, part: Part, min_len: usize) -> bool {
+        let len = match part {
+            Part::Entries => R,
+            Part::Names => N,
+            Part::Table => T,
+            Part::Segments => S,
+        };
+        len >= min_len
+    }
+}
+
+/// Index memory on the heap, growing by doubling.
+#[cfg(feature = "alloc")]
+#[derive(Default)]
+pub struct HeapMemory {
+    entries: alloc::vec::Vec<Entry>,
+    names: alloc::vec::Vec<NameSlot>,
+    table: alloc::vec::Vec<u32>,
+    segments: alloc::vec::Vec<SegSlot>,
+}
+
+#[cfg(feature = "alloc")]
+impl HeapMemory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Bytes of index memory held.
+    pub fn bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.entries.capacity() * size_of::<Entry>()
+            + self.names.capacity() * size_of::<NameSlot>()
+            + self.table.capacity() * 4
+            + self.segments.capacity() * size_of::<SegSlot>()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl IndexMemory for HeapMemory {
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            entries: &mut self.entries,
+            names: &mut self.names,
+            table: &mut self.table,
+            segments: &mut self.segments,
+        }
+    }
+    fn parts_ref(&self) -> PartsRef<'_> {
+        PartsRef {
+            entries: &self.entries,
+            names: &self.names,
+            table: &self.table,
+            segments: &self.segments,
+        }
+    }
+    fn grow(&mut self, part: Part, min_len: usize) -> bool {
+        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
+            if v.len() < min_len {
+                let new_len = min_len.max(v.len() * 2).max(64);
+                v.resize(new_len, T::default());
+            }
+        }
+        match part {
+            Part::Entries => grow_vec(&mut self.entries, min_len),
+            Part::Names => grow_vec(&mut self.names, min_len),
+            Part::Table => grow_vec(&mut self.table, min_len.next_power_of_two()),
+            Part::Segments => grow_vec(&mut self.segments, min_len),
+        }
+        true
+    }
+}
+
+/// Hash of a name, as the index keys it.
+pub fn name_hash(name: &[u8]) -> u64 {
+    hash64(0x6e76_735f_6e61_6d65, name)
+}
+
+fn version_key(name: u32, version: u64) -> u64 {
+    finish(((name as u64) << 40) ^ version ^ 0x5bd1_e995)
+}
+
+/// Largest power of two not above `len` (0 for 0).
+fn usable(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - len.leading_zeros())
+    }
+}
+
+/// Why an insert was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// Out of memory (call `reserve` first).
+    Full,
+    /// The name already has this version.
+    Duplicate,
+}
+
+/// The index over some [`IndexMemory`].
+pub struct Index<X: IndexMemory> {
+    mem: X,
+    entries: usize,
+    names: usize,
+}
+
+impl<X: IndexMemory> Index<X> {
+    pub fn new(mem: X) -> Self {
+        Index {
+            mem,
+            entries: 0,
+            names: 0,
+        }
+    }
+
+    pub fn into_memory(self) -> X {
+        self.mem
+    }
+
+    pub fn memory(&self) -> &X {
+        &self.mem
+    }
+
+    pub fn memory_mut(&mut self) -> &mut X {
+        &mut self.mem
+    }
+
+    /// Forget every entry and name (before a recovery).
+    pub fn clear(&mut self) {
+        self.entries = 0;
+        self.names = 0;
+        let p = self.mem.parts();
+        let cap = usable(p.table.len());
+        for s in p.table.iter_mut().take(cap) {
+            *s = EMPTY;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    pub fn name_count(&self) -> usize {
+        self.names
+    }
+
+    /// Make room for `entries` more entries and `names` more names, growing the memory
+    /// if it can. Nothing is changed on error.
+    pub fn reserve(&mut self, entries: usize, names: usize) -> Result<(), InsertError> {
+        let need_e = self.entries + entries;
+        let need_n = self.names + names;
+        let need_t = 2 * (need_e + need_n);
+        let p = self.mem.parts_ref();
+        let (have_e, have_n, have_t) = (p.entries.len(), p.names.len(), usable(p.table.len()));
+        if have_e < need_e && !self.mem.grow(Part::Entries, need_e) {
+            return Err(InsertError::Full);
+        }
+        if have_n < need_n && !self.mem.grow(Part::Names, need_n) {
+            return Err(InsertError::Full);
+        }
+        if have_t < need_t {
+            if !self.mem.grow(Part::Table, need_t) {
+                return Err(InsertError::Full);
+            }
+            self.rebuild_table();
+        }
+        Ok(())
+    }
+
+    /// Re-insert every key into a cleared table (after it grew).
+    fn rebuild_table(&mut self) {
+        let (entries, names) = (self.entries, self.names);
+        let p = self.mem.parts();
+        let cap = usable(p.table.len());
+        let table = &mut p.table[..cap];
+        table.fill(EMPTY);
+        for (i, n) in p.names[..names].iter().enumerate() {
+            let slot = free_slot(table, n.hash);
+            table[slot] = i as u32 | NAME_TAG;
+        }
+        for (i, e) in p.entries[..entries].iter().enumerate() {
+            let slot = free_slot(table, version_key(e.name, e.version));
+            table[slot] = i as u32;
+        }
+    }
+
+    /// The name slot of `name` (hash `hash`), comparing bytes on the media.
+    pub fn find_name<M: Media + ?Sized>(&self, media: &M, hash: u64, name: &[u8]) -> Option<u32> {
+        let p = self.mem.parts_ref();
+        let cap = usable(p.table.len());
+        if cap == 0 {
+            return None;
+        }
+        let mask = cap - 1;
+        let mut i = hash as usize & mask;
+        for _ in 0..cap {
+            let v = p.table[i];
+            if v == EMPTY {
+                return None;
+            }
+            if v & NAME_TAG != 0 {
+                let n = &p.names[(v & !NAME_TAG) as usize];
+                if n.hash == hash
+                    && n.name_len as usize == name.len()
+                    && media_eq(media, n.name_off, name)
+                {
+                    return Some(v & !NAME_TAG);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// The entry of version `version` of name slot `name`.
+    pub fn find_version(&self, name: u32, version: u64) -> Option<u32> {
+        let p = self.mem.parts_ref();
+        let cap = usable(p.table.len());
+        if cap == 0 {
+            return None;
+        }
+        let mask = cap - 1;
+        let mut i = version_key(name, version) as usize & mask;
+        for _ in 0..cap {
+            let v = p.table[i];
+            if v == EMPTY {
+                return None;
+            }
+            if v & NAME_TAG == 0 {
+                let e = &p.entries[v as usize];
+                if e.name == name && e.version == version {
+                    return Some(v);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    pub fn entry(&self, i: u32) -> &Entry {
+        &self.mem.parts_ref().entries[i as usize]
+    }
+
+    pub fn name(&self, i: u32) -> &NameSlot {
+        &self.mem.parts_ref().names[i as usize]
+    }
+
+    /// Insert a committed object. `name_off` is where its name bytes are on the media.
+    /// Keeps the name's version list sorted (an out-of-order version, possible when
+    /// lanes are recovered one after another, walks the list once).
+    pub fn insert<M: Media + ?Sized>(
+        &mut self,
+        media: &M,
+        hash: u64,
+        name: &[u8],
+        name_off: u64,
+        mut entry: Entry,
+    ) -> Result<u32, InsertError> {
+        self.reserve(1, 1)?;
+        let name_id = match self.find_name(media, hash, name) {
+            Some(id) => {
+                if self.find_version(id, entry.version).is_some() {
+                    return Err(InsertError::Duplicate);
+                }
+                id
+            }
+            None => {
+                let id = self.names as u32;
+                let p = self.mem.parts();
+                p.names[id as usize] = NameSlot {
+                    hash,
+                    name_off,
+                    first: NONE,
+                    last: NONE,
+                    count: 0,
+                    name_len: name.len() as u16,
+                    pad: 0,
+                };
+                let cap = usable(p.table.len());
+                let slot = free_slot(&p.table[..cap], hash);
+                p.table[slot] = id | NAME_TAG;
+                self.names += 1;
+                id
+            }
+        };
+        let e_id = self.entries as u32;
+        entry.name = name_id;
+        entry.next = NONE;
+        let p = self.mem.parts();
+        let cap = usable(p.table.len());
+        let slot = free_slot(&p.table[..cap], version_key(name_id, entry.version));
+        p.table[slot] = e_id;
+        let n = p.names[name_id as usize];
+        if n.last == NONE {
+            p.names[name_id as usize].first = e_id;
+            p.names[name_id as usize].last = e_id;
+        } else if p.entries[n.last as usize].version < entry.version {
+            p.entries[n.last as usize].next = e_id;
+            p.names[name_id as usize].last = e_id;
+        } else if entry.version < p.entries[n.first as usize].version {
+            entry.next = n.first;
+            p.names[name_id as usize].first = e_id;
+        } else {
+            // Somewhere in the middle: find the last entry below it (bounded by count).
+            let mut at = n.first;
+            for _ in 0..n.count {
+                let next = p.entries[at as usize].next;
+                if next == NONE || p.entries[next as usize].version > entry.version {
+                    break;
+                }
+                at = next;
+            }
+            entry.next = p.entries[at as usize].next;
+            p.entries[at as usize].next = e_id;
+        }
+        p.entries[e_id as usize] = entry;
+        p.names[name_id as usize].count += 1;
+        self.entries += 1;
+        Ok(e_id)
+    }
+
+    /// The segment slots (recovery and segment allocation use them).
+    pub fn segments(&mut self, count: usize) -> Option<&mut [SegSlot]> {
+        if self.mem.parts_ref().segments.len() < count && !self.mem.grow(Part::Segments, count) {
+            return None;
+        }
+        self.mem.parts().segments.get_mut(..count)
+    }
+
+    pub fn segments_ref(&self) -> &[SegSlot] {
+        self.mem.parts_ref().segments
+    }
+}
+
+/// First free slot for `key` (the table always has one: load ≤ 1/2).
+fn free_slot(table: &[u32], key: u64) -> usize {
+    let mask = table.len() - 1;
+    let mut i = key as usize & mask;
+    while table[i] != EMPTY {
+        i = (i + 1) & mask;
+    }
+    i
+}
+
+/// `media[off..off + name.len()] == name`.
+fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
+    let mut buf = [0u8; crate::format::NAME_MAX];
+    let Some(b) = buf.get_mut(..name.len()) else {
+        return false;
+    };
+    media.read(off as usize, b);
+    b == name
+}

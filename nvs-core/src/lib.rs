@@ -1,0 +1,44 @@
+//! # nvs-core
+//!
+//! The `no_std`, allocation-free core of nvs, a Rust NVStream: named, versioned,
+//! immutable objects in per-writer logs on byte-addressable persistent memory, written
+//! with non-temporal stores, one fence, an 8-byte commit word and one more fence.
+//!
+//! Layers, bottom up (each a module):
+//! - [`media`]: the [`Media`] trait, the one door to persistent memory;
+//! - [`region`] + `arch`: `Media` over a raw `(ptr, len)` range (x86_64 NT stores or
+//!   portable volatile stores) — the only `unsafe` in the crate;
+//! - [`format`]: every on-media byte; [`hash`]: the checksum;
+//! - [`index`]: the O(1) index in caller-provided memory;
+//! - [`recover`]: rebuilding lanes and index from the media;
+//! - [`pool`]: format/open/put/batch/get and the commit protocol.
+#![no_std]
+#![forbid(clippy::undocumented_unsafe_blocks)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+mod arch;
+pub mod error;
+pub mod format;
+pub mod hash;
+pub mod index;
+pub mod media;
+pub mod pool;
+pub mod recover;
+pub mod region;
+
+pub use error::{CorruptKind, Error, Result};
+pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
+#[cfg(feature = "alloc")]
+pub use index::HeapMemory;
+pub use index::{FixedMemory, IndexMemory};
+pub use media::Media;
+pub use pool::{FormatOptions, NameInfo, Object, ObjectInfo, Pool, Versions};
+pub use recover::RecoveryStats;
+pub use region::{Region, StoreKind};
+
+/// Whether bulk NT copies use 32-byte AVX2 stores on this CPU (else 16-byte SSE2).
+pub fn wide_stores_avx2() -> bool {
+    arch::has_avx2()
+}

@@ -1,0 +1,92 @@
+//! The Media seam: the one door to persistent memory.
+//!
+//! Every store, flush and fence that nvs makes to persistent memory goes through this
+//! trait, and every read of it too. Nothing above it writes through a raw pointer. That is
+//! what lets `nvs-sim` see every store (and build the crash images a real machine could
+//! leave), and what lets a unikernel plug in its own memory.
+//!
+//! Offsets are byte offsets from the start of the media. Callers (nvs-core) check every
+//! range against [`Media::len`] before calling; implementations still refuse (panic on)
+//! an out-of-range access rather than touch memory outside the media — that panic is a
+//! bug in nvs, never a consequence of what the media holds.
+//!
+//! # What survives a power loss (the persistency model, ARCHITECTURE §5)
+//! - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
+//!   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
+//! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`]) is *pending*
+//!   until the issuing thread's next [`Media::fence`]; pending stores persist in any
+//!   order, each word independently, or not at all.
+//! - A cached store ([`Media::store`]) may persist at any time (eviction), in order per
+//!   cache line; it is durable only after [`Media::flush`] of its line and then a fence.
+//! - When [`Media::fence`] returns, every NT store and every flush the calling thread
+//!   issued before it is durable.
+
+/// A byte-addressable persistent memory range. See the module docs for the model.
+pub trait Media {
+    /// Length of the media in bytes.
+    fn len(&self) -> usize;
+
+    /// `true` if the media is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copy `dst.len()` bytes starting at `off` into `dst`. Sees this thread's own
+    /// stores, fenced or not. Persists nothing, changes nothing.
+    fn read(&self, off: usize, dst: &mut [u8]);
+
+    /// Load the aligned 8-byte word at `off` (`off % 8 == 0`) atomically, with Acquire
+    /// ordering: a reader that sees a commit word also sees what was fenced before it.
+    fn load_word(&self, off: usize) -> u64;
+
+    /// Non-temporal (cache-bypassing) store of `src` at `off`, which must be 8-byte
+    /// aligned. If `src.len()` is not a multiple of 8, the bytes after it up to the next
+    /// multiple of 8 are set to zero. Durability: pending until this thread's next
+    /// fence; until then any subset of its 8-byte words may persist.
+    fn store_nt(&self, off: usize, src: &[u8]);
+
+    /// Non-temporal store of one aligned 8-byte word (`off % 8 == 0`): failure-atomic,
+    /// pending until this thread's next fence. Commit words are written with this.
+    fn store_word_nt(&self, off: usize, word: u64);
+
+    /// Ordinary cached store of `src` at `off` (no alignment needed). It may persist at
+    /// any time, per cache line in program order, torn at 8-byte boundaries; it is
+    /// durable only after [`Media::flush`] of its lines followed by a fence.
+    fn store(&self, off: usize, src: &[u8]);
+
+    /// Write back the cache lines covering `off..off + len` (`clwb`). Durable after this
+    /// thread's next fence; persists nothing by itself.
+    fn flush(&self, off: usize, len: usize);
+
+    /// Store fence (`sfence`). When it returns, every NT store and flush this thread
+    /// issued before it is durable (for the mapping's durability domain; see nvs-std).
+    fn fence(&self);
+}
+
+/// Shared references to a media are media: lanes on several threads share one.
+impl<M: Media + ?Sized> Media for &M {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        (**self).read(off, dst)
+    }
+    fn load_word(&self, off: usize) -> u64 {
+        (**self).load_word(off)
+    }
+    fn store_nt(&self, off: usize, src: &[u8]) {
+        (**self).store_nt(off, src)
+    }
+    fn store_word_nt(&self, off: usize, word: u64) {
+        (**self).store_word_nt(off, word)
+    }
+    fn store(&self, off: usize, src: &[u8]) {
+        (**self).store(off, src)
+    }
+    fn flush(&self, off: usize, len: usize) {
+        (**self).flush(off, len)
+    }
+    fn fence(&self) {
+        (**self).fence()
+    }
+}

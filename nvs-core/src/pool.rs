@@ -1,0 +1,672 @@
+//! [`Pool`]: format, open (recover), put, batch, get — the commit protocol lives here.
+//!
+//! The commit protocol of one unit (one put or one batch), per lane:
+//! 1. validate everything (names, versions, sizes, index room, space) — nothing is
+//!    written before the call is known to succeed;
+//! 2. if the unit does not fit the lane's segment, claim a free segment: its header by
+//!    NT stores, then a fence, so its ownership is durable before any unit in it;
+//! 3. NT-store the batch header (all but the commit word), every object header + name
+//!    and every payload;
+//! 4. fence — the unit is durable, but not yet committed;
+//! 5. NT-store the 8-byte commit word alone, aligned;
+//! 6. fence — committed; only now does the call return and the index learn the objects.
+
+use crate::error::{Error, Result};
+use crate::format::{
+    self, commit_word, line_up, object_head_len, BatchHeader, ObjectHeader, SegmentHeader,
+    Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, LINE, NAME_MAX, SEGMENT_MAGIC,
+    SUPERBLOCK_MAGIC,
+};
+use crate::hash::{hash64, Hasher};
+use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, FREE, NONE};
+use crate::media::Media;
+use crate::recover::{recover, RecoveryStats};
+use core::mem::size_of;
+
+/// How to format a pool.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatOptions {
+    /// Identity of this pool; must differ from any earlier pool on the same media (use
+    /// random bits). If the media holds a valid pool with the same id, it is changed.
+    pub pool_id: u64,
+    /// Segment size in bytes; `None` picks [`format::default_segment_len`].
+    pub segment_len: Option<u64>,
+    /// Number of writer lanes (1..=256).
+    pub lanes_max: u32,
+    /// Checksum every payload (verified on every get and by check).
+    pub payload_checksum: bool,
+}
+
+impl FormatOptions {
+    pub fn new(pool_id: u64) -> Self {
+        FormatOptions {
+            pool_id,
+            segment_len: None,
+            lanes_max: 64,
+            payload_checksum: false,
+        }
+    }
+}
+
+/// One object of a put or a batch: a name, its bytes as one or more slices (a vectored
+/// put), and its version (`None`: the name's latest + 1, starting at 1).
+#[derive(Clone, Copy, Debug)]
+pub struct Object<'a> {
+    pub name: &'a [u8],
+    pub parts: &'a [&'a [u8]],
+    pub version: Option<u64>,
+}
+
+impl<'a> Object<'a> {
+    pub fn new(name: &'a [u8], parts: &'a [&'a [u8]]) -> Self {
+        Object {
+            name,
+            parts,
+            version: None,
+        }
+    }
+    pub fn with_version(mut self, version: u64) -> Self {
+        self.version = Some(version);
+        self
+    }
+    fn len_bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.len() as u64).sum()
+    }
+}
+
+/// A lane's write position.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lane {
+    /// Holds a segment.
+    pub active: bool,
+    pub chain_seq: u64,
+    /// Where the next unit goes.
+    pub tail: u64,
+    pub seg_end: u64,
+    /// Sequence number of the next unit.
+    pub next_seq: u64,
+}
+
+/// Facts about one committed object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub version: u64,
+    pub len_bytes: u64,
+    pub lane: u32,
+    /// Sequence number (in its lane) of the unit that committed it.
+    pub seq: u64,
+    /// Media offset of the payload.
+    pub offset: u64,
+}
+
+/// One distinct name (see [`Pool::names`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameInfo {
+    pub id: u32,
+    pub versions: u32,
+    pub latest: u64,
+}
+
+/// Versions committed by one put or batch, in object order.
+pub type Versions = heapless::Vec<u64, BATCH_MAX>;
+
+/// A pool on some media, with its index.
+pub struct Pool<M: Media, X: IndexMemory> {
+    media: M,
+    sb: Superblock,
+    writable: bool,
+    lanes: [Lane; LANES_MAX as usize],
+    index: Index<X>,
+    alloc_cursor: u32,
+    stats: RecoveryStats,
+}
+
+impl<M: Media, X: IndexMemory> Pool<M, X> {
+    /// Format `media` as an empty pool and open it for writing. Existing contents are not
+    /// erased (nvs never relies on zeroed media): stale bytes can never match this pool.
+    pub fn format(media: M, opts: FormatOptions, mem: X) -> Result<Self> {
+        if opts.lanes_max == 0 || opts.lanes_max > LANES_MAX {
+            return Err(Error::BadGeometry {
+                what: "lanes must be between 1 and 256",
+            });
+        }
+        let segment_len = opts
+            .segment_len
+            .unwrap_or_else(|| format::default_segment_len(media.len() as u64));
+        let g = format::geometry(media.len() as u64, segment_len)?;
+        let mut pool_id = opts.pool_id;
+        if let Ok(old) = format::decode_superblock(&media) {
+            if old.pool_id == pool_id {
+                pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            }
+        }
+        let mut sb = Superblock {
+            magic: SUPERBLOCK_MAGIC,
+            format_version: FORMAT_VERSION,
+            flags: if opts.payload_checksum {
+                format::FLAG_PAYLOAD_CHECKSUM
+            } else {
+                0
+            },
+            pool_id,
+            pool_len: g.pool_len,
+            segment_len: g.segment_len,
+            segment_count: g.segment_count,
+            lanes_max: opts.lanes_max,
+            data_off: format::DATA_OFF,
+            checksum: 0,
+        };
+        sb.checksum = sb.compute_checksum();
+        media.store_nt(0, bytemuck::bytes_of(&sb));
+        media.fence();
+        Self::open_with(media, mem, true)
+    }
+
+    /// Open a pool for writing: recovery runs, nothing is written until a put.
+    pub fn open(media: M, mem: X) -> Result<Self> {
+        Self::open_with(media, mem, true)
+    }
+
+    /// Open a pool for reading only: recovery runs; this pool never writes the media.
+    pub fn open_read_only(media: M, mem: X) -> Result<Self> {
+        Self::open_with(media, mem, false)
+    }
+
+    fn open_with(media: M, mem: X, writable: bool) -> Result<Self> {
+        let sb = format::decode_superblock(&media)?;
+        let mut pool = Pool {
+            media,
+            sb,
+            writable,
+            lanes: [Lane::default(); LANES_MAX as usize],
+            index: Index::new(mem),
+            alloc_cursor: 0,
+            stats: RecoveryStats::default(),
+        };
+        pool.stats = recover(&pool.media, &pool.sb, &mut pool.index, &mut pool.lanes)?;
+        Ok(pool)
+    }
+
+    /// Re-run recovery from the media (a reader catching up with a writer, or a test).
+    pub fn refresh(&mut self) -> Result<()> {
+        self.stats = recover(&self.media, &self.sb, &mut self.index, &mut self.lanes)?;
+        Ok(())
+    }
+
+    /// Close the pool, giving back the media and the index memory.
+    pub fn close(self) -> (M, X) {
+        (self.media, self.index.into_memory())
+    }
+
+    pub fn media(&self) -> &M {
+        &self.media
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// What the last recovery found, updated by every put since.
+    pub fn stats(&self) -> RecoveryStats {
+        self.stats
+    }
+
+    /// Free segments.
+    pub fn free_segments(&self) -> u32 {
+        self.sb.segment_count - self.stats.segments_used
+    }
+
+    /// Largest payload one object with a `name_len`-byte name can have.
+    pub fn max_object_bytes(&self, name_len: usize) -> u64 {
+        let room = self.sb.segment_len - LINE - LINE - object_head_len(name_len);
+        room & !(LINE - 1)
+    }
+
+    /// Put `bytes` as the next version of `name` on lane 0. Returns the version, after
+    /// the commit is durable.
+    pub fn put(&mut self, name: &[u8], bytes: &[u8]) -> Result<u64> {
+        self.put_vectored(0, name, &[bytes])
+    }
+
+    /// Put several non-contiguous slices as one object on `lane`.
+    pub fn put_vectored(&mut self, lane: u32, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
+        let v = self.put_batch(lane, &[Object::new(name, parts)])?;
+        Ok(v.first().copied().unwrap_or_default())
+    }
+
+    /// Put `bytes` as version `version` of `name` on `lane` (must exceed the latest).
+    pub fn put_version(
+        &mut self,
+        lane: u32,
+        name: &[u8],
+        version: u64,
+        bytes: &[u8],
+    ) -> Result<u64> {
+        let v = self.put_batch(lane, &[Object::new(name, &[bytes]).with_version(version)])?;
+        Ok(v.first().copied().unwrap_or_default())
+    }
+
+    /// Commit every object of `objects` together, on `lane`: after a crash either all
+    /// are recovered or none. Returns their versions, after the commit is durable.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        if lane >= self.sb.lanes_max {
+            return Err(Error::NoSuchLane {
+                lane,
+                lanes_max: self.sb.lanes_max,
+            });
+        }
+        if objects.is_empty() || objects.len() > BATCH_MAX {
+            return Err(Error::BatchSize {
+                count: objects.len(),
+            });
+        }
+        // 1. Validate and resolve versions; count new names; size the unit.
+        let mut versions = Versions::new();
+        let mut hashes = heapless::Vec::<u64, BATCH_MAX>::new();
+        let mut new_names = 0usize;
+        let mut unit_len = LINE;
+        for (i, o) in objects.iter().enumerate() {
+            if o.name.is_empty() {
+                return Err(Error::NameEmpty);
+            }
+            if o.name.len() > NAME_MAX {
+                return Err(Error::NameTooLong {
+                    len_bytes: o.name.len(),
+                });
+            }
+            let h = name_hash(o.name);
+            let earlier = objects[..i]
+                .iter()
+                .zip(hashes.iter())
+                .zip(versions.iter())
+                .filter(|((e, eh), _)| **eh == h && e.name == o.name);
+            let batch_latest = earlier.map(|(_, v)| *v).max();
+            let stored_latest = self.index.find_name(&self.media, h, o.name).map(|id| {
+                let n = self.index.name(id);
+                self.index.entry(n.last).version
+            });
+            if stored_latest.is_none() && batch_latest.is_none() {
+                new_names += 1;
+            }
+            let latest = batch_latest.max(stored_latest);
+            let version = match (o.version, latest) {
+                (Some(v), Some(l)) if v <= l => {
+                    return Err(Error::VersionNotIncreasing {
+                        latest: l,
+                        given: v,
+                    })
+                }
+                (Some(v), _) => v,
+                (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing {
+                    latest: l,
+                    given: l,
+                })?,
+                (None, None) => 1,
+            };
+            let len = o.len_bytes();
+            let max = self.max_object_bytes(o.name.len());
+            if len > max {
+                return Err(Error::TooLarge {
+                    len_bytes: len,
+                    max_bytes: max,
+                });
+            }
+            unit_len += format::object_len(o.name.len(), len);
+            // Capacity is BATCH_MAX and objects.len() <= BATCH_MAX: these cannot fail.
+            let _ = versions.push(version);
+            let _ = hashes.push(h);
+        }
+        if unit_len > self.sb.segment_len - LINE {
+            return Err(Error::TooLarge {
+                len_bytes: unit_len,
+                max_bytes: self.sb.segment_len - 2 * LINE,
+            });
+        }
+        self.index
+            .reserve(objects.len(), new_names)
+            .map_err(|_| Error::IndexFull {
+                records: self.index.len(),
+            })?;
+        // 2. Space: the lane's segment, or a newly claimed one.
+        let mut l = self.lanes[lane as usize];
+        if !l.active || l.tail + unit_len > l.seg_end {
+            l = self.claim_segment(lane, l)?;
+        }
+        // 3. Payloads and headers, all by NT stores.
+        let pool_id = self.sb.pool_id;
+        let unit_off = l.tail;
+        let mut obj_off = unit_off + LINE;
+        let mut entries = heapless::Vec::<(Entry, u64), BATCH_MAX>::new();
+        for (o, &version) in objects.iter().zip(versions.iter()) {
+            let len = o.len_bytes();
+            let payload_sum = if self.sb.has_payload_checksum() {
+                let mut h = Hasher::new(pool_id);
+                o.parts.iter().for_each(|p| h.write(p));
+                h.finish()
+            } else {
+                0
+            };
+            let mut oh = ObjectHeader {
+                version,
+                payload_len: len,
+                name_len: o.name.len() as u16,
+                flags: 0,
+                reserved: 0,
+                payload_sum,
+                reserved2: 0,
+                checksum: 0,
+            };
+            oh.checksum = oh.compute_checksum(pool_id, o.name);
+            let mut head = [0u8; size_of::<ObjectHeader>() + NAME_MAX];
+            head[..size_of::<ObjectHeader>()].copy_from_slice(bytemuck::bytes_of(&oh));
+            head[size_of::<ObjectHeader>()..][..o.name.len()].copy_from_slice(o.name);
+            self.media.store_nt(
+                obj_off as usize,
+                &head[..size_of::<ObjectHeader>() + o.name.len()],
+            );
+            let payload_off = obj_off + object_head_len(o.name.len());
+            let mut w = NtStream::new(&self.media, payload_off);
+            o.parts.iter().for_each(|p| w.write(p));
+            w.finish();
+            let entry = Entry {
+                version,
+                payload_off,
+                len_bytes: len,
+                seq: l.next_seq,
+                name: 0,
+                next: NONE,
+                lane,
+                payload_sum_lo: payload_sum as u32,
+            };
+            let _ = entries.push((entry, obj_off + size_of::<ObjectHeader>() as u64));
+            obj_off = payload_off + line_up(len);
+        }
+        debug_assert_eq!(obj_off, unit_off + unit_len);
+        let mut bh = BatchHeader {
+            commit: 0,
+            seq: l.next_seq,
+            unit_len,
+            object_count: objects.len() as u32,
+            lane,
+            reserved: [0; 3],
+            checksum: 0,
+        };
+        bh.checksum = bh.compute_checksum(pool_id);
+        self.media
+            .store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        // 4. Everything but the commit word is durable after this fence.
+        self.media.fence();
+        // 5–6. The commit word, alone, then the fence that makes the commit durable.
+        self.media.store_word_nt(
+            unit_off as usize,
+            commit_word(pool_id, lane, l.next_seq, bh.checksum),
+        );
+        self.media.fence();
+        // Committed: now the lane and the index may learn it.
+        l.tail = unit_off + unit_len;
+        l.next_seq += 1;
+        self.lanes[lane as usize] = l;
+        for ((e, name_off), o) in entries.iter().zip(objects) {
+            let h = name_hash(o.name);
+            let r = self.index.insert(&self.media, h, o.name, *name_off, *e);
+            debug_assert!(
+                r.is_ok(),
+                "index room was reserved and versions checked: {r:?}"
+            );
+            if let Err(InsertError::Full | InsertError::Duplicate) = r {
+                return Err(Error::IndexFull {
+                    records: self.index.len(),
+                });
+            }
+            self.stats.objects += 1;
+            self.stats.payload_bytes += e.len_bytes;
+        }
+        self.stats.units += 1;
+        Ok(versions)
+    }
+
+    /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
+    fn claim_segment(&mut self, lane: u32, old: Lane) -> Result<Lane> {
+        let count = self.sb.segment_count;
+        let cursor = self.alloc_cursor;
+        let segs = self
+            .index
+            .segments(count as usize)
+            .ok_or(Error::IndexFull { records: 0 })?;
+        let free = (0..count)
+            .map(|k| (cursor + k) % count)
+            .find(|&i| segs[i as usize].lane == FREE)
+            .ok_or(Error::Full)?;
+        let (chain_seq, first_seq) = if old.active {
+            (old.chain_seq + 1, old.next_seq)
+        } else {
+            (0, 0)
+        };
+        let mut h = SegmentHeader {
+            magic: SEGMENT_MAGIC,
+            pool_id: self.sb.pool_id,
+            lane,
+            flags: 0,
+            chain_seq,
+            first_seq,
+            reserved: [0; 2],
+            checksum: 0,
+        };
+        h.checksum = h.compute_checksum();
+        let seg_off = self.sb.segment_off(free);
+        self.media
+            .store_nt(seg_off as usize, bytemuck::bytes_of(&h));
+        self.media.fence();
+        segs[free as usize] = crate::index::SegSlot {
+            chain_seq,
+            first_seq,
+            lane,
+            index: free,
+        };
+        self.alloc_cursor = (free + 1) % count;
+        if !old.active {
+            self.stats.lanes += 1;
+        }
+        self.stats.segments_used += 1;
+        Ok(Lane {
+            active: true,
+            chain_seq,
+            tail: seg_off + LINE,
+            seg_end: seg_off + self.sb.segment_len,
+            next_seq: old.next_seq,
+        })
+    }
+
+    fn lookup(&self, name: &[u8], version: u64) -> Result<&Entry> {
+        let id = self
+            .index
+            .find_name(&self.media, name_hash(name), name)
+            .ok_or(Error::NotFound)?;
+        let e = self
+            .index
+            .find_version(id, version)
+            .ok_or(Error::NotFound)?;
+        Ok(self.index.entry(e))
+    }
+
+    /// Copy version `version` of `name` into `buf`; returns its length.
+    pub fn get(&self, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
+        let e = *self.lookup(name, version)?;
+        let len = e.len_bytes as usize;
+        let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall {
+            needed_bytes: e.len_bytes,
+        })?;
+        self.media.read(e.payload_off as usize, dst);
+        if self.sb.has_payload_checksum() {
+            self.verify_payload(&e, dst)?;
+        }
+        Ok(len)
+    }
+
+    fn verify_payload(&self, e: &Entry, bytes: &[u8]) -> Result<()> {
+        // The header holds the full 64-bit sum; the index keeps its low half to avoid a
+        // header read per get (a mismatch then rereads nothing: it is corruption).
+        if hash64(self.sb.pool_id, bytes) as u32 != e.payload_sum_lo {
+            let obj = e.payload_off; // payload offset names the damaged object
+            return Err(Error::Corrupted {
+                offset: obj,
+                kind: crate::error::CorruptKind::PayloadChecksum,
+            });
+        }
+        Ok(())
+    }
+
+    /// The latest version of `name`.
+    pub fn latest(&self, name: &[u8]) -> Result<u64> {
+        let id = self
+            .index
+            .find_name(&self.media, name_hash(name), name)
+            .ok_or(Error::NotFound)?;
+        Ok(self.index.entry(self.index.name(id).last).version)
+    }
+
+    /// Facts about version `version` of `name`.
+    pub fn stat(&self, name: &[u8], version: u64) -> Result<ObjectInfo> {
+        let e = self.lookup(name, version)?;
+        Ok(info(e))
+    }
+
+    /// Every version of `name`, oldest first.
+    pub fn versions(&self, name: &[u8]) -> Result<impl Iterator<Item = ObjectInfo> + '_> {
+        let id = self
+            .index
+            .find_name(&self.media, name_hash(name), name)
+            .ok_or(Error::NotFound)?;
+        let n = *self.index.name(id);
+        let mut at = n.first;
+        Ok((0..n.count).map_while(move |_| {
+            if at == NONE {
+                return None;
+            }
+            let e = self.index.entry(at);
+            at = e.next;
+            Some(info(e))
+        }))
+    }
+
+    /// Every distinct name, in the order first committed (recovered).
+    pub fn names(&self) -> impl Iterator<Item = NameInfo> + '_ {
+        (0..self.index.name_count() as u32).map(|id| {
+            let n = self.index.name(id);
+            NameInfo {
+                id,
+                versions: n.count,
+                latest: self.index.entry(n.last).version,
+            }
+        })
+    }
+
+    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`.
+    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
+        let n = self.index.name(id);
+        let dst = &mut buf[..n.name_len as usize];
+        self.media.read(n.name_off as usize, dst);
+        dst
+    }
+
+    /// Read every committed payload and verify its checksum (if the pool has them).
+    /// Returns the number of objects checked.
+    pub fn verify_all(&self, buf: &mut [u8]) -> Result<u64> {
+        let mut checked = 0;
+        for id in 0..self.index.name_count() as u32 {
+            let mut at = self.index.name(id).first;
+            while at != NONE {
+                let e = *self.index.entry(at);
+                if self.sb.has_payload_checksum() {
+                    let mut h = Hasher::new(self.sb.pool_id);
+                    let mut off = e.payload_off;
+                    let end = e.payload_off + e.len_bytes;
+                    while off < end {
+                        let n = ((end - off) as usize).min(buf.len().max(1));
+                        let chunk = &mut buf[..n];
+                        self.media.read(off as usize, chunk);
+                        h.write(chunk);
+                        off += n as u64;
+                    }
+                    if h.finish() as u32 != e.payload_sum_lo {
+                        return Err(Error::Corrupted {
+                            offset: e.payload_off,
+                            kind: crate::error::CorruptKind::PayloadChecksum,
+                        });
+                    }
+                }
+                checked += 1;
+                at = e.next;
+            }
+        }
+        Ok(checked)
+    }
+}
+
+fn info(e: &Entry) -> ObjectInfo {
+    ObjectInfo {
+        version: e.version,
+        len_bytes: e.len_bytes,
+        lane: e.lane,
+        seq: e.seq,
+        offset: e.payload_off,
+    }
+}
+
+/// Streams slices to the media with NT stores at 8-byte aligned offsets, however the
+/// slices are cut (vectored puts): a partial word is carried to the next slice.
+struct NtStream<'m, M: Media> {
+    media: &'m M,
+    off: u64,
+    carry: [u8; 8],
+    carry_len: usize,
+}
+
+impl<'m, M: Media> NtStream<'m, M> {
+    fn new(media: &'m M, off: u64) -> Self {
+        debug_assert!(off % 8 == 0);
+        NtStream {
+            media,
+            off,
+            carry: [0; 8],
+            carry_len: 0,
+        }
+    }
+
+    fn write(&mut self, mut bytes: &[u8]) {
+        if self.carry_len > 0 {
+            let take = (8 - self.carry_len).min(bytes.len());
+            self.carry[self.carry_len..self.carry_len + take].copy_from_slice(&bytes[..take]);
+            self.carry_len += take;
+            bytes = &bytes[take..];
+            if self.carry_len < 8 {
+                return;
+            }
+            self.media.store_nt(self.off as usize, &self.carry);
+            self.off += 8;
+            self.carry_len = 0;
+        }
+        let whole = bytes.len() & !7;
+        if whole > 0 {
+            self.media.store_nt(self.off as usize, &bytes[..whole]);
+            self.off += whole as u64;
+        }
+        let rest = &bytes[whole..];
+        self.carry[..rest.len()].copy_from_slice(rest);
+        self.carry_len = rest.len();
+    }
+
+    fn finish(self) {
+        if self.carry_len > 0 {
+            self.media
+                .store_nt(self.off as usize, &self.carry[..self.carry_len]);
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Recovery: rebuild every lane's state and the index from the media, reading only.
+//!
+//! The decision table (DESIGN.md explains why each row keeps the contract):
+//!
+//! | what recovery finds                                   | decision                         |
+//! |-------------------------------------------------------|----------------------------------|
+//! | segment header: bad magic/checksum/pool id/lane       | segment is free                  |
+//! | valid header, chain_seq continues its lane's chain    | segment belongs to the lane      |
+//! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
+//! | unit slot: commit word ≠ expected for (lane, seq)     | lane's log ends in this segment  |
+//! | commit word matches, header checksum wrong            | `Corrupted(RecordChecksum)`      |
+//! | commit word matches, lengths/counts out of bounds     | `Corrupted(RecordBounds)`        |
+//! | commit word matches, object header/name checksum bad  | `Corrupted(RecordChecksum)`      |
+//! | next segment's first_seq ≠ lane's next seq            | `Corrupted(SequenceGap)`         |
+//! | same (name, version) committed twice                  | `Corrupted(DuplicateVersion)`    |
+//! | otherwise                                             | unit committed: index it         |
+//!
+//! Every loop is bounded: segments by `segment_count`, units by `segment_len / 64` per
+//! segment, objects by the unit's checked `object_count`.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
+
+use crate::error::{CorruptKind, Error, Result};
+use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
+use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, SegSlot, FREE, NONE};
+use crate::media::Media;
+use crate::pool::Lane;
+
+/// What a recovery found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryStats {
+    /// Segments owned by lanes.
+    pub segments_used: u32,
+    /// Committed units (puts and batches).
+    pub units: u64,
+    /// Committed objects.
+    pub objects: u64,
+    /// Payload bytes of committed objects.
+    pub payload_bytes: u64,
+    /// Lanes holding at least one segment.
+    pub lanes: u32,
+}
+
+/// Rebuild `lanes` and `index` from the media. Writes nothing to the media.
+pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lanes: &mut [Lane],
+) -> Result<RecoveryStats> {
+    index.clear();
+    for l in lanes.iter_mut() {
+        *l = Lane::default();
+    }
+    let count = sb.segment_count as usize;
+    let Some(segs) = index.segments(count) else {
+        return Err(Error::IndexFull { records: 0 });
+    };
+    // Pass 1: every segment header, in index order.
+    for (i, slot) in segs.iter_mut().enumerate() {
+        *slot = match format::decode_segment(media, sb, i as u32) {
+            Some(h) => SegSlot {
+                chain_seq: h.chain_seq,
+                first_seq: h.first_seq,
+                lane: h.lane,
+                index: i as u32,
+            },
+            None => SegSlot {
+                chain_seq: 0,
+                first_seq: 0,
+                lane: FREE,
+                index: i as u32,
+            },
+        };
+    }
+    // Pass 2: chains are runs of (lane, chain_seq) after sorting; free segments sort last.
+    segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq));
+    let mut stats = RecoveryStats::default();
+    let mut expected_chain = 0u64;
+    let mut prev_lane = FREE;
+    for s in segs.iter() {
+        if s.lane == FREE {
+            break;
+        }
+        if s.lane != prev_lane {
+            expected_chain = 0;
+            prev_lane = s.lane;
+            stats.lanes += 1;
+        }
+        if s.chain_seq != expected_chain {
+            return Err(Error::Corrupted {
+                offset: sb.segment_off(s.index),
+                kind: CorruptKind::SegmentChain,
+            });
+        }
+        expected_chain += 1;
+        stats.segments_used += 1;
+    }
+    // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
+    let mut name_buf = [0u8; NAME_MAX];
+    let mut i = 0usize;
+    while let Some(first) = index
+        .segments_ref()
+        .get(..count)
+        .and_then(|v| v.get(i))
+        .copied()
+    {
+        if first.lane == FREE {
+            break;
+        }
+        let lane_id = first.lane;
+        let mut next_seq = 0u64;
+        let mut lane = Lane::default();
+        while let Some(s) = index
+            .segments_ref()
+            .get(..count)
+            .and_then(|v| v.get(i))
+            .copied()
+        {
+            if s.lane != lane_id {
+                break;
+            }
+            let seg_off = sb.segment_off(s.index);
+            if s.first_seq != next_seq {
+                return Err(Error::Corrupted {
+                    offset: seg_off,
+                    kind: CorruptKind::SequenceGap,
+                });
+            }
+            let seg_end = seg_off + sb.segment_len;
+            let mut off = seg_off + LINE;
+            for _ in 0..sb.segment_len / LINE {
+                let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
+                    UnitSlot::End => break,
+                    UnitSlot::Committed(h) => h,
+                };
+                let unit_end = off + h.unit_len;
+                let mut obj = off + LINE;
+                for _ in 0..h.object_count {
+                    let d = format::decode_object(media, sb, obj, unit_end, &mut name_buf)?;
+                    let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
+                    let entry = Entry {
+                        version: d.header.version,
+                        payload_off: d.payload_off,
+                        len_bytes: d.header.payload_len,
+                        seq: next_seq,
+                        name: 0,
+                        next: NONE,
+                        lane: lane_id,
+                        payload_sum_lo: d.header.payload_sum as u32,
+                    };
+                    match index.insert(media, name_hash(name), name, d.name_off, entry) {
+                        Ok(_) => {}
+                        Err(InsertError::Full) => {
+                            return Err(Error::IndexFull {
+                                records: index.len(),
+                            })
+                        }
+                        Err(InsertError::Duplicate) => {
+                            return Err(Error::Corrupted {
+                                offset: obj,
+                                kind: CorruptKind::DuplicateVersion,
+                            })
+                        }
+                    }
+                    stats.objects += 1;
+                    stats.payload_bytes += d.header.payload_len;
+                    obj = d.end;
+                }
+                stats.units += 1;
+                next_seq += 1;
+                off = unit_end;
+            }
+            lane = Lane {
+                active: true,
+                chain_seq: s.chain_seq,
+                tail: off,
+                seg_end,
+                next_seq,
+            };
+            i += 1;
+        }
+        if let Some(l) = lanes.get_mut(lane_id as usize) {
+            *l = lane;
+        }
+    }
+    // Back to index order, for allocation.
+    if let Some(segs) = index.segments(count) {
+        segs.sort_unstable_by_key(|s| s.index);
+    }
+    Ok(stats)
+}

@@ -1,0 +1,155 @@
+//! [`Region`]: the [`Media`] over a raw `(ptr, len)` range of real memory.
+//!
+//! This file and `arch/` hold the only `unsafe` of nvs-core. A `Region` is built once
+//! through [`Region::new`], whose contract makes every later access in bounds and valid;
+//! each method then checks its range against `len` (a panic there is an nvs bug, never
+//! a consequence of media contents) before touching memory.
+
+use crate::arch;
+use crate::media::Media;
+
+/// Which store instructions a region uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// x86_64 non-temporal stores: `movnti` words, `movntdq`/`vmovntdq` bulk, `sfence`.
+    NonTemporal,
+    /// Volatile writes and sequentially consistent fences: other architectures, miri.
+    /// On real persistent memory these give no durability without a flush; use it for
+    /// volatile memory, tests and miri.
+    Portable,
+}
+
+/// A persistent-memory range in this address space.
+#[derive(Debug)]
+pub struct Region {
+    base: *mut u8,
+    len: usize,
+    kind: StoreKind,
+}
+
+// SAFETY: a Region is a pointer plus a length; the memory it names stays valid for the
+// region's life (constructor contract) and every access is a raw-pointer access that
+// does not create references, so sharing it between threads is as sound as sharing the
+// memory. Concurrent writers must write disjoint ranges (nvs gives each lane its own
+// segments); concurrent readers read only what a commit word's Acquire load published.
+unsafe impl Send for Region {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Wrap `len` bytes at `base`, using the best stores of this target (non-temporal
+    /// on x86_64, portable elsewhere and under miri).
+    ///
+    /// # Safety
+    /// - `base..base + len` is one allocation (or mapping) valid for reads and writes for
+    ///   as long as the `Region` (and anything built on it) lives;
+    /// - `base` is 64-byte aligned;
+    /// - no one else writes the range while nvs uses it, except other processes that
+    ///   follow nvs's own protocol (an nvs writer while this one only reads);
+    /// - no Rust reference (`&[u8]`/`&mut [u8]`) to the range is used while the region lives.
+    pub unsafe fn new(base: *mut u8, len: usize) -> Region {
+        // SAFETY: the caller's contract is ours.
+        unsafe { Self::with_kind(base, len, arch::best_kind()) }
+    }
+
+    /// As [`Region::new`], with the store instructions chosen by the caller.
+    ///
+    /// # Safety
+    /// As for [`Region::new`]. `StoreKind::NonTemporal` is only honoured on x86_64
+    /// (elsewhere the portable stores are used).
+    pub unsafe fn with_kind(base: *mut u8, len: usize, kind: StoreKind) -> Region {
+        debug_assert!(
+            base as usize % 64 == 0,
+            "region base must be 64-byte aligned"
+        );
+        debug_assert!((base as usize).checked_add(len).is_some());
+        let kind = if cfg!(all(target_arch = "x86_64", not(miri))) {
+            kind
+        } else {
+            StoreKind::Portable
+        };
+        Region { base, len, kind }
+    }
+
+    /// The store instructions in use.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// Base pointer (for the std shim's msync bookkeeping; nvs-core never uses it).
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    #[inline(always)]
+    fn check(&self, off: usize, len: usize) {
+        let ok = matches!(off.checked_add(len), Some(end) if end <= self.len);
+        assert!(ok, "nvs bug: media access {off}+{len} outside {}", self.len);
+    }
+}
+
+impl Media for Region {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        self.check(off, dst.len());
+        // SAFETY: in bounds (checked above) of a range valid for reads (constructor);
+        // `dst` is a distinct Rust allocation, so the ranges do not overlap.
+        unsafe { core::ptr::copy_nonoverlapping(self.base.add(off), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    fn load_word(&self, off: usize) -> u64 {
+        self.check(off, 8);
+        assert!(off % 8 == 0, "nvs bug: unaligned word load at {off}");
+        // SAFETY: in bounds, 8-aligned (base is 64-aligned), valid for reads.
+        unsafe { arch::load_word_acquire(self.base.add(off)) }
+    }
+
+    fn store_nt(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len().next_multiple_of(8));
+        assert!(off % 8 == 0, "nvs bug: unaligned NT store at {off}");
+        // SAFETY: destination in bounds including the zero padding, 8-aligned, valid for
+        // writes; `src` is a Rust slice and cannot overlap the region (constructor).
+        unsafe {
+            match self.kind {
+                StoreKind::NonTemporal => arch::copy_nt(self.base.add(off), src),
+                StoreKind::Portable => arch::copy_volatile(self.base.add(off), src),
+            }
+        }
+    }
+
+    fn store_word_nt(&self, off: usize, word: u64) {
+        self.check(off, 8);
+        assert!(off % 8 == 0, "nvs bug: unaligned word store at {off}");
+        // SAFETY: in bounds, 8-aligned, valid for writes.
+        unsafe {
+            match self.kind {
+                StoreKind::NonTemporal => arch::store_word_nt(self.base.add(off), word),
+                StoreKind::Portable => arch::store_word_volatile(self.base.add(off), word),
+            }
+        }
+    }
+
+    fn store(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len());
+        // SAFETY: in bounds, valid for writes, no overlap with `src` (constructor).
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off), src.len()) }
+    }
+
+    fn flush(&self, off: usize, len: usize) {
+        self.check(off, len);
+        if self.kind == StoreKind::NonTemporal {
+            // SAFETY: the lines are in bounds of a valid mapping.
+            unsafe { arch::flush_lines(self.base.add(off), len) }
+        }
+    }
+
+    fn fence(&self) {
+        match self.kind {
+            StoreKind::NonTemporal => arch::sfence(),
+            StoreKind::Portable => core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst),
+        }
+    }
+}

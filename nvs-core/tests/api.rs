@@ -1,0 +1,286 @@
+//! Round trips of every public API on a pool in heap memory, reopen after close, limits
+//! and a full pool.
+
+mod common;
+use common::*;
+use nvs_core::{Error, FixedMemory, FormatOptions, Object, Pool, BATCH_MAX, NAME_MAX};
+
+/// put/get/latest/versions/names/stat round-trip, and survive a clean close + reopen.
+#[test]
+fn round_trip_every_api_and_reopen() {
+    let mut ram = Ram::new(1 << 20, 0xA5);
+    let mut rng = Rng(7);
+    let a1 = rng.bytes(1000);
+    let a2 = rng.bytes(33);
+    let b1 = rng.bytes(64 * 3 + 5);
+    let (p1, p2, p3) = (rng.bytes(7), rng.bytes(0), rng.bytes(130));
+    {
+        let mut pool = format(&mut ram, 64 << 10);
+        assert_eq!(pool.put(b"a", &a1).unwrap(), 1);
+        assert_eq!(pool.put(b"a", &a2).unwrap(), 2);
+        assert_eq!(pool.put_version(1, b"b", 10, &b1).unwrap(), 10);
+        assert_eq!(
+            pool.put_version(1, b"b", 10, &b1),
+            Err(Error::VersionNotIncreasing {
+                latest: 10,
+                given: 10
+            })
+        );
+        let v = pool.put_vectored(2, b"vec", &[&p1, &p2, &p3]).unwrap();
+        assert_eq!(v, 1);
+        let vs = pool
+            .put_batch(
+                3,
+                &[
+                    Object::new(b"x", &[&a2]),
+                    Object::new(b"a", &[&b1]),
+                    Object::new(b"a", &[&p1]),
+                    Object::new(b"y", &[&[]]).with_version(5),
+                ],
+            )
+            .unwrap();
+        assert_eq!(&vs[..], &[1, 3, 4, 5]);
+        check(
+            &pool,
+            &a1,
+            &a2,
+            &b1,
+            &[p1.clone(), p2.clone(), p3.clone()].concat(),
+        );
+        let (region, _) = pool.close();
+        drop(region);
+    }
+    let pool = open(&mut ram).unwrap();
+    check(&pool, &a1, &a2, &b1, &[p1, p2, p3].concat());
+    assert_eq!(pool.stats().units, 5);
+    assert_eq!(pool.stats().objects, 8);
+
+    fn check(
+        pool: &Pool<nvs_core::Region, nvs_core::HeapMemory>,
+        a1: &[u8],
+        a2: &[u8],
+        b1: &[u8],
+        vec: &[u8],
+    ) {
+        let mut buf = vec![0u8; 4096];
+        let n = pool.get(b"a", 1, &mut buf).unwrap();
+        assert_eq!(&buf[..n], a1);
+        let n = pool.get(b"a", 2, &mut buf).unwrap();
+        assert_eq!(&buf[..n], a2);
+        let n = pool.get(b"a", 3, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b1);
+        let n = pool.get(b"b", 10, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b1);
+        let n = pool.get(b"vec", 1, &mut buf).unwrap();
+        assert_eq!(&buf[..n], vec);
+        assert_eq!(pool.get(b"y", 5, &mut buf), Ok(0));
+        assert_eq!(pool.latest(b"a"), Ok(4));
+        assert_eq!(pool.latest(b"b"), Ok(10));
+        assert_eq!(pool.latest(b"nope"), Err(Error::NotFound));
+        assert_eq!(pool.get(b"a", 9, &mut buf), Err(Error::NotFound));
+        assert_eq!(
+            pool.get(b"a", 1, &mut buf[..10]),
+            Err(Error::BufferTooSmall { needed_bytes: 1000 })
+        );
+        let vs: Vec<u64> = pool.versions(b"a").unwrap().map(|i| i.version).collect();
+        assert_eq!(vs, [1, 2, 3, 4]);
+        let st = pool.stat(b"b", 10).unwrap();
+        assert_eq!((st.lane, st.len_bytes, st.seq), (1, b1.len() as u64, 0));
+        let mut names: Vec<(Vec<u8>, u32, u64)> = pool
+            .names()
+            .map(|n| {
+                let mut b = [0u8; NAME_MAX];
+                (pool.name_bytes(n.id, &mut b).to_vec(), n.versions, n.latest)
+            })
+            .collect();
+        names.sort();
+        let want: Vec<(Vec<u8>, u32, u64)> = vec![
+            (b"a".to_vec(), 4, 4),
+            (b"b".to_vec(), 1, 10),
+            (b"vec".to_vec(), 1, 1),
+            (b"x".to_vec(), 1, 1),
+            (b"y".to_vec(), 1, 5),
+        ];
+        assert_eq!(names, want);
+    }
+}
+
+/// Many versions of many names across segments: every one comes back after reopen.
+#[test]
+fn many_records_across_segments_survive_reopen() {
+    let mut ram = Ram::new(2 << 20, 0);
+    let mut pool = format(&mut ram, 16 << 10);
+    for i in 0..3000u32 {
+        let name = format!("n{}", i % 37);
+        let data = i.to_le_bytes().repeat((i % 50) as usize);
+        pool.put_vectored(i % 3, name.as_bytes(), &[&data]).unwrap();
+    }
+    let segs = pool.stats().segments_used;
+    assert!(segs > 10, "the test must cross segments ({segs})");
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    let mut buf = vec![0u8; 1024];
+    let mut seen = 0;
+    for i in 0..3000u32 {
+        let name = format!("n{}", i % 37);
+        let version = (i / 37 + 1) as u64;
+        let n = pool.get(name.as_bytes(), version, &mut buf).unwrap();
+        assert_eq!(
+            &buf[..n],
+            &i.to_le_bytes().repeat((i % 50) as usize)[..],
+            "record {i}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 3000);
+    assert_eq!(pool.stats().segments_used, segs);
+}
+
+/// A full pool returns `Full`; everything committed before stays readable, then and after reopen.
+#[test]
+fn full_pool_is_an_error_and_harms_nothing() {
+    let mut ram = Ram::new(4096 + 4 * 4096, 0);
+    let mut pool = format(&mut ram, 4096);
+    let data = [7u8; 1000];
+    let mut committed = 0u64;
+    let err = loop {
+        match pool.put(b"obj", &data) {
+            Ok(v) => committed = v,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Error::Full);
+    assert!(committed >= 4, "{committed}");
+    assert_eq!(pool.put(b"obj", &data), Err(Error::Full), "stays full");
+    // Another lane cannot get a segment either.
+    assert_eq!(pool.put_vectored(1, b"other", &[b"x"]), Err(Error::Full));
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.latest(b"obj"), Ok(committed));
+    let mut buf = [0u8; 1000];
+    for v in 1..=committed {
+        assert_eq!(pool.get(b"obj", v, &mut buf), Ok(1000));
+        assert_eq!(buf, data);
+    }
+}
+
+/// Limits: 0-byte objects, 255-byte names, 256 refused, too-large objects refused with
+/// the maximum, the largest allowed object works, batch bounds, lanes, read-only.
+#[test]
+fn limits() {
+    let mut ram = Ram::new(1 << 20, 0);
+    let mut pool = format(&mut ram, 64 << 10);
+    let long = [b'n'; NAME_MAX];
+    assert_eq!(pool.put(&long, b""), Ok(1));
+    assert_eq!(
+        pool.put(&[b'n'; NAME_MAX + 1], b"x"),
+        Err(Error::NameTooLong { len_bytes: 256 })
+    );
+    assert_eq!(pool.put(b"", b"x"), Err(Error::NameEmpty));
+    let max = pool.max_object_bytes(3);
+    let big = vec![9u8; max as usize + 1];
+    assert_eq!(
+        pool.put(b"big", &big),
+        Err(Error::TooLarge {
+            len_bytes: max + 1,
+            max_bytes: max
+        })
+    );
+    assert_eq!(pool.put(b"big", &big[..max as usize]), Ok(1));
+    assert_eq!(pool.put_batch(0, &[]), Err(Error::BatchSize { count: 0 }));
+    let objs = vec![Object::new(b"m", &[b"1"]); BATCH_MAX + 1];
+    assert_eq!(
+        pool.put_batch(0, &objs),
+        Err(Error::BatchSize {
+            count: BATCH_MAX + 1
+        })
+    );
+    assert_eq!(
+        pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(),
+        BATCH_MAX
+    );
+    assert_eq!(pool.latest(b"m"), Ok(BATCH_MAX as u64));
+    assert_eq!(
+        pool.put_vectored(4, b"x", &[b"x"]),
+        Err(Error::NoSuchLane {
+            lane: 4,
+            lanes_max: 4
+        })
+    );
+    drop(pool);
+    let mut ro = Pool::open_read_only(ram.region(), nvs_core::HeapMemory::new()).unwrap();
+    assert_eq!(ro.put(b"x", b"x"), Err(Error::ReadOnly));
+    let mut buf = vec![0u8; max as usize];
+    assert_eq!(ro.get(b"big", 1, &mut buf), Ok(max as usize));
+    assert!(buf.iter().all(|&b| b == 9));
+    assert_eq!(ro.get(&long, 1, &mut buf), Ok(0));
+}
+
+/// Opening read-only writes nothing, even over a pool with a torn tail.
+#[test]
+fn read_only_open_writes_nothing() {
+    let mut ram = Ram::new(256 << 10, 0x5A);
+    let mut pool = format(&mut ram, 16 << 10);
+    for i in 0..20u8 {
+        pool.put(b"k", &[i; 100]).unwrap();
+    }
+    drop(pool);
+    let before = ram.bytes();
+    let rec = Recorder::new(before.clone());
+    let pool = Pool::open_read_only(&rec, nvs_core::HeapMemory::new()).unwrap();
+    assert_eq!(pool.latest(b"k"), Ok(20));
+    drop(pool);
+    assert!(
+        rec.ops.borrow().is_empty(),
+        "a read-only open stored or fenced"
+    );
+    assert_eq!(*rec.mem.borrow(), before);
+}
+
+/// A no_std user with fixed arrays gets `IndexFull` before anything is written.
+#[test]
+fn fixed_memory_fills_cleanly() {
+    let mut ram = Ram::new(256 << 10, 0);
+    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
+    let mut o = FormatOptions::new(3);
+    o.segment_len = Some(4096);
+    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    for i in 0..8u8 {
+        pool.put(b"a", &[i]).unwrap();
+    }
+    let units = pool.stats().units;
+    assert_eq!(pool.put(b"a", b"z"), Err(Error::IndexFull { records: 8 }));
+    assert_eq!(pool.stats().units, units);
+    let mut b = [0u8; 1];
+    assert_eq!(pool.get(b"a", 8, &mut b), Ok(1));
+    assert_eq!(b, [7]);
+}
+
+/// Payload checksums: a flipped payload byte is reported as corruption by get and verify_all.
+#[test]
+fn payload_checksum_catches_damage() {
+    let mut ram = Ram::new(256 << 10, 0);
+    let mut o = FormatOptions::new(11);
+    o.segment_len = Some(16 << 10);
+    o.payload_checksum = true;
+    let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+    pool.put(b"p", &[1u8; 300]).unwrap();
+    let off = pool.stat(b"p", 1).unwrap().offset as usize;
+    let mut buf = [0u8; 300];
+    assert_eq!(pool.get(b"p", 1, &mut buf), Ok(300));
+    assert_eq!(pool.verify_all(&mut buf), Ok(1));
+    drop(pool);
+    ram.bytes_mut()[off + 100] ^= 1;
+    let pool = open(&mut ram).unwrap();
+    assert!(matches!(
+        pool.get(b"p", 1, &mut buf),
+        Err(Error::Corrupted {
+            kind: nvs_core::CorruptKind::PayloadChecksum,
+            ..
+        })
+    ));
+    assert!(matches!(
+        pool.verify_all(&mut buf),
+        Err(Error::Corrupted { .. })
+    ));
+}
