@@ -1,0 +1,141 @@
+//! Bad media is an error, never a crash (ARCHITECTURE §4.6): zeroed, random, truncated,
+//! another format version, damaged headers, stale pools — each gives `Ok` or a clear
+//! error, and committed data of a valid pool is never mistaken for another's.
+
+mod common;
+use common::*;
+use nvs_core::format::{Superblock, FORMAT_VERSION};
+use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Pool};
+
+fn open_bytes(bytes: &[u8]) -> nvs_core::Result<u64> {
+    let mut ram = Ram::from_bytes(bytes);
+    let pool = Pool::open(ram.region(), HeapMemory::new())?;
+    // Read everything the index claims, to exercise the offsets it trusted.
+    let mut buf = vec![0u8; bytes.len()];
+    let mut n = 0;
+    let names: Vec<_> = pool.names().collect();
+    for info in names {
+        let mut nb = [0u8; 255];
+        let name = pool.name_bytes(info.id, &mut nb).to_vec();
+        for v in pool.versions(&name).unwrap() {
+            pool.get(&name, v.version, &mut buf)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn good_pool() -> Vec<u8> {
+    let mut ram = Ram::new(4096 + 6 * 4096, 0);
+    let mut pool = format(&mut ram, 4096);
+    let mut rng = Rng(3);
+    for i in 0..40u32 {
+        let len = rng.below(300) as usize;
+        let data = rng.bytes(len);
+        pool.put_vectored(i % 3, format!("o{}", i % 5).as_bytes(), &[&data])
+            .unwrap();
+    }
+    drop(pool);
+    ram.bytes()
+}
+
+/// Zeroed, random, too-small and empty media are "not formatted".
+#[test]
+fn not_a_pool() {
+    assert_eq!(open_bytes(&vec![0u8; 64 << 10]), Err(Error::NotFormatted));
+    assert_eq!(
+        open_bytes(&Rng(1).bytes(64 << 10)),
+        Err(Error::NotFormatted)
+    );
+    assert_eq!(open_bytes(&[]), Err(Error::NotFormatted));
+}
+
+/// A pool cut short, a flipped superblock bit and a newer format version are each named.
+#[test]
+fn truncated_damaged_and_newer_superblocks() {
+    let img = good_pool();
+    assert_eq!(open_bytes(&img).unwrap(), 40);
+    assert_eq!(
+        open_bytes(&img[..img.len() - 4096]),
+        Err(Error::Corrupted {
+            offset: 0,
+            kind: CorruptKind::Geometry
+        })
+    );
+    let mut flipped = img.clone();
+    flipped[20] ^= 4;
+    assert_eq!(
+        open_bytes(&flipped),
+        Err(Error::Corrupted {
+            offset: 0,
+            kind: CorruptKind::SuperblockChecksum
+        })
+    );
+    let mut newer = img.clone();
+    let mut sb: Superblock = bytemuck::pod_read_unaligned(&newer[..64]);
+    sb.format_version = FORMAT_VERSION + 1;
+    sb.checksum = sb.compute_checksum();
+    newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    assert_eq!(
+        open_bytes(&newer),
+        Err(Error::UnsupportedVersion {
+            found: FORMAT_VERSION + 1
+        })
+    );
+    let msg = open_bytes(&newer).unwrap_err().to_string();
+    assert!(msg.contains("version 2"), "{msg}");
+}
+
+/// Every single-byte flip anywhere in the data area: `Ok` or `Corrupted`, never a panic.
+#[test]
+fn every_byte_flip_is_ok_or_corrupted() {
+    let img = good_pool();
+    for i in 64..img.len() {
+        if img[i] == 0 && i % 7 != 0 {
+            continue; // free space: sample it
+        }
+        let mut bad = img.clone();
+        bad[i] ^= 0x10;
+        match open_bytes(&bad) {
+            Ok(n) => assert!(n <= 40),
+            Err(Error::Corrupted { .. }) => {}
+            Err(e) => panic!("flip at {i}: unexpected {e:?}"),
+        }
+    }
+}
+
+/// Random bytes behind a valid superblock: every open returns, none panics.
+#[test]
+fn random_segments_behind_a_valid_superblock() {
+    let img = good_pool();
+    let mut rng = Rng(77);
+    for _ in 0..300 {
+        let mut bad = img.clone();
+        let k = rng.below(200) as usize;
+        for _ in 0..k {
+            let i = 4096 + rng.below((img.len() - 4096) as u64) as usize;
+            bad[i] = rng.next() as u8;
+        }
+        let _ = open_bytes(&bad);
+    }
+}
+
+/// Reformatting the same media (no zeroing) shows none of the old pool's records, even
+/// where the new pool reuses the same segments and lanes.
+#[test]
+fn stale_pool_is_invisible() {
+    let mut ram = Ram::from_bytes(&good_pool());
+    let mut o = FormatOptions::new(0x1234_5678_9abc_def0); // same id as the old pool: format must change it
+    o.segment_len = Some(4096);
+    o.lanes_max = 4;
+    let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+    assert_eq!(pool.stats().objects, 0);
+    assert_eq!(pool.latest(b"o1"), Err(Error::NotFound));
+    pool.put(b"o1", b"new").unwrap();
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.stats().objects, 1);
+    let mut b = [0u8; 8];
+    assert_eq!(pool.get(b"o1", 1, &mut b), Ok(3));
+    assert_eq!(pool.latest(b"o1"), Ok(1));
+}

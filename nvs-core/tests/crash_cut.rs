@@ -1,0 +1,224 @@
+//! The cheap crash model (until nvs-sim checks every image): the stores of the last
+//! put are applied to the pre-put image in program order and cut after every byte; and
+//! the words stored before the commit fence persist in random subsets. Recovery must
+//! always succeed and give exactly the state before the put, or (only once the whole
+//! commit word is on the media) exactly the state after it.
+
+mod common;
+use common::*;
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
+
+type Model = Vec<(Vec<u8>, u64, Vec<u8>)>;
+
+/// Recover `image` and compare it with `model`, object by object.
+fn matches(image: &[u8], model: &Model) -> bool {
+    let mut ram = Ram::from_bytes(image);
+    let pool = match Pool::open(ram.region(), HeapMemory::new()) {
+        Ok(p) => p,
+        Err(e) => panic!("recovery failed on a crash image: {e}"),
+    };
+    if pool.stats().objects != model.len() as u64 {
+        return false;
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    model.iter().all(
+        |(name, v, data)| matches!(pool.get(name, *v, &mut buf), Ok(n) if buf[..n] == data[..]),
+    )
+}
+
+/// The final operation of a scenario.
+enum Last {
+    Put(&'static [u8], usize),
+    Vectored(Vec<usize>),
+    Batch(Vec<usize>),
+}
+
+/// Build a pool with some history, then record the stores of `last`.
+fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
+    let mut rng = Rng(history as u64 + 99);
+    let mut image = vec![0u8; 4096 + 8 * 4096];
+    // Stale bytes of an earlier pool on the same media.
+    {
+        let rec = Recorder::new(image.clone());
+        let mut o = FormatOptions::new(1);
+        o.segment_len = Some(4096);
+        let mut old = Pool::format(&rec, o, HeapMemory::new()).unwrap();
+        for i in 0..20u8 {
+            let _ = old.put(b"stale", &[i; 200]);
+        }
+        drop(old);
+        image = rec.mem.into_inner();
+    }
+    let rec = Recorder::new(image);
+    let mut o = FormatOptions::new(2);
+    o.segment_len = Some(4096);
+    o.lanes_max = 2;
+    let mut pool = Pool::format(&rec, o, HeapMemory::new()).unwrap();
+    let mut model: Model = Vec::new();
+    for i in 0..history {
+        let len = rng.below(700) as usize;
+        let data = rng.bytes(len);
+        let name = format!("h{}", i % 3).into_bytes();
+        let v = pool.put_vectored((i % 2) as u32, &name, &[&data]).unwrap();
+        model.push((name, v, data));
+    }
+    let before_model = model.clone();
+    let before = rec.mem.borrow().clone();
+    rec.ops.borrow_mut().clear();
+    match last {
+        Last::Put(name, len) => {
+            let data = rng.bytes(len);
+            let v = pool.put(name, &data).unwrap();
+            model.push((name.to_vec(), v, data));
+        }
+        Last::Vectored(lens) => {
+            let parts: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l)).collect();
+            let slices: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+            let v = pool.put_vectored(1, b"vec", &slices).unwrap();
+            model.push((b"vec".to_vec(), v, parts.concat()));
+        }
+        Last::Batch(lens) => {
+            let datas: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l)).collect();
+            let names: Vec<Vec<u8>> = (0..lens.len())
+                .map(|i| format!("b{}", i % 2).into_bytes())
+                .collect();
+            let parts: Vec<[&[u8]; 1]> = datas.iter().map(|d| [&d[..]]).collect();
+            let objs: Vec<Object> = names
+                .iter()
+                .zip(&parts)
+                .map(|(n, p)| Object::new(n, p))
+                .collect();
+            let vs = pool.put_batch(0, &objs).unwrap();
+            for ((n, d), v) in names.iter().zip(&datas).zip(vs) {
+                model.push((n.clone(), v, d.clone()));
+            }
+        }
+    }
+    let ops = rec.ops.borrow().clone();
+    (before, ops, before_model, model)
+}
+
+fn cut_everywhere(last: Last, history: usize) {
+    let (before, ops, before_model, after_model) = scenario(last, history);
+    let stores: Vec<(usize, &Vec<u8>)> = ops
+        .iter()
+        .filter_map(|o| {
+            if let Op::Store { off, bytes } = o {
+                Some((*off, bytes))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let commit = stores.last().unwrap();
+    assert_eq!(
+        commit.1.len(),
+        8,
+        "the commit word is the last store, alone"
+    );
+    let total: usize = stores.iter().map(|(_, b)| b.len()).sum();
+    let mut after_count = 0;
+    for k in 0..=total {
+        let mut img = before.clone();
+        let mut left = k;
+        for (off, bytes) in &stores {
+            let n = left.min(bytes.len());
+            img[*off..off + n].copy_from_slice(&bytes[..n]);
+            left -= n;
+        }
+        if matches(&img, &after_model) {
+            assert!(
+                k == total,
+                "committed before the whole commit word was stored (cut at {k}/{total})"
+            );
+            after_count += 1;
+        } else {
+            assert!(
+                matches(&img, &before_model),
+                "cut at byte {k}/{total}: neither before nor after"
+            );
+        }
+    }
+    assert_eq!(after_count, 1);
+}
+
+/// Cut at every byte of a small put, a multi-line put, a put claiming a new segment,
+/// a vectored put and a batch.
+#[test]
+fn cut_at_every_byte_of_the_last_unit() {
+    cut_everywhere(Last::Put(b"k", 0), 3);
+    cut_everywhere(Last::Put(b"k", 9), 3);
+    cut_everywhere(Last::Put(b"k", 200), 0);
+    cut_everywhere(Last::Put(b"k", 3000), 8); // needs a fresh segment
+    cut_everywhere(Last::Vectored(vec![1, 7, 8, 9, 63, 64, 65]), 4);
+    cut_everywhere(Last::Batch(vec![0, 65, 300]), 5);
+}
+
+/// Words stored before the commit fence persist in any subset: without the commit word
+/// recovery gives the old state; with all of them and the commit word, the new one.
+#[test]
+fn random_subsets_of_pending_words() {
+    let mut rng = Rng(5);
+    for (i, last) in [
+        Last::Put(b"k", 100),
+        Last::Batch(vec![8, 64, 1]),
+        Last::Vectored(vec![3, 5, 130]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (before, ops, before_model, after_model) = scenario(last, 2 + i);
+        // The unit's words: stores after the last fence preceding the commit fence.
+        let fences: Vec<usize> = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| matches!(o, Op::Fence))
+            .map(|(j, _)| j)
+            .collect();
+        let commit_fence = fences[fences.len() - 2];
+        let unit_start = if fences.len() >= 3 {
+            fences[fences.len() - 3] + 1
+        } else {
+            0
+        };
+        let mut base = before.clone();
+        for o in &ops[..unit_start] {
+            if let Op::Store { off, bytes } = o {
+                base[*off..off + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+        let mut words = Vec::new();
+        for o in &ops[unit_start..commit_fence] {
+            if let Op::Store { off, bytes } = o {
+                for (w, chunk) in bytes.chunks(8).enumerate() {
+                    words.push((off + 8 * w, chunk.to_vec()));
+                }
+            }
+        }
+        let Op::Store {
+            off: commit_off,
+            bytes: commit,
+        } = &ops[commit_fence + 1]
+        else {
+            panic!("commit store")
+        };
+        for trial in 0..300 {
+            let mut img = base.clone();
+            for (off, w) in &words {
+                if rng.below(2) == 0 {
+                    img[*off..off + w.len()].copy_from_slice(w);
+                }
+            }
+            assert!(
+                matches(&img, &before_model),
+                "trial {trial}: pending words alone changed the state"
+            );
+        }
+        let mut img = base.clone();
+        for (off, w) in &words {
+            img[*off..off + w.len()].copy_from_slice(w);
+        }
+        img[*commit_off..commit_off + 8].copy_from_slice(commit);
+        assert!(matches(&img, &after_model));
+    }
+}
