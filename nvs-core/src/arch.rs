@@ -151,7 +151,7 @@ mod x86 {
         } else {
             16
         };
-        while d as usize % wide != 0 && s.len() >= 8 {
+        while !(d as usize).is_multiple_of(wide) && s.len() >= 8 {
             // SAFETY: `d` is an aligned word inside the destination.
             unsafe { store_word_nt(d, read_word(s)) };
             // SAFETY: still inside the destination (or one past its end).

@@ -246,7 +246,7 @@ pub fn default_segment_len(pool_len: u64) -> u64 {
 
 /// Lay out a pool of at most `media_len` bytes with segments of `segment_len` bytes.
 pub fn geometry(media_len: u64, segment_len: u64) -> Result<Geometry> {
-    if segment_len < SEGMENT_MIN || segment_len > SEGMENT_MAX || segment_len % LINE != 0 {
+    if !(SEGMENT_MIN..=SEGMENT_MAX).contains(&segment_len) || !segment_len.is_multiple_of(LINE) {
         return Err(Error::BadGeometry {
             what: "segment size must be a multiple of 64 between 4 KiB and 1 TiB",
         });
@@ -295,7 +295,7 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
     }
     let geometry_ok = sb.data_off == DATA_OFF
         && (SEGMENT_MIN..=SEGMENT_MAX).contains(&sb.segment_len)
-        && sb.segment_len % LINE == 0
+        && sb.segment_len.is_multiple_of(LINE)
         && sb.segment_count >= 1
         && sb.segment_count as u64 <= SEGMENTS_MAX
         && sb.lanes_max >= 1
@@ -363,7 +363,7 @@ pub fn decode_unit<M: Media + ?Sized>(
         && h.lane == lane
         && h.object_count >= 1
         && h.object_count as usize <= BATCH_MAX
-        && h.unit_len % LINE == 0
+        && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len
         && h.unit_len <= seg_end - off;
     if !in_bounds {

@@ -42,3 +42,8 @@ pub use region::{Region, StoreKind};
 pub fn wide_stores_avx2() -> bool {
     arch::has_avx2()
 }
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

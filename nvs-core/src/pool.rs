@@ -631,7 +631,7 @@ struct NtStream<'m, M: Media> {
 
 impl<'m, M: Media> NtStream<'m, M> {
     fn new(media: &'m M, off: u64) -> Self {
-        debug_assert!(off % 8 == 0);
+        debug_assert!(off.is_multiple_of(8));
         NtStream {
             media,
             off,

@@ -47,8 +47,7 @@ fn round_trip_every_api_and_reopen() {
             &b1,
             &[p1.clone(), p2.clone(), p3.clone()].concat(),
         );
-        let (region, _) = pool.close();
-        drop(region);
+        let _ = pool.close();
     }
     let pool = open(&mut ram).unwrap();
     check(&pool, &a1, &a2, &b1, &[p1, p2, p3].concat());

@@ -16,7 +16,7 @@ pub struct Ram {
 
 impl Ram {
     pub fn new(len: usize, fill: u8) -> Ram {
-        assert!(len % 64 == 0);
+        assert!(len.is_multiple_of(64));
         Ram {
             lines: vec![Line([fill; 64]); len / 64],
         }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite (the README's test command). Needs: rustfmt, clippy and the
+# x86_64-unknown-none target (.ci/run installs them when missing).
+set -euo pipefail
+cd "$(dirname "$0")"
+step() { printf '\n== %s\n' "$*"; }
+
+step "format";  cargo fmt --all --check
+step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
+step "tests";   cargo test --workspace
+step "no_std: nvs-core for x86_64-unknown-none"
+cargo build -p nvs-core --target x86_64-unknown-none
+cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings
+step "ok"

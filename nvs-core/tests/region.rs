@@ -1,0 +1,62 @@
+//! The x86 NT-store and portable regions store exactly the given bytes, zero-pad the
+//! last word, touch nothing else, and read back what they stored.
+
+mod common;
+use common::*;
+use nvs_core::{Media, Region, StoreKind};
+
+fn check_kind(kind: StoreKind) {
+    let mut rng = Rng(9);
+    for len in (0..300).chain([1000, 4096 + 24, 10_000]) {
+        for off in [0usize, 8, 16, 24, 32, 40, 56, 64, 72, 4096 - 8] {
+            let mut ram = Ram::new(32 << 10, 0xEE);
+            let src = rng.bytes(len);
+            // SAFETY: `ram` is 64-aligned, valid for its length, and outlives `region`.
+            let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), 32 << 10, kind) };
+            region.store_nt(off, &src);
+            region.fence();
+            let mut back = vec![0u8; len];
+            region.read(off, &mut back);
+            assert_eq!(back, src, "{kind:?} len {len} off {off}");
+            let img = ram.bytes();
+            let padded = len.next_multiple_of(8);
+            assert!(
+                img[off + len..off + padded].iter().all(|&b| b == 0),
+                "padding {len}@{off}"
+            );
+            assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
+            assert!(
+                img[off + padded..].iter().all(|&b| b == 0xEE),
+                "after {len}@{off}"
+            );
+        }
+    }
+    let mut ram = Ram::new(4096, 0);
+    // SAFETY: as above.
+    let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), 4096, kind) };
+    region.store_word_nt(128, 0x0102_0304_0506_0708);
+    region.store(200, b"cached");
+    region.flush(200, 6);
+    region.fence();
+    assert_eq!(region.load_word(128), 0x0102_0304_0506_0708);
+    let mut b = [0u8; 6];
+    region.read(200, &mut b);
+    assert_eq!(&b, b"cached");
+}
+
+/// Both store kinds are byte-exact with zero padding and no stray writes.
+#[test]
+fn stores_are_exact() {
+    check_kind(StoreKind::NonTemporal);
+    check_kind(StoreKind::Portable);
+}
+
+/// An access outside the region is refused (panics) instead of touching other memory.
+#[test]
+#[should_panic(expected = "outside")]
+fn out_of_bounds_is_refused() {
+    let mut ram = Ram::new(4096, 0);
+    // SAFETY: as above.
+    let region = unsafe { Region::new(ram.bytes_mut().as_mut_ptr(), 4096) };
+    region.store_nt(4096 - 8, &[1u8; 9]);
+}
