@@ -1,0 +1,385 @@
+//! The simulator's media: [`SimMedia`] records every store, flush and fence per thread
+//! over a (possibly undecided) base state and keeps the volatile view the running code
+//! reads; [`SimMedia::crash_state`] gives the crash state at any point of its trace.
+
+use crate::explore::Chooser;
+use crate::state::{crash_state, Cell, Event, State};
+use nvs_core::Media;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    static THREAD: u32 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A small id of the calling OS thread (fences are per thread).
+pub fn thread_id() -> u32 {
+    THREAD.with(|t| *t)
+}
+
+/// A lazily resolved view of a [`State`]: reading an undecided word asks the chooser
+/// once, and the answer sticks for the rest of the run.
+#[derive(Debug)]
+pub struct View {
+    state: State,
+    memo: Vec<Option<u64>>,
+    group_memo: Vec<Option<usize>>,
+    chooser: Chooser,
+}
+
+impl View {
+    pub fn new(state: State, chooser: Chooser) -> View {
+        let words = state.cells.len();
+        let groups = state.groups.len();
+        View {
+            state,
+            memo: vec![None; words],
+            group_memo: vec![None; groups],
+            chooser,
+        }
+    }
+
+    pub fn words(&self) -> usize {
+        self.state.cells.len()
+    }
+
+    /// The value of word `w`, choosing it now if undecided.
+    pub fn word(&mut self, w: usize) -> u64 {
+        if let Some(v) = self.memo[w] {
+            return v;
+        }
+        let v = match self.state.cells[w].clone() {
+            Cell::Fixed(v) => v,
+            Cell::Open(vs) => vs[self.chooser.choose(vs.len())],
+            Cell::Grouped { group, slot, nt } => {
+                let g = group as usize;
+                let cached_len = self.state.groups[g].cached.len();
+                let prefix = match self.group_memo[g] {
+                    Some(p) => p,
+                    None => {
+                        let p = self.chooser.choose(cached_len + 1);
+                        self.group_memo[g] = Some(p);
+                        p
+                    }
+                };
+                let grp = &self.state.groups[g];
+                let from_cache = grp.cached[..prefix]
+                    .iter()
+                    .rev()
+                    .find(|(s, _)| *s == slot)
+                    .map(|(_, v)| *v);
+                let base = match from_cache {
+                    Some(v) => v,
+                    None => match &grp.durable[slot as usize] {
+                        Cell::Fixed(v) => *v,
+                        Cell::Open(vs) => vs[self.chooser.choose(vs.len())],
+                        Cell::Grouped { .. } => unreachable!(),
+                    },
+                };
+                let mut options = vec![base];
+                options.extend(nt.iter().copied());
+                let options = crate::state::dedup(options);
+                options[self.chooser.choose(options.len())]
+            }
+        };
+        self.memo[w] = Some(v);
+        v
+    }
+
+    /// The state with every word observed so far fixed to what was observed.
+    pub fn effective_state(&self) -> State {
+        let mut s = self.state.clone();
+        for (w, m) in self.memo.iter().enumerate() {
+            if let Some(v) = m {
+                s.cells[w] = Cell::Fixed(*v);
+            }
+        }
+        s
+    }
+
+    /// Choose every word now, in order (the eager explorer), and return the bytes.
+    pub fn materialize(&mut self) -> Vec<u8> {
+        (0..self.words())
+            .flat_map(|w| self.word(w).to_le_bytes())
+            .collect()
+    }
+
+    fn read_bytes(&mut self, off: usize, dst: &mut [u8]) {
+        let end = off
+            .checked_add(dst.len())
+            .filter(|&e| e <= self.words() * 8);
+        assert!(
+            end.is_some(),
+            "nvs bug: media read {off}+{} outside {}",
+            dst.len(),
+            self.words() * 8
+        );
+        for (i, b) in dst.iter_mut().enumerate() {
+            let a = off + i;
+            *b = self.word(a / 8).to_le_bytes()[a % 8];
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: View,
+    /// The volatile view: the latest value written in this trace, per word.
+    written: Vec<Option<u64>>,
+    events: Vec<Event>,
+    /// Stores are refused (recorded as a fault) while frozen: a read-only phase.
+    frozen: bool,
+    stores_while_frozen: u64,
+}
+
+/// A media that records every store, flush and fence (per thread) on top of a base
+/// state. Reads see the volatile view: this trace's latest writes over the base.
+#[derive(Debug)]
+pub struct SimMedia {
+    inner: Mutex<Inner>,
+    len: usize,
+}
+
+impl SimMedia {
+    /// A media of these bytes (length a multiple of 8), nothing recorded yet.
+    pub fn from_bytes(bytes: &[u8]) -> SimMedia {
+        SimMedia::on(View::new(State::from_bytes(bytes), Chooser::default()))
+    }
+
+    /// A media over an undecided base (a crash state being recovered and written on).
+    pub fn on(base: View) -> SimMedia {
+        let words = base.words();
+        SimMedia {
+            inner: Mutex::new(Inner {
+                base,
+                written: vec![None; words],
+                events: Vec::new(),
+                frozen: false,
+                stores_while_frozen: 0,
+            }),
+            len: words * 8,
+        }
+    }
+
+    /// Number of events recorded so far (a crash point).
+    pub fn point(&self) -> usize {
+        self.inner.lock().unwrap().events.len()
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.inner.lock().unwrap().events.clone()
+    }
+
+    /// The crash state if the machine had crashed after the first `point` events.
+    pub fn crash_state(&self, point: usize) -> State {
+        let g = self.inner.lock().unwrap();
+        crash_state(&g.base.effective_state(), &g.events, point)
+    }
+
+    /// Refuse stores from now on (counting them) until `thaw`: recovery must not write.
+    pub fn freeze(&self) {
+        self.inner.lock().unwrap().frozen = true;
+    }
+
+    /// Allow stores again; returns how many were attempted while frozen.
+    pub fn thaw(&self) -> u64 {
+        let mut g = self.inner.lock().unwrap();
+        g.frozen = false;
+        std::mem::take(&mut g.stores_while_frozen)
+    }
+
+    /// The volatile bytes (resolving undecided base words through the chooser).
+    pub fn volatile_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        self.read(0, &mut out);
+        out
+    }
+
+    fn store_word(g: &mut Inner, word: usize, value: u64, nt: bool) {
+        if g.frozen {
+            g.stores_while_frozen += 1;
+            return;
+        }
+        g.written[word] = Some(value);
+        g.events.push(Event::Store {
+            thread: thread_id(),
+            word: word as u32,
+            value,
+            nt,
+        });
+    }
+
+    fn check(&self, off: usize, len: usize) {
+        let ok = matches!(off.checked_add(len), Some(e) if e <= self.len);
+        assert!(ok, "nvs bug: media access {off}+{len} outside {}", self.len);
+    }
+}
+
+impl Inner {
+    fn word(&mut self, w: usize) -> u64 {
+        match self.written[w] {
+            Some(v) => v,
+            None => self.base.word(w),
+        }
+    }
+}
+
+impl Media for SimMedia {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        self.check(off, dst.len());
+        let mut g = self.inner.lock().unwrap();
+        if dst.is_empty() {
+            return;
+        }
+        let (first, last) = (off / 8, (off + dst.len() - 1) / 8);
+        for w in first..=last {
+            let bytes = g.word(w).to_le_bytes();
+            for (k, b) in bytes.iter().enumerate() {
+                let a = w * 8 + k;
+                if a >= off && a < off + dst.len() {
+                    dst[a - off] = *b;
+                }
+            }
+        }
+    }
+
+    fn load_word(&self, off: usize) -> u64 {
+        self.check(off, 8);
+        assert!(
+            off.is_multiple_of(8),
+            "nvs bug: unaligned word load at {off}"
+        );
+        self.inner.lock().unwrap().word(off / 8)
+    }
+
+    fn store_nt(&self, off: usize, src: &[u8]) {
+        let padded = src.len().next_multiple_of(8);
+        self.check(off, padded);
+        assert!(
+            off.is_multiple_of(8),
+            "nvs bug: unaligned NT store at {off}"
+        );
+        let mut g = self.inner.lock().unwrap();
+        for (k, chunk) in src.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            Self::store_word(&mut g, off / 8 + k, u64::from_le_bytes(w), true);
+        }
+    }
+
+    fn store_word_nt(&self, off: usize, word: u64) {
+        self.check(off, 8);
+        assert!(
+            off.is_multiple_of(8),
+            "nvs bug: unaligned word store at {off}"
+        );
+        let mut g = self.inner.lock().unwrap();
+        Self::store_word(&mut g, off / 8, word, true);
+    }
+
+    fn store(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len());
+        if src.is_empty() {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap();
+        let (first, last) = (off / 8, (off + src.len() - 1) / 8);
+        for w in first..=last {
+            let mut bytes = g.word(w).to_le_bytes();
+            for (k, b) in bytes.iter_mut().enumerate() {
+                let a = w * 8 + k;
+                if a >= off && a < off + src.len() {
+                    *b = src[a - off];
+                }
+            }
+            Self::store_word(&mut g, w, u64::from_le_bytes(bytes), false);
+        }
+    }
+
+    fn flush(&self, off: usize, len: usize) {
+        self.check(off, len);
+        let mut g = self.inner.lock().unwrap();
+        if g.frozen || len == 0 {
+            return;
+        }
+        for line in off / 64..=(off + len - 1) / 64 {
+            g.events.push(Event::Flush {
+                thread: thread_id(),
+                line: line as u32,
+            });
+        }
+    }
+
+    fn fence(&self) {
+        let mut g = self.inner.lock().unwrap();
+        if g.frozen {
+            return;
+        }
+        g.events.push(Event::Fence {
+            thread: thread_id(),
+        });
+    }
+}
+
+/// A read-only media over a crash state, resolved lazily through a chooser: what
+/// recovery sees after a crash. Stores are counted (recovery must make none) and
+/// otherwise ignored.
+#[derive(Debug)]
+pub struct CrashView {
+    view: Mutex<View>,
+    len: usize,
+    stores: AtomicU32,
+}
+
+impl CrashView {
+    pub fn new(state: State, chooser: Chooser) -> CrashView {
+        let len = state.cells.len() * 8;
+        CrashView {
+            view: Mutex::new(View::new(state, chooser)),
+            len,
+            stores: AtomicU32::new(0),
+        }
+    }
+
+    /// Stores attempted on this view (recovery must make none).
+    pub fn stores(&self) -> u32 {
+        self.stores.load(Ordering::Relaxed)
+    }
+
+    /// Give back the view (its observations become the base of a continuation).
+    pub fn into_view(self) -> View {
+        self.view.into_inner().unwrap()
+    }
+}
+
+impl Media for CrashView {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        self.view.lock().unwrap().read_bytes(off, dst)
+    }
+    fn load_word(&self, off: usize) -> u64 {
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.len,
+            "nvs bug: bad word load at {off}"
+        );
+        self.view.lock().unwrap().word(off / 8)
+    }
+    fn store_nt(&self, _off: usize, _src: &[u8]) {
+        self.stores.fetch_add(1, Ordering::Relaxed);
+    }
+    fn store_word_nt(&self, _off: usize, _word: u64) {
+        self.stores.fetch_add(1, Ordering::Relaxed);
+    }
+    fn store(&self, _off: usize, _src: &[u8]) {
+        self.stores.fetch_add(1, Ordering::Relaxed);
+    }
+    fn flush(&self, _off: usize, _len: usize) {}
+    fn fence(&self) {}
+}

@@ -1,0 +1,292 @@
+//! Crash states: what each 8-byte word of the media may hold after a crash.
+//!
+//! The model (ARCHITECTURE §5, Px86 with non-temporal stores, per thread):
+//! - an NT store is durable once *its own thread* has fenced after it; until then the
+//!   word may hold its last durable value or any value written to it since;
+//! - a cached store is durable once a flush of its line, by some thread, is followed by
+//!   that thread's fence; until then the stores to one line persist in order (a prefix
+//!   of the line's pending cached stores, chosen once per line);
+//! - aligned 8-byte stores are atomic; wider stores were split into words by the
+//!   recorder, so they tear at word boundaries.
+//!
+//! A [`State`] holds one [`Cell`] per word. Words nobody could observe differently are
+//! `Fixed`; the rest stay undecided until someone reads them (lazy exploration), and a
+//! write of a word's existing value adds no choice (candidates are deduplicated).
+//!
+//! Known over-approximation: when a word has both pending NT and pending cached stores,
+//! or when a crash state is built on top of an earlier crash state whose cache line was
+//! undecided and is written again, the candidates are the union of everything the word
+//! may hold, losing the line-order correlation. nvs's own protocol uses NT stores only,
+//! so this can only make checks of cached-store mutants stricter.
+
+/// A word of a crash state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cell {
+    /// Holds this value in every crash image.
+    Fixed(u64),
+    /// Holds one of these (at least two, distinct) values; not yet observed.
+    Open(Vec<u64>),
+    /// In a cache line with pending cached stores: resolved by choosing the line's
+    /// persisted prefix (group `group`), then among `nt`, its pending NT values.
+    Grouped { group: u32, slot: u8, nt: Vec<u64> },
+}
+
+/// A cache line with pending cached stores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The line's last durable value per word (`Fixed` or `Open`).
+    pub durable: [Cell; 8],
+    /// Pending cached stores to the line in program order: (word in line, value).
+    pub cached: Vec<(u8, u64)>,
+}
+
+/// What every word of the media may hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    pub cells: Vec<Cell>,
+    pub groups: Vec<Group>,
+}
+
+/// One recorded event of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A store of one whole word (index `word`): `nt` for non-temporal.
+    Store {
+        thread: u32,
+        word: u32,
+        value: u64,
+        nt: bool,
+    },
+    /// A cache-line write-back (`clwb`) of line `line`.
+    Flush { thread: u32, line: u32 },
+    /// `sfence`.
+    Fence { thread: u32 },
+}
+
+impl State {
+    /// Every word fixed to the given bytes (length a multiple of 8).
+    pub fn from_bytes(bytes: &[u8]) -> State {
+        assert!(
+            bytes.len().is_multiple_of(8),
+            "media length must be a multiple of 8"
+        );
+        let cells = bytes
+            .chunks_exact(8)
+            .map(|c| Cell::Fixed(u64::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        State {
+            cells,
+            groups: Vec::new(),
+        }
+    }
+
+    /// Number of undecided words.
+    pub fn undecided(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| !matches!(c, Cell::Fixed(_)))
+            .count()
+    }
+
+    /// Every value word `w` may hold (for flattening and for the eager explorer).
+    pub fn candidates(&self, w: usize) -> Vec<u64> {
+        match &self.cells[w] {
+            Cell::Fixed(v) => vec![*v],
+            Cell::Open(vs) => vs.clone(),
+            Cell::Grouped { group, slot, nt } => {
+                let g = &self.groups[*group as usize];
+                let mut out = match &g.durable[*slot as usize] {
+                    Cell::Fixed(v) => vec![*v],
+                    Cell::Open(vs) => vs.clone(),
+                    Cell::Grouped { .. } => unreachable!("group durable cells are never grouped"),
+                };
+                out.extend(g.cached.iter().filter(|(s, _)| s == slot).map(|(_, v)| *v));
+                out.extend(nt.iter().copied());
+                dedup(out)
+            }
+        }
+    }
+
+    /// The word as an ungrouped cell (line correlation dropped).
+    fn flat(&self, w: usize) -> Cell {
+        cell_of(self.candidates(w))
+    }
+}
+
+/// Distinct values, first occurrence first.
+pub fn dedup(values: Vec<u64>) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn cell_of(values: Vec<u64>) -> Cell {
+    let vs = dedup(values);
+    if vs.len() == 1 {
+        Cell::Fixed(vs[0])
+    } else {
+        Cell::Open(vs)
+    }
+}
+
+/// The crash state after `events[..crash]` ran on top of `base`.
+pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
+    let events = &events[..crash.min(events.len())];
+    let words = base.cells.len();
+    // Last fence of each thread, and how far each line's flushes reach durably.
+    let mut last_fence: Vec<Option<usize>> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Fence { thread } = *e {
+            let t = thread as usize;
+            if last_fence.len() <= t {
+                last_fence.resize(t + 1, None);
+            }
+            last_fence[t] = Some(i);
+        }
+    }
+    let fenced_after =
+        |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
+    let mut flushed_upto: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Flush { thread, line } = *e {
+            if fenced_after(thread, i) {
+                flushed_upto.insert(line, i);
+            }
+        }
+    }
+    // Writes per word, in order.
+    let mut writes: std::collections::BTreeMap<u32, Vec<(usize, u64, bool, u32)>> =
+        Default::default();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Store {
+            thread,
+            word,
+            value,
+            nt,
+        } = *e
+        {
+            assert!((word as usize) < words, "store outside the media");
+            writes.entry(word).or_default().push((i, value, nt, thread));
+        }
+    }
+    let mut out = State {
+        cells: Vec::with_capacity(words),
+        groups: Vec::new(),
+    };
+    let touched_lines: std::collections::BTreeSet<u32> = writes.keys().map(|w| w / 8).collect();
+    // Start from the base; base groups survive only on lines this trace did not touch.
+    let mut group_map = std::collections::HashMap::new();
+    for w in 0..words {
+        let cell = match &base.cells[w] {
+            Cell::Grouped { group, slot, nt } if !touched_lines.contains(&((w / 8) as u32)) => {
+                let next = out.groups.len() as u32;
+                let g = *group_map.entry(*group).or_insert_with(|| {
+                    out.groups.push(base.groups[*group as usize].clone());
+                    next
+                });
+                Cell::Grouped {
+                    group: g,
+                    slot: *slot,
+                    nt: nt.clone(),
+                }
+            }
+            Cell::Grouped { .. } => base.flat(w),
+            c => c.clone(),
+        };
+        out.cells.push(cell);
+    }
+    // Each written word: durable value, pending NT values, pending cached stores by line.
+    let mut line_cached: std::collections::BTreeMap<u32, Vec<(usize, u8, u64)>> =
+        Default::default();
+    let mut pending_nt: std::collections::HashMap<u32, Vec<u64>> = Default::default();
+    for (&w, ws) in &writes {
+        let line = w / 8;
+        let durable_at = ws.iter().rposition(|&(i, _, nt, thread)| {
+            if nt {
+                fenced_after(thread, i)
+            } else {
+                matches!(flushed_upto.get(&line), Some(&f) if f > i)
+            }
+        });
+        let durable = match durable_at {
+            Some(d) => Cell::Fixed(ws[d].1),
+            None => out.cells[w as usize].clone(),
+        };
+        let after = &ws[durable_at.map_or(0, |d| d + 1)..];
+        let nts: Vec<u64> = after.iter().filter(|x| x.2).map(|x| x.1).collect();
+        for &(i, v, nt, _) in after {
+            if !nt {
+                line_cached
+                    .entry(line)
+                    .or_default()
+                    .push((i, (w % 8) as u8, v));
+            }
+        }
+        out.cells[w as usize] = durable;
+        if !nts.is_empty() {
+            pending_nt.insert(w, nts);
+        }
+    }
+    // Lines with pending cached stores become groups; other words merge their NT values.
+    for (&w, nts) in &pending_nt {
+        if line_cached.contains_key(&(w / 8)) {
+            continue;
+        }
+        let mut vs = match &out.cells[w as usize] {
+            Cell::Fixed(v) => vec![*v],
+            Cell::Open(vs) => vs.clone(),
+            Cell::Grouped { .. } => unreachable!("touched lines hold no base groups"),
+        };
+        vs.extend(nts.iter().copied());
+        out.cells[w as usize] = cell_of(vs);
+    }
+    for (line, mut cached) in line_cached {
+        cached.sort_by_key(|x| x.0);
+        let first = line as usize * 8;
+        let durable: [Cell; 8] = std::array::from_fn(|k| match out.cells.get(first + k) {
+            Some(c @ (Cell::Fixed(_) | Cell::Open(_))) => c.clone(),
+            Some(Cell::Grouped { .. }) => unreachable!("touched lines hold no base groups"),
+            None => Cell::Fixed(0),
+        });
+        let g = out.groups.len() as u32;
+        out.groups.push(Group {
+            durable,
+            cached: cached.iter().map(|&(_, s, v)| (s, v)).collect(),
+        });
+        for k in 0..8 {
+            let w = first + k;
+            if w < words {
+                let nt = pending_nt.get(&(w as u32)).cloned().unwrap_or_default();
+                out.cells[w] = Cell::Grouped {
+                    group: g,
+                    slot: k as u8,
+                    nt,
+                };
+            }
+        }
+    }
+    out
+}
+
+/// Crash points where a crash can leave a new set of images: just before every fence
+/// and at the end (for this model, complete: between fences only pending sets grow).
+pub fn fence_points(events: &[Event]) -> Vec<usize> {
+    let mut pts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Fence { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    pts.push(events.len());
+    pts.dedup();
+    pts
+}
+
+/// A crash after every single event (cross-checks the fence-point reduction).
+pub fn all_points(events: &[Event]) -> Vec<usize> {
+    (0..=events.len()).collect()
+}
