@@ -16,14 +16,7 @@ const REGION: usize = 1 << 30;
 fn main() {
     let mut mem = vec![Line([0; 64]); REGION / 64];
     let base: *mut u8 = mem.as_mut_ptr().cast();
-    println!(
-        "wide NT stores: {}",
-        if nvs_core::wide_stores_avx2() {
-            "AVX2 32 B"
-        } else {
-            "16 B"
-        }
-    );
+    println!("wide NT stores: {}", if nvs_core::wide_stores_avx2() { "AVX2 32 B" } else { "16 B" });
     for size in [1usize << 10, 32 << 10, 1 << 20] {
         let src: Vec<u8> = (0..size).map(|i| (i * 31) as u8).collect();
         let (mut put, mut cpy) = (Vec::new(), Vec::new());
@@ -32,13 +25,7 @@ fn main() {
             cpy.push(trial_memcpy(base, &src));
         }
         let (p, c) = (median(&mut put), median(&mut cpy));
-        println!(
-            "{:>5} KiB  put {:6.2} GB/s  memcpy {:6.2} GB/s  put/memcpy {:.2}",
-            size >> 10,
-            p,
-            c,
-            p / c
-        );
+        println!("{:>5} KiB  put {:6.2} GB/s  memcpy {:6.2} GB/s  put/memcpy {:.2}", size >> 10, p, c, p / c);
     }
     // Open time of 100,000 records.
     // SAFETY: `mem` is 64-aligned, REGION bytes long, and outlives every region built here.
@@ -48,8 +35,7 @@ fn main() {
     let mut pool = Pool::format(region, o, HeapMemory::new()).unwrap();
     let data = [7u8; 1024];
     for i in 0..100_000u32 {
-        pool.put_vectored(i % 4, format!("array{}", i % 100).as_bytes(), &[&data])
-            .unwrap();
+        pool.put_vectored(i % 4, format!("array{}", i % 100).as_bytes(), &[&data]).unwrap();
     }
     let (region, _) = pool.close();
     let mut times = Vec::new();
@@ -61,10 +47,7 @@ fn main() {
         assert_eq!(pool.stats().objects, 100_000);
         region = Some(pool.close().0);
     }
-    println!(
-        "open of 100,000 records (1 KiB, 100 names, 4 lanes): {:.2} ms (median of 5)",
-        median(&mut times)
-    );
+    println!("open of 100,000 records (1 KiB, 100 names, 4 lanes): {:.2} ms (median of 5)", median(&mut times));
 }
 
 fn median(v: &mut [f64]) -> f64 {

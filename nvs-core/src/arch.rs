@@ -158,11 +158,7 @@ mod x86 {
             d = unsafe { d.add(8) };
             s = &s[8..];
         }
-        let body = if wide > 8 {
-            s.len() & !(wide * 4 - 1)
-        } else {
-            0
-        };
+        let body = if wide > 8 { s.len() & !(wide * 4 - 1) } else { 0 };
         if body > 0 {
             // SAFETY: `d` is `wide`-aligned and `d..d + body` is inside the destination;
             // AVX2 is used only when detected.

@@ -87,10 +87,9 @@ impl fmt::Display for Error {
             ),
             Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),
             Error::Full => write!(f, "pool full: no free segment left"),
-            Error::TooLarge { len_bytes, max_bytes } => write!(
-                f,
-                "object of {len_bytes} bytes does not fit in one segment (at most {max_bytes} bytes)"
-            ),
+            Error::TooLarge { len_bytes, max_bytes } => {
+                write!(f, "object of {len_bytes} bytes does not fit in one segment (at most {max_bytes} bytes)")
+            }
             Error::NameTooLong { len_bytes } => {
                 write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::NAME_MAX)
             }

@@ -22,14 +22,13 @@
 use crate::error::{CorruptKind, Error, Result};
 use crate::hash::{hash64, mix, Hasher};
 use crate::media::Media;
+use crate::mutant;
 use bytemuck::{Pod, Zeroable};
 use core::mem::{offset_of, size_of};
 use static_assertions::const_assert_eq;
 
 #[cfg(not(target_endian = "little"))]
-compile_error!(
-    "nvs stores its format in native byte order and supports little-endian targets only"
-);
+compile_error!("nvs stores its format in native byte order and supports little-endian targets only");
 
 /// Format version written by and readable by this build.
 pub const FORMAT_VERSION: u32 = 1;
@@ -152,12 +151,7 @@ const fn covered<T>() -> usize {
 
 impl Superblock {
     pub fn compute_checksum(&self) -> u64 {
-        hash64(
-            SUPERBLOCK_SEED,
-            bytemuck::bytes_of(self)
-                .get(..covered::<Self>())
-                .unwrap_or(&[]),
-        )
+        hash64(SUPERBLOCK_SEED, bytemuck::bytes_of(self).get(..covered::<Self>()).unwrap_or(&[]))
     }
     pub fn has_payload_checksum(&self) -> bool {
         self.flags & FLAG_PAYLOAD_CHECKSUM != 0
@@ -170,34 +164,20 @@ impl Superblock {
 
 impl SegmentHeader {
     pub fn compute_checksum(&self) -> u64 {
-        hash64(
-            self.pool_id,
-            bytemuck::bytes_of(self)
-                .get(..covered::<Self>())
-                .unwrap_or(&[]),
-        )
+        hash64(seed(self.pool_id), bytemuck::bytes_of(self).get(..covered::<Self>()).unwrap_or(&[]))
     }
 }
 
 impl BatchHeader {
     pub fn compute_checksum(&self, pool_id: u64) -> u64 {
-        hash64(
-            pool_id,
-            bytemuck::bytes_of(self)
-                .get(8..covered::<Self>())
-                .unwrap_or(&[]),
-        )
+        hash64(seed(pool_id), bytemuck::bytes_of(self).get(8..covered::<Self>()).unwrap_or(&[]))
     }
 }
 
 impl ObjectHeader {
     pub fn compute_checksum(&self, pool_id: u64, name: &[u8]) -> u64 {
-        let mut h = Hasher::new(pool_id);
-        h.write(
-            bytemuck::bytes_of(self)
-                .get(..covered::<Self>())
-                .unwrap_or(&[]),
-        );
+        let mut h = Hasher::new(seed(pool_id));
+        h.write(bytemuck::bytes_of(self).get(..covered::<Self>()).unwrap_or(&[]));
         h.write(name);
         h.finish()
     }
@@ -206,7 +186,18 @@ impl ObjectHeader {
 /// The commit word of unit `seq` of `lane`: unforgeable by stale bytes of another pool
 /// (pool id), another lane, an older unit of this lane (seq), or a torn header (checksum).
 pub fn commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64) -> u64 {
-    mix(&[COMMIT_TAG, pool_id, lane as u64, seq, header_checksum])
+    let sum = if mutant::on("commit_without_checksum") { 0 } else { header_checksum };
+    mix(&[COMMIT_TAG, seed(pool_id), lane as u64, seq, sum])
+}
+
+/// The pool id as mixed into checksums and commit words (a mutant drops it).
+#[inline(always)]
+pub fn seed(pool_id: u64) -> u64 {
+    if mutant::on("no_pool_id_check") {
+        0
+    } else {
+        pool_id
+    }
 }
 
 /// `x` rounded up to a multiple of 64 (callers keep `x` far below `u64::MAX`).
@@ -236,33 +227,21 @@ pub struct Geometry {
 /// between 4 KiB and 64 MiB, so unequal lanes can share the pool.
 pub fn default_segment_len(pool_len: u64) -> u64 {
     let target = pool_len.saturating_sub(DATA_OFF) / 16;
-    let pow2 = if target == 0 {
-        1
-    } else {
-        1u64 << (63 - target.leading_zeros())
-    };
+    let pow2 = if target == 0 { 1 } else { 1u64 << (63 - target.leading_zeros()) };
     pow2.clamp(SEGMENT_MIN, 64 << 20)
 }
 
 /// Lay out a pool of at most `media_len` bytes with segments of `segment_len` bytes.
 pub fn geometry(media_len: u64, segment_len: u64) -> Result<Geometry> {
     if !(SEGMENT_MIN..=SEGMENT_MAX).contains(&segment_len) || !segment_len.is_multiple_of(LINE) {
-        return Err(Error::BadGeometry {
-            what: "segment size must be a multiple of 64 between 4 KiB and 1 TiB",
-        });
+        return Err(Error::BadGeometry { what: "segment size must be a multiple of 64 between 4 KiB and 1 TiB" });
     }
     let count = media_len.saturating_sub(DATA_OFF) / segment_len;
     if count == 0 {
-        return Err(Error::BadGeometry {
-            what: "media too small for the superblock and one segment",
-        });
+        return Err(Error::BadGeometry { what: "media too small for the superblock and one segment" });
     }
     let count = count.min(SEGMENTS_MAX);
-    Ok(Geometry {
-        pool_len: DATA_OFF + count * segment_len,
-        segment_len,
-        segment_count: count as u32,
-    })
+    Ok(Geometry { pool_len: DATA_OFF + count * segment_len, segment_len, segment_count: count as u32 })
 }
 
 /// Read a `T` at `off`; the caller has checked `off + size_of::<T>() <= media.len()`.
@@ -283,15 +262,10 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
         return Err(Error::NotFormatted);
     }
     if sb.checksum != sb.compute_checksum() {
-        return Err(Error::Corrupted {
-            offset: 0,
-            kind: CorruptKind::SuperblockChecksum,
-        });
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
     }
     if sb.format_version != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            found: sb.format_version,
-        });
+        return Err(Error::UnsupportedVersion { found: sb.format_version });
     }
     let geometry_ok = sb.data_off == DATA_OFF
         && (SEGMENT_MIN..=SEGMENT_MAX).contains(&sb.segment_len)
@@ -304,23 +278,16 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
         && sb.pool_len <= media_len
         && sb.flags & !FLAG_PAYLOAD_CHECKSUM == 0;
     if !geometry_ok {
-        return Err(Error::Corrupted {
-            offset: 0,
-            kind: CorruptKind::Geometry,
-        });
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
     }
     Ok(sb)
 }
 
 /// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
-pub fn decode_segment<M: Media + ?Sized>(
-    media: &M,
-    sb: &Superblock,
-    i: u32,
-) -> Option<SegmentHeader> {
+pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Option<SegmentHeader> {
     let h: SegmentHeader = read_pod(media, sb.segment_off(i));
     let valid = h.magic == SEGMENT_MAGIC
-        && h.pool_id == sb.pool_id
+        && (h.pool_id == sb.pool_id || mutant::on("no_pool_id_check"))
         && h.checksum == h.compute_checksum()
         && h.lane < sb.lanes_max
         && h.flags == 0;
@@ -349,13 +316,14 @@ pub fn decode_unit<M: Media + ?Sized>(
     }
     let commit = media.load_word(off as usize);
     let h: BatchHeader = read_pod(media, off);
+    let seq = if mutant::on("no_seq_check") { h.seq } else { seq };
     if commit != commit_word(sb.pool_id, lane, seq, h.checksum) {
         return Ok(UnitSlot::End);
     }
     // The commit word matches: the unit was committed, so its header was durable before
     // the commit word was written. From here on, a mismatch is damage, not a torn write.
     let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
-    if h.checksum != h.compute_checksum(sb.pool_id) {
+    if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on("recovery_ignores_checksum") {
         return corrupted(CorruptKind::RecordChecksum);
     }
     let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
@@ -366,7 +334,7 @@ pub fn decode_unit<M: Media + ?Sized>(
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len
         && h.unit_len <= seg_end - off;
-    if !in_bounds {
+    if !in_bounds && !mutant::on("recovery_trusts_length") {
         return corrupted(CorruptKind::RecordBounds);
     }
     Ok(UnitSlot::Committed(h))
@@ -392,21 +360,19 @@ pub fn decode_object<M: Media + ?Sized>(
     unit_end: u64,
     name_buf: &mut [u8; NAME_MAX],
 ) -> Result<DecodedObject> {
-    let bounds = Err(Error::Corrupted {
-        offset: off,
-        kind: CorruptKind::RecordBounds,
-    });
+    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
     if off + object_head_len(0) > unit_end {
         return bounds;
     }
     let header: ObjectHeader = read_pod(media, off);
     let name_len = header.name_len as usize;
-    if name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end {
+    let trust = mutant::on("recovery_trusts_length");
+    if (name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end) && !trust {
         return bounds;
     }
     let head_len = object_head_len(name_len);
-    let end = off + head_len + line_up(header.payload_len);
-    if end > unit_end {
+    let end = off.wrapping_add(head_len).wrapping_add(line_up(header.payload_len));
+    if end > unit_end && !trust {
         return bounds;
     }
     let name_off = off + size_of::<ObjectHeader>() as u64;
@@ -414,18 +380,10 @@ pub fn decode_object<M: Media + ?Sized>(
         return bounds;
     };
     media.read(name_off as usize, name);
-    if header.checksum != header.compute_checksum(sb.pool_id, name) {
-        return Err(Error::Corrupted {
-            offset: off,
-            kind: CorruptKind::RecordChecksum,
-        });
+    if header.checksum != header.compute_checksum(sb.pool_id, name) && !mutant::on("recovery_ignores_checksum") {
+        return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
     }
-    Ok(DecodedObject {
-        header,
-        name_off,
-        payload_off: off + head_len,
-        end,
-    })
+    Ok(DecodedObject { header, name_off, payload_off: off + head_len, end })
 }
 
 #[cfg(test)]

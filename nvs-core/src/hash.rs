@@ -12,9 +12,7 @@ const P3: u64 = 0x1656_67B1_9E37_79F9;
 
 #[inline(always)]
 fn round(acc: u64, word: u64) -> u64 {
-    (acc ^ word.wrapping_mul(P2))
-        .rotate_left(31)
-        .wrapping_mul(P1)
+    (acc ^ word.wrapping_mul(P2)).rotate_left(31).wrapping_mul(P1)
 }
 
 /// Final avalanche (xxHash64's).
@@ -39,12 +37,7 @@ pub struct Hasher {
 
 impl Hasher {
     pub const fn new(seed: u64) -> Self {
-        Hasher {
-            acc: seed ^ P3,
-            len: 0,
-            tail: [0; 8],
-            tail_len: 0,
-        }
+        Hasher { acc: seed ^ P3, len: 0, tail: [0; 8], tail_len: 0 }
     }
 
     pub fn write(&mut self, mut bytes: &[u8]) {

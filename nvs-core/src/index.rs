@@ -110,12 +110,7 @@ pub trait IndexMemory {
 /// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
 /// hash slots (at least `2 * (RECORDS + NAMES)`; rounded down to a power of two),
 /// `SEGMENTS` segments. Large: keep it in a `static` or a `Box`.
-pub struct FixedMemory<
-    const RECORDS: usize,
-    const NAMES: usize,
-    const TABLE: usize,
-    const SEGMENTS: usize,
-> {
+pub struct FixedMemory<const RECORDS: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
     entries: [Entry; RECORDS],
     names: [NameSlot; NAMES],
     table: [u32; TABLE],
@@ -135,37 +130,20 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 lane: 0,
                 payload_sum_lo: 0,
             }; R],
-            names: [NameSlot {
-                hash: 0,
-                name_off: 0,
-                first: 0,
-                last: 0,
-                count: 0,
-                name_len: 0,
-                pad: 0,
-            }; N],
+            names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0 }; N],
             table: [0; T],
-            segments: [SegSlot {
-                chain_seq: 0,
-                first_seq: 0,
-                lane: 0,
-                index: 0,
-            }; S],
+            segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0 }; S],
         }
     }
 }
 
-impl<const R: usize, const N: usize, const T: usize, const S: usize> Default
-    for FixedMemory<R, N, T, S>
-{
+impl<const R: usize, const N: usize, const T: usize, const S: usize> Default for FixedMemory<R, N, T, S> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory
-    for FixedMemory<R, N, T, S>
-{
+impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory for FixedMemory<R, N, T, S> {
     fn parts(&mut self) -> Parts<'_> {
         Parts {
             entries: &mut self.entries,
@@ -175,12 +153,7 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory
         }
     }
     fn parts_ref(&self) -> PartsRef<'_> {
-        PartsRef {
-            entries: &self.entries,
-            names: &self.names,
-            table: &self.table,
-            segments: &self.segments,
-        }
+        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
     }
     fn grow(&mut self, part: Part, min_len: usize) -> bool {
         let len = match part {
@@ -229,12 +202,7 @@ impl IndexMemory for HeapMemory {
         }
     }
     fn parts_ref(&self) -> PartsRef<'_> {
-        PartsRef {
-            entries: &self.entries,
-            names: &self.names,
-            table: &self.table,
-            segments: &self.segments,
-        }
+        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
     }
     fn grow(&mut self, part: Part, min_len: usize) -> bool {
         fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
@@ -289,11 +257,7 @@ pub struct Index<X: IndexMemory> {
 
 impl<X: IndexMemory> Index<X> {
     pub fn new(mem: X) -> Self {
-        Index {
-            mem,
-            entries: 0,
-            names: 0,
-        }
+        Index { mem, entries: 0, names: 0 }
     }
 
     pub fn into_memory(self) -> X {
@@ -387,10 +351,7 @@ impl<X: IndexMemory> Index<X> {
             }
             if v & NAME_TAG != 0 {
                 let n = &p.names[(v & !NAME_TAG) as usize];
-                if n.hash == hash
-                    && n.name_len as usize == name.len()
-                    && media_eq(media, n.name_off, name)
-                {
+                if n.hash == hash && n.name_len as usize == name.len() && media_eq(media, n.name_off, name) {
                     return Some(v & !NAME_TAG);
                 }
             }
@@ -454,15 +415,8 @@ impl<X: IndexMemory> Index<X> {
             None => {
                 let id = self.names as u32;
                 let p = self.mem.parts();
-                p.names[id as usize] = NameSlot {
-                    hash,
-                    name_off,
-                    first: NONE,
-                    last: NONE,
-                    count: 0,
-                    name_len: name.len() as u16,
-                    pad: 0,
-                };
+                p.names[id as usize] =
+                    NameSlot { hash, name_off, first: NONE, last: NONE, count: 0, name_len: name.len() as u16, pad: 0 };
                 let cap = usable(p.table.len());
                 let slot = free_slot(&p.table[..cap], hash);
                 p.table[slot] = id | NAME_TAG;

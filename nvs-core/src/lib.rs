@@ -24,6 +24,7 @@ pub mod format;
 pub mod hash;
 pub mod index;
 pub mod media;
+pub mod mutant;
 pub mod pool;
 pub mod recover;
 pub mod region;

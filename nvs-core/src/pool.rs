@@ -13,13 +13,13 @@
 
 use crate::error::{Error, Result};
 use crate::format::{
-    self, commit_word, line_up, object_head_len, BatchHeader, ObjectHeader, SegmentHeader,
-    Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, LINE, NAME_MAX, SEGMENT_MAGIC,
-    SUPERBLOCK_MAGIC,
+    self, commit_word, line_up, object_head_len, BatchHeader, ObjectHeader, SegmentHeader, Superblock, BATCH_MAX,
+    FORMAT_VERSION, LANES_MAX, LINE, NAME_MAX, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
 };
 use crate::hash::{hash64, Hasher};
 use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, FREE, NONE};
 use crate::media::Media;
+use crate::mutant;
 use crate::recover::{recover, RecoveryStats};
 use core::mem::size_of;
 
@@ -39,12 +39,7 @@ pub struct FormatOptions {
 
 impl FormatOptions {
     pub fn new(pool_id: u64) -> Self {
-        FormatOptions {
-            pool_id,
-            segment_len: None,
-            lanes_max: 64,
-            payload_checksum: false,
-        }
+        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: false }
     }
 }
 
@@ -59,11 +54,7 @@ pub struct Object<'a> {
 
 impl<'a> Object<'a> {
     pub fn new(name: &'a [u8], parts: &'a [&'a [u8]]) -> Self {
-        Object {
-            name,
-            parts,
-            version: None,
-        }
+        Object { name, parts, version: None }
     }
     pub fn with_version(mut self, version: u64) -> Self {
         self.version = Some(version);
@@ -107,6 +98,9 @@ pub struct NameInfo {
     pub latest: u64,
 }
 
+/// Index entries of a unit being written, with each name's media offset.
+type Entries = heapless::Vec<(Entry, u64), BATCH_MAX>;
+
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
 
@@ -126,13 +120,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// erased (nvs never relies on zeroed media): stale bytes can never match this pool.
     pub fn format(media: M, opts: FormatOptions, mem: X) -> Result<Self> {
         if opts.lanes_max == 0 || opts.lanes_max > LANES_MAX {
-            return Err(Error::BadGeometry {
-                what: "lanes must be between 1 and 256",
-            });
+            return Err(Error::BadGeometry { what: "lanes must be between 1 and 256" });
         }
-        let segment_len = opts
-            .segment_len
-            .unwrap_or_else(|| format::default_segment_len(media.len() as u64));
+        let segment_len = opts.segment_len.unwrap_or_else(|| format::default_segment_len(media.len() as u64));
         let g = format::geometry(media.len() as u64, segment_len)?;
         let mut pool_id = opts.pool_id;
         if let Ok(old) = format::decode_superblock(&media) {
@@ -143,11 +133,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let mut sb = Superblock {
             magic: SUPERBLOCK_MAGIC,
             format_version: FORMAT_VERSION,
-            flags: if opts.payload_checksum {
-                format::FLAG_PAYLOAD_CHECKSUM
-            } else {
-                0
-            },
+            flags: if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 },
             pool_id,
             pool_len: g.pool_len,
             segment_len: g.segment_len,
@@ -239,13 +225,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// Put `bytes` as version `version` of `name` on `lane` (must exceed the latest).
-    pub fn put_version(
-        &mut self,
-        lane: u32,
-        name: &[u8],
-        version: u64,
-        bytes: &[u8],
-    ) -> Result<u64> {
+    pub fn put_version(&mut self, lane: u32, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
         let v = self.put_batch(lane, &[Object::new(name, &[bytes]).with_version(version)])?;
         Ok(v.first().copied().unwrap_or_default())
     }
@@ -257,15 +237,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             return Err(Error::ReadOnly);
         }
         if lane >= self.sb.lanes_max {
-            return Err(Error::NoSuchLane {
-                lane,
-                lanes_max: self.sb.lanes_max,
-            });
+            return Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max });
         }
         if objects.is_empty() || objects.len() > BATCH_MAX {
-            return Err(Error::BatchSize {
-                count: objects.len(),
-            });
+            return Err(Error::BatchSize { count: objects.len() });
         }
         // 1. Validate and resolve versions; count new names; size the unit.
         let mut versions = Versions::new();
@@ -277,9 +252,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 return Err(Error::NameEmpty);
             }
             if o.name.len() > NAME_MAX {
-                return Err(Error::NameTooLong {
-                    len_bytes: o.name.len(),
-                });
+                return Err(Error::NameTooLong { len_bytes: o.name.len() });
             }
             let h = name_hash(o.name);
             let earlier = objects[..i]
@@ -297,26 +270,15 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             }
             let latest = batch_latest.max(stored_latest);
             let version = match (o.version, latest) {
-                (Some(v), Some(l)) if v <= l => {
-                    return Err(Error::VersionNotIncreasing {
-                        latest: l,
-                        given: v,
-                    })
-                }
+                (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
                 (Some(v), _) => v,
-                (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing {
-                    latest: l,
-                    given: l,
-                })?,
+                (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing { latest: l, given: l })?,
                 (None, None) => 1,
             };
             let len = o.len_bytes();
             let max = self.max_object_bytes(o.name.len());
             if len > max {
-                return Err(Error::TooLarge {
-                    len_bytes: len,
-                    max_bytes: max,
-                });
+                return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
             unit_len += format::object_len(o.name.len(), len);
             // Capacity is BATCH_MAX and objects.len() <= BATCH_MAX: these cannot fail.
@@ -324,16 +286,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let _ = hashes.push(h);
         }
         if unit_len > self.sb.segment_len - LINE {
-            return Err(Error::TooLarge {
-                len_bytes: unit_len,
-                max_bytes: self.sb.segment_len - 2 * LINE,
-            });
+            return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
         }
-        self.index
-            .reserve(objects.len(), new_names)
-            .map_err(|_| Error::IndexFull {
-                records: self.index.len(),
-            })?;
+        self.index.reserve(objects.len(), new_names).map_err(|_| Error::IndexFull { records: self.index.len() })?;
         // 2. Space: the lane's segment, or a newly claimed one.
         let mut l = self.lanes[lane as usize];
         if !l.active || l.tail + unit_len > l.seg_end {
@@ -342,8 +297,78 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // 3. Payloads and headers, all by NT stores.
         let pool_id = self.sb.pool_id;
         let unit_off = l.tail;
+        let mut bh = BatchHeader {
+            commit: 0,
+            seq: l.next_seq,
+            unit_len,
+            object_count: objects.len() as u32,
+            lane,
+            reserved: [0; 3],
+            checksum: 0,
+        };
+        bh.checksum = bh.compute_checksum(pool_id);
+        let commit = commit_word(pool_id, lane, l.next_seq, bh.checksum);
+        if mutant::on("commit_before_payload") {
+            self.media.store_word_nt(unit_off as usize, commit);
+        }
+        let late_payload = mutant::on("payload_after_first_fence");
+        let mut entries = Entries::new();
+        if !late_payload {
+            self.store_objects(objects, &versions, unit_off, l.next_seq, lane, &mut entries);
+        }
+        self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        // 4. Everything but the commit word is durable after this fence.
+        if !mutant::on("no_fence_before_commit") {
+            self.media.fence();
+        }
+        if late_payload {
+            self.store_objects(objects, &versions, unit_off, l.next_seq, lane, &mut entries);
+        }
+        // 5–6. The commit word, alone, then the fence that makes the commit durable.
+        if mutant::on("cached_commit") {
+            self.media.store(unit_off as usize, &commit.to_le_bytes());
+        } else if mutant::on("straddling_commit") {
+            let b = commit.to_le_bytes();
+            self.media.store(unit_off as usize, &b[..4]);
+            self.media.store(unit_off as usize + 4, &b[4..]);
+            self.media.flush(unit_off as usize, 8);
+        } else if !mutant::on("commit_before_payload") {
+            self.media.store_word_nt(unit_off as usize, commit);
+        }
+        if !mutant::on("no_final_fence") {
+            self.media.fence();
+        }
+        // Committed: now the lane and the index may learn it.
+        l.tail = unit_off + unit_len;
+        l.next_seq += 1;
+        self.lanes[lane as usize] = l;
+        for ((e, name_off), o) in entries.iter().zip(objects) {
+            let h = name_hash(o.name);
+            let r = self.index.insert(&self.media, h, o.name, *name_off, *e);
+            debug_assert!(r.is_ok(), "index room was reserved and versions checked: {r:?}");
+            if let Err(InsertError::Full | InsertError::Duplicate) = r {
+                return Err(Error::IndexFull { records: self.index.len() });
+            }
+            self.stats.objects += 1;
+            self.stats.payload_bytes += e.len_bytes;
+        }
+        self.stats.units += 1;
+        Ok(versions)
+    }
+
+    /// NT-store every object (header, name, payload) of a unit starting at `unit_off`;
+    /// returns the index entries (with each name's media offset) to insert on commit.
+    fn store_objects(
+        &self,
+        objects: &[Object<'_>],
+        versions: &[u64],
+        unit_off: u64,
+        seq: u64,
+        lane: u32,
+        entries: &mut Entries,
+    ) {
+        let pool_id = self.sb.pool_id;
         let mut obj_off = unit_off + LINE;
-        let mut entries = heapless::Vec::<(Entry, u64), BATCH_MAX>::new();
         for (o, &version) in objects.iter().zip(versions.iter()) {
             let len = o.len_bytes();
             let payload_sum = if self.sb.has_payload_checksum() {
@@ -367,10 +392,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let mut head = [0u8; size_of::<ObjectHeader>() + NAME_MAX];
             head[..size_of::<ObjectHeader>()].copy_from_slice(bytemuck::bytes_of(&oh));
             head[size_of::<ObjectHeader>()..][..o.name.len()].copy_from_slice(o.name);
-            self.media.store_nt(
-                obj_off as usize,
-                &head[..size_of::<ObjectHeader>() + o.name.len()],
-            );
+            self.media.store_nt(obj_off as usize, &head[..size_of::<ObjectHeader>() + o.name.len()]);
             let payload_off = obj_off + object_head_len(o.name.len());
             let mut w = NtStream::new(&self.media, payload_off);
             o.parts.iter().for_each(|p| w.write(p));
@@ -379,7 +401,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 version,
                 payload_off,
                 len_bytes: len,
-                seq: l.next_seq,
+                seq,
                 name: 0,
                 next: NONE,
                 lane,
@@ -388,67 +410,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let _ = entries.push((entry, obj_off + size_of::<ObjectHeader>() as u64));
             obj_off = payload_off + line_up(len);
         }
-        debug_assert_eq!(obj_off, unit_off + unit_len);
-        let mut bh = BatchHeader {
-            commit: 0,
-            seq: l.next_seq,
-            unit_len,
-            object_count: objects.len() as u32,
-            lane,
-            reserved: [0; 3],
-            checksum: 0,
-        };
-        bh.checksum = bh.compute_checksum(pool_id);
-        self.media
-            .store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
-        // 4. Everything but the commit word is durable after this fence.
-        self.media.fence();
-        // 5–6. The commit word, alone, then the fence that makes the commit durable.
-        self.media.store_word_nt(
-            unit_off as usize,
-            commit_word(pool_id, lane, l.next_seq, bh.checksum),
-        );
-        self.media.fence();
-        // Committed: now the lane and the index may learn it.
-        l.tail = unit_off + unit_len;
-        l.next_seq += 1;
-        self.lanes[lane as usize] = l;
-        for ((e, name_off), o) in entries.iter().zip(objects) {
-            let h = name_hash(o.name);
-            let r = self.index.insert(&self.media, h, o.name, *name_off, *e);
-            debug_assert!(
-                r.is_ok(),
-                "index room was reserved and versions checked: {r:?}"
-            );
-            if let Err(InsertError::Full | InsertError::Duplicate) = r {
-                return Err(Error::IndexFull {
-                    records: self.index.len(),
-                });
-            }
-            self.stats.objects += 1;
-            self.stats.payload_bytes += e.len_bytes;
-        }
-        self.stats.units += 1;
-        Ok(versions)
     }
 
     /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
     fn claim_segment(&mut self, lane: u32, old: Lane) -> Result<Lane> {
         let count = self.sb.segment_count;
         let cursor = self.alloc_cursor;
-        let segs = self
-            .index
-            .segments(count as usize)
-            .ok_or(Error::IndexFull { records: 0 })?;
-        let free = (0..count)
-            .map(|k| (cursor + k) % count)
-            .find(|&i| segs[i as usize].lane == FREE)
-            .ok_or(Error::Full)?;
-        let (chain_seq, first_seq) = if old.active {
-            (old.chain_seq + 1, old.next_seq)
+        let segs = self.index.segments(count as usize).ok_or(Error::IndexFull { records: 0 })?;
+        let free = if mutant::on("alloc_ignores_owner") {
+            cursor
         } else {
-            (0, 0)
+            (0..count).map(|k| (cursor + k) % count).find(|&i| segs[i as usize].lane == FREE).ok_or(Error::Full)?
         };
+        let (chain_seq, mut first_seq) = if old.active { (old.chain_seq + 1, old.next_seq) } else { (0, 0) };
+        if mutant::on("first_seq_off_by_one") && old.active {
+            first_seq += 1;
+        }
         let mut h = SegmentHeader {
             magic: SEGMENT_MAGIC,
             pool_id: self.sb.pool_id,
@@ -461,15 +438,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         h.checksum = h.compute_checksum();
         let seg_off = self.sb.segment_off(free);
-        self.media
-            .store_nt(seg_off as usize, bytemuck::bytes_of(&h));
-        self.media.fence();
-        segs[free as usize] = crate::index::SegSlot {
-            chain_seq,
-            first_seq,
-            lane,
-            index: free,
-        };
+        self.media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
+        if !mutant::on("segment_header_unfenced") {
+            self.media.fence();
+        }
+        segs[free as usize] = crate::index::SegSlot { chain_seq, first_seq, lane, index: free };
         self.alloc_cursor = (free + 1) % count;
         if !old.active {
             self.stats.lanes += 1;
@@ -485,14 +458,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn lookup(&self, name: &[u8], version: u64) -> Result<&Entry> {
-        let id = self
-            .index
-            .find_name(&self.media, name_hash(name), name)
-            .ok_or(Error::NotFound)?;
-        let e = self
-            .index
-            .find_version(id, version)
-            .ok_or(Error::NotFound)?;
+        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let e = self.index.find_version(id, version).ok_or(Error::NotFound)?;
         Ok(self.index.entry(e))
     }
 
@@ -500,9 +467,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn get(&self, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
         let e = *self.lookup(name, version)?;
         let len = e.len_bytes as usize;
-        let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall {
-            needed_bytes: e.len_bytes,
-        })?;
+        let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         self.media.read(e.payload_off as usize, dst);
         if self.sb.has_payload_checksum() {
             self.verify_payload(&e, dst)?;
@@ -515,20 +480,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // header read per get (a mismatch then rereads nothing: it is corruption).
         if hash64(self.sb.pool_id, bytes) as u32 != e.payload_sum_lo {
             let obj = e.payload_off; // payload offset names the damaged object
-            return Err(Error::Corrupted {
-                offset: obj,
-                kind: crate::error::CorruptKind::PayloadChecksum,
-            });
+            return Err(Error::Corrupted { offset: obj, kind: crate::error::CorruptKind::PayloadChecksum });
         }
         Ok(())
     }
 
     /// The latest version of `name`.
     pub fn latest(&self, name: &[u8]) -> Result<u64> {
-        let id = self
-            .index
-            .find_name(&self.media, name_hash(name), name)
-            .ok_or(Error::NotFound)?;
+        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
         Ok(self.index.entry(self.index.name(id).last).version)
     }
 
@@ -540,10 +499,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Every version of `name`, oldest first.
     pub fn versions(&self, name: &[u8]) -> Result<impl Iterator<Item = ObjectInfo> + '_> {
-        let id = self
-            .index
-            .find_name(&self.media, name_hash(name), name)
-            .ok_or(Error::NotFound)?;
+        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
         let n = *self.index.name(id);
         let mut at = n.first;
         Ok((0..n.count).map_while(move |_| {
@@ -560,11 +516,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn names(&self) -> impl Iterator<Item = NameInfo> + '_ {
         (0..self.index.name_count() as u32).map(|id| {
             let n = self.index.name(id);
-            NameInfo {
-                id,
-                versions: n.count,
-                latest: self.index.entry(n.last).version,
-            }
+            NameInfo { id, versions: n.count, latest: self.index.entry(n.last).version }
         })
     }
 
@@ -611,13 +563,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 }
 
 fn info(e: &Entry) -> ObjectInfo {
-    ObjectInfo {
-        version: e.version,
-        len_bytes: e.len_bytes,
-        lane: e.lane,
-        seq: e.seq,
-        offset: e.payload_off,
-    }
+    ObjectInfo { version: e.version, len_bytes: e.len_bytes, lane: e.lane, seq: e.seq, offset: e.payload_off }
 }
 
 /// Streams slices to the media with NT stores at 8-byte aligned offsets, however the
@@ -632,12 +578,7 @@ struct NtStream<'m, M: Media> {
 impl<'m, M: Media> NtStream<'m, M> {
     fn new(media: &'m M, off: u64) -> Self {
         debug_assert!(off.is_multiple_of(8));
-        NtStream {
-            media,
-            off,
-            carry: [0; 8],
-            carry_len: 0,
-        }
+        NtStream { media, off, carry: [0; 8], carry_len: 0 }
     }
 
     fn write(&mut self, mut bytes: &[u8]) {
@@ -665,8 +606,7 @@ impl<'m, M: Media> NtStream<'m, M> {
 
     fn finish(self) {
         if self.carry_len > 0 {
-            self.media
-                .store_nt(self.off as usize, &self.carry[..self.carry_len]);
+            self.media.store_nt(self.off as usize, &self.carry[..self.carry_len]);
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
 use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, SegSlot, FREE, NONE};
 use crate::media::Media;
+use crate::mutant;
 use crate::pool::Lane;
 
 /// What a recovery found.
@@ -58,18 +59,8 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     // Pass 1: every segment header, in index order.
     for (i, slot) in segs.iter_mut().enumerate() {
         *slot = match format::decode_segment(media, sb, i as u32) {
-            Some(h) => SegSlot {
-                chain_seq: h.chain_seq,
-                first_seq: h.first_seq,
-                lane: h.lane,
-                index: i as u32,
-            },
-            None => SegSlot {
-                chain_seq: 0,
-                first_seq: 0,
-                lane: FREE,
-                index: i as u32,
-            },
+            Some(h) => SegSlot { chain_seq: h.chain_seq, first_seq: h.first_seq, lane: h.lane, index: i as u32 },
+            None => SegSlot { chain_seq: 0, first_seq: 0, lane: FREE, index: i as u32 },
         };
     }
     // Pass 2: chains are runs of (lane, chain_seq) after sorting; free segments sort last.
@@ -87,10 +78,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
             stats.lanes += 1;
         }
         if s.chain_seq != expected_chain {
-            return Err(Error::Corrupted {
-                offset: sb.segment_off(s.index),
-                kind: CorruptKind::SegmentChain,
-            });
+            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
         }
         expected_chain += 1;
         stats.segments_used += 1;
@@ -98,33 +86,20 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
     let mut name_buf = [0u8; NAME_MAX];
     let mut i = 0usize;
-    while let Some(first) = index
-        .segments_ref()
-        .get(..count)
-        .and_then(|v| v.get(i))
-        .copied()
-    {
+    while let Some(first) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
         if first.lane == FREE {
             break;
         }
         let lane_id = first.lane;
         let mut next_seq = 0u64;
         let mut lane = Lane::default();
-        while let Some(s) = index
-            .segments_ref()
-            .get(..count)
-            .and_then(|v| v.get(i))
-            .copied()
-        {
+        while let Some(s) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
             if s.lane != lane_id {
                 break;
             }
             let seg_off = sb.segment_off(s.index);
             if s.first_seq != next_seq {
-                return Err(Error::Corrupted {
-                    offset: seg_off,
-                    kind: CorruptKind::SequenceGap,
-                });
+                return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
             }
             let seg_end = seg_off + sb.segment_len;
             let mut off = seg_off + LINE;
@@ -150,16 +125,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                     };
                     match index.insert(media, name_hash(name), name, d.name_off, entry) {
                         Ok(_) => {}
-                        Err(InsertError::Full) => {
-                            return Err(Error::IndexFull {
-                                records: index.len(),
-                            })
-                        }
+                        Err(InsertError::Full) => return Err(Error::IndexFull { records: index.len() }),
                         Err(InsertError::Duplicate) => {
-                            return Err(Error::Corrupted {
-                                offset: obj,
-                                kind: CorruptKind::DuplicateVersion,
-                            })
+                            return Err(Error::Corrupted { offset: obj, kind: CorruptKind::DuplicateVersion })
                         }
                     }
                     stats.objects += 1;
@@ -170,13 +138,16 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                 next_seq += 1;
                 off = unit_end;
             }
-            lane = Lane {
-                active: true,
-                chain_seq: s.chain_seq,
-                tail: off,
-                seg_end,
-                next_seq,
-            };
+            lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq };
+            if mutant::on("resume_at_segment_start") {
+                lane.tail = seg_off + LINE;
+            }
+            if mutant::on("seq_restarts_after_open") {
+                lane.next_seq = 0;
+            }
+            if mutant::on("recovery_writes") && off + 8 <= seg_end {
+                media.store_word_nt(off as usize, 0);
+            }
             i += 1;
         }
         if let Some(l) = lanes.get_mut(lane_id as usize) {

@@ -58,16 +58,9 @@ impl Region {
     /// As for [`Region::new`]. `StoreKind::NonTemporal` is only honoured on x86_64
     /// (elsewhere the portable stores are used).
     pub unsafe fn with_kind(base: *mut u8, len: usize, kind: StoreKind) -> Region {
-        debug_assert!(
-            (base as usize).is_multiple_of(64),
-            "region base must be 64-byte aligned"
-        );
+        debug_assert!((base as usize).is_multiple_of(64), "region base must be 64-byte aligned");
         debug_assert!((base as usize).checked_add(len).is_some());
-        let kind = if cfg!(all(target_arch = "x86_64", not(miri))) {
-            kind
-        } else {
-            StoreKind::Portable
-        };
+        let kind = if cfg!(all(target_arch = "x86_64", not(miri))) { kind } else { StoreKind::Portable };
         Region { base, len, kind }
     }
 
@@ -102,20 +95,14 @@ impl Media for Region {
 
     fn load_word(&self, off: usize) -> u64 {
         self.check(off, 8);
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned word load at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned word load at {off}");
         // SAFETY: in bounds, 8-aligned (base is 64-aligned), valid for reads.
         unsafe { arch::load_word_acquire(self.base.add(off)) }
     }
 
     fn store_nt(&self, off: usize, src: &[u8]) {
         self.check(off, src.len().next_multiple_of(8));
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned NT store at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
         // SAFETY: destination in bounds including the zero padding, 8-aligned, valid for
         // writes; `src` is a Rust slice and cannot overlap the region (constructor).
         unsafe {
@@ -128,10 +115,7 @@ impl Media for Region {
 
     fn store_word_nt(&self, off: usize, word: u64) {
         self.check(off, 8);
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned word store at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned word store at {off}");
         // SAFETY: in bounds, 8-aligned, valid for writes.
         unsafe {
             match self.kind {

@@ -19,13 +19,7 @@ fn round_trip_every_api_and_reopen() {
         assert_eq!(pool.put(b"a", &a1).unwrap(), 1);
         assert_eq!(pool.put(b"a", &a2).unwrap(), 2);
         assert_eq!(pool.put_version(1, b"b", 10, &b1).unwrap(), 10);
-        assert_eq!(
-            pool.put_version(1, b"b", 10, &b1),
-            Err(Error::VersionNotIncreasing {
-                latest: 10,
-                given: 10
-            })
-        );
+        assert_eq!(pool.put_version(1, b"b", 10, &b1), Err(Error::VersionNotIncreasing { latest: 10, given: 10 }));
         let v = pool.put_vectored(2, b"vec", &[&p1, &p2, &p3]).unwrap();
         assert_eq!(v, 1);
         let vs = pool
@@ -40,13 +34,7 @@ fn round_trip_every_api_and_reopen() {
             )
             .unwrap();
         assert_eq!(&vs[..], &[1, 3, 4, 5]);
-        check(
-            &pool,
-            &a1,
-            &a2,
-            &b1,
-            &[p1.clone(), p2.clone(), p3.clone()].concat(),
-        );
+        check(&pool, &a1, &a2, &b1, &[p1.clone(), p2.clone(), p3.clone()].concat());
         let _ = pool.close();
     }
     let pool = open(&mut ram).unwrap();
@@ -54,13 +42,7 @@ fn round_trip_every_api_and_reopen() {
     assert_eq!(pool.stats().units, 5);
     assert_eq!(pool.stats().objects, 8);
 
-    fn check(
-        pool: &Pool<nvs_core::Region, nvs_core::HeapMemory>,
-        a1: &[u8],
-        a2: &[u8],
-        b1: &[u8],
-        vec: &[u8],
-    ) {
+    fn check(pool: &Pool<nvs_core::Region, nvs_core::HeapMemory>, a1: &[u8], a2: &[u8], b1: &[u8], vec: &[u8]) {
         let mut buf = vec![0u8; 4096];
         let n = pool.get(b"a", 1, &mut buf).unwrap();
         assert_eq!(&buf[..n], a1);
@@ -77,10 +59,7 @@ fn round_trip_every_api_and_reopen() {
         assert_eq!(pool.latest(b"b"), Ok(10));
         assert_eq!(pool.latest(b"nope"), Err(Error::NotFound));
         assert_eq!(pool.get(b"a", 9, &mut buf), Err(Error::NotFound));
-        assert_eq!(
-            pool.get(b"a", 1, &mut buf[..10]),
-            Err(Error::BufferTooSmall { needed_bytes: 1000 })
-        );
+        assert_eq!(pool.get(b"a", 1, &mut buf[..10]), Err(Error::BufferTooSmall { needed_bytes: 1000 }));
         let vs: Vec<u64> = pool.versions(b"a").unwrap().map(|i| i.version).collect();
         assert_eq!(vs, [1, 2, 3, 4]);
         let st = pool.stat(b"b", 10).unwrap();
@@ -124,11 +103,7 @@ fn many_records_across_segments_survive_reopen() {
         let name = format!("n{}", i % 37);
         let version = (i / 37 + 1) as u64;
         let n = pool.get(name.as_bytes(), version, &mut buf).unwrap();
-        assert_eq!(
-            &buf[..n],
-            &i.to_le_bytes().repeat((i % 50) as usize)[..],
-            "record {i}"
-        );
+        assert_eq!(&buf[..n], &i.to_le_bytes().repeat((i % 50) as usize)[..], "record {i}");
         seen += 1;
     }
     assert_eq!(seen, 3000);
@@ -171,41 +146,18 @@ fn limits() {
     let mut pool = format(&mut ram, 64 << 10);
     let long = [b'n'; NAME_MAX];
     assert_eq!(pool.put(&long, b""), Ok(1));
-    assert_eq!(
-        pool.put(&[b'n'; NAME_MAX + 1], b"x"),
-        Err(Error::NameTooLong { len_bytes: 256 })
-    );
+    assert_eq!(pool.put(&[b'n'; NAME_MAX + 1], b"x"), Err(Error::NameTooLong { len_bytes: 256 }));
     assert_eq!(pool.put(b"", b"x"), Err(Error::NameEmpty));
     let max = pool.max_object_bytes(3);
     let big = vec![9u8; max as usize + 1];
-    assert_eq!(
-        pool.put(b"big", &big),
-        Err(Error::TooLarge {
-            len_bytes: max + 1,
-            max_bytes: max
-        })
-    );
+    assert_eq!(pool.put(b"big", &big), Err(Error::TooLarge { len_bytes: max + 1, max_bytes: max }));
     assert_eq!(pool.put(b"big", &big[..max as usize]), Ok(1));
     assert_eq!(pool.put_batch(0, &[]), Err(Error::BatchSize { count: 0 }));
     let objs = vec![Object::new(b"m", &[b"1"]); BATCH_MAX + 1];
-    assert_eq!(
-        pool.put_batch(0, &objs),
-        Err(Error::BatchSize {
-            count: BATCH_MAX + 1
-        })
-    );
-    assert_eq!(
-        pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(),
-        BATCH_MAX
-    );
+    assert_eq!(pool.put_batch(0, &objs), Err(Error::BatchSize { count: BATCH_MAX + 1 }));
+    assert_eq!(pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(), BATCH_MAX);
     assert_eq!(pool.latest(b"m"), Ok(BATCH_MAX as u64));
-    assert_eq!(
-        pool.put_vectored(4, b"x", &[b"x"]),
-        Err(Error::NoSuchLane {
-            lane: 4,
-            lanes_max: 4
-        })
-    );
+    assert_eq!(pool.put_vectored(4, b"x", &[b"x"]), Err(Error::NoSuchLane { lane: 4, lanes_max: 4 }));
     drop(pool);
     let mut ro = Pool::open_read_only(ram.region(), nvs_core::HeapMemory::new()).unwrap();
     assert_eq!(ro.put(b"x", b"x"), Err(Error::ReadOnly));
@@ -229,10 +181,7 @@ fn read_only_open_writes_nothing() {
     let pool = Pool::open_read_only(&rec, nvs_core::HeapMemory::new()).unwrap();
     assert_eq!(pool.latest(b"k"), Ok(20));
     drop(pool);
-    assert!(
-        rec.ops.borrow().is_empty(),
-        "a read-only open stored or fenced"
-    );
+    assert!(rec.ops.borrow().is_empty(), "a read-only open stored or fenced");
     assert_eq!(*rec.mem.borrow(), before);
 }
 
@@ -273,13 +222,7 @@ fn payload_checksum_catches_damage() {
     let pool = open(&mut ram).unwrap();
     assert!(matches!(
         pool.get(b"p", 1, &mut buf),
-        Err(Error::Corrupted {
-            kind: nvs_core::CorruptKind::PayloadChecksum,
-            ..
-        })
+        Err(Error::Corrupted { kind: nvs_core::CorruptKind::PayloadChecksum, .. })
     ));
-    assert!(matches!(
-        pool.verify_all(&mut buf),
-        Err(Error::Corrupted { .. })
-    ));
+    assert!(matches!(pool.verify_all(&mut buf), Err(Error::Corrupted { .. })));
 }

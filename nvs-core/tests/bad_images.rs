@@ -32,8 +32,7 @@ fn good_pool() -> Vec<u8> {
     for i in 0..40u32 {
         let len = rng.below(300) as usize;
         let data = rng.bytes(len);
-        pool.put_vectored(i % 3, format!("o{}", i % 5).as_bytes(), &[&data])
-            .unwrap();
+        pool.put_vectored(i % 3, format!("o{}", i % 5).as_bytes(), &[&data]).unwrap();
     }
     drop(pool);
     ram.bytes()
@@ -43,10 +42,7 @@ fn good_pool() -> Vec<u8> {
 #[test]
 fn not_a_pool() {
     assert_eq!(open_bytes(&vec![0u8; 64 << 10]), Err(Error::NotFormatted));
-    assert_eq!(
-        open_bytes(&Rng(1).bytes(64 << 10)),
-        Err(Error::NotFormatted)
-    );
+    assert_eq!(open_bytes(&Rng(1).bytes(64 << 10)), Err(Error::NotFormatted));
     assert_eq!(open_bytes(&[]), Err(Error::NotFormatted));
 }
 
@@ -55,33 +51,16 @@ fn not_a_pool() {
 fn truncated_damaged_and_newer_superblocks() {
     let img = good_pool();
     assert_eq!(open_bytes(&img).unwrap(), 40);
-    assert_eq!(
-        open_bytes(&img[..img.len() - 4096]),
-        Err(Error::Corrupted {
-            offset: 0,
-            kind: CorruptKind::Geometry
-        })
-    );
+    assert_eq!(open_bytes(&img[..img.len() - 4096]), Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry }));
     let mut flipped = img.clone();
     flipped[20] ^= 4;
-    assert_eq!(
-        open_bytes(&flipped),
-        Err(Error::Corrupted {
-            offset: 0,
-            kind: CorruptKind::SuperblockChecksum
-        })
-    );
+    assert_eq!(open_bytes(&flipped), Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum }));
     let mut newer = img.clone();
     let mut sb: Superblock = bytemuck::pod_read_unaligned(&newer[..64]);
     sb.format_version = FORMAT_VERSION + 1;
     sb.checksum = sb.compute_checksum();
     newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
-    assert_eq!(
-        open_bytes(&newer),
-        Err(Error::UnsupportedVersion {
-            found: FORMAT_VERSION + 1
-        })
-    );
+    assert_eq!(open_bytes(&newer), Err(Error::UnsupportedVersion { found: FORMAT_VERSION + 1 }));
     let msg = open_bytes(&newer).unwrap_err().to_string();
     assert!(msg.contains("version 2"), "{msg}");
 }

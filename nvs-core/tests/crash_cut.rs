@@ -21,9 +21,7 @@ fn matches(image: &[u8], model: &Model) -> bool {
         return false;
     }
     let mut buf = vec![0u8; 1 << 16];
-    model.iter().all(
-        |(name, v, data)| matches!(pool.get(name, *v, &mut buf), Ok(n) if buf[..n] == data[..]),
-    )
+    model.iter().all(|(name, v, data)| matches!(pool.get(name, *v, &mut buf), Ok(n) if buf[..n] == data[..]))
 }
 
 /// The final operation of a scenario.
@@ -79,15 +77,9 @@ fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
         }
         Last::Batch(lens) => {
             let datas: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l)).collect();
-            let names: Vec<Vec<u8>> = (0..lens.len())
-                .map(|i| format!("b{}", i % 2).into_bytes())
-                .collect();
+            let names: Vec<Vec<u8>> = (0..lens.len()).map(|i| format!("b{}", i % 2).into_bytes()).collect();
             let parts: Vec<[&[u8]; 1]> = datas.iter().map(|d| [&d[..]]).collect();
-            let objs: Vec<Object> = names
-                .iter()
-                .zip(&parts)
-                .map(|(n, p)| Object::new(n, p))
-                .collect();
+            let objs: Vec<Object> = names.iter().zip(&parts).map(|(n, p)| Object::new(n, p)).collect();
             let vs = pool.put_batch(0, &objs).unwrap();
             for ((n, d), v) in names.iter().zip(&datas).zip(vs) {
                 model.push((n.clone(), v, d.clone()));
@@ -100,22 +92,10 @@ fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
 
 fn cut_everywhere(last: Last, history: usize) {
     let (before, ops, before_model, after_model) = scenario(last, history);
-    let stores: Vec<(usize, &Vec<u8>)> = ops
-        .iter()
-        .filter_map(|o| {
-            if let Op::Store { off, bytes } = o {
-                Some((*off, bytes))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let stores: Vec<(usize, &Vec<u8>)> =
+        ops.iter().filter_map(|o| if let Op::Store { off, bytes } = o { Some((*off, bytes)) } else { None }).collect();
     let commit = stores.last().unwrap();
-    assert_eq!(
-        commit.1.len(),
-        8,
-        "the commit word is the last store, alone"
-    );
+    assert_eq!(commit.1.len(), 8, "the commit word is the last store, alone");
     let total: usize = stores.iter().map(|(_, b)| b.len()).sum();
     let mut after_count = 0;
     for k in 0..=total {
@@ -127,16 +107,10 @@ fn cut_everywhere(last: Last, history: usize) {
             left -= n;
         }
         if matches(&img, &after_model) {
-            assert!(
-                k == total,
-                "committed before the whole commit word was stored (cut at {k}/{total})"
-            );
+            assert!(k == total, "committed before the whole commit word was stored (cut at {k}/{total})");
             after_count += 1;
         } else {
-            assert!(
-                matches(&img, &before_model),
-                "cut at byte {k}/{total}: neither before nor after"
-            );
+            assert!(matches(&img, &before_model), "cut at byte {k}/{total}: neither before nor after");
         }
     }
     assert_eq!(after_count, 1);
@@ -159,28 +133,15 @@ fn cut_at_every_byte_of_the_last_unit() {
 #[test]
 fn random_subsets_of_pending_words() {
     let mut rng = Rng(5);
-    for (i, last) in [
-        Last::Put(b"k", 100),
-        Last::Batch(vec![8, 64, 1]),
-        Last::Vectored(vec![3, 5, 130]),
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, last) in
+        [Last::Put(b"k", 100), Last::Batch(vec![8, 64, 1]), Last::Vectored(vec![3, 5, 130])].into_iter().enumerate()
     {
         let (before, ops, before_model, after_model) = scenario(last, 2 + i);
         // The unit's words: stores after the last fence preceding the commit fence.
-        let fences: Vec<usize> = ops
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| matches!(o, Op::Fence))
-            .map(|(j, _)| j)
-            .collect();
+        let fences: Vec<usize> =
+            ops.iter().enumerate().filter(|(_, o)| matches!(o, Op::Fence)).map(|(j, _)| j).collect();
         let commit_fence = fences[fences.len() - 2];
-        let unit_start = if fences.len() >= 3 {
-            fences[fences.len() - 3] + 1
-        } else {
-            0
-        };
+        let unit_start = if fences.len() >= 3 { fences[fences.len() - 3] + 1 } else { 0 };
         let mut base = before.clone();
         for o in &ops[..unit_start] {
             if let Op::Store { off, bytes } = o {
@@ -195,13 +156,7 @@ fn random_subsets_of_pending_words() {
                 }
             }
         }
-        let Op::Store {
-            off: commit_off,
-            bytes: commit,
-        } = &ops[commit_fence + 1]
-        else {
-            panic!("commit store")
-        };
+        let Op::Store { off: commit_off, bytes: commit } = &ops[commit_fence + 1] else { panic!("commit store") };
         for trial in 0..300 {
             let mut img = base.clone();
             for (off, w) in &words {
@@ -209,10 +164,7 @@ fn random_subsets_of_pending_words() {
                     img[*off..off + w.len()].copy_from_slice(w);
                 }
             }
-            assert!(
-                matches(&img, &before_model),
-                "trial {trial}: pending words alone changed the state"
-            );
+            assert!(matches(&img, &before_model), "trial {trial}: pending words alone changed the state");
         }
         let mut img = base.clone();
         for (off, w) in &words {

@@ -20,15 +20,9 @@ fn check_kind(kind: StoreKind) {
             assert_eq!(back, src, "{kind:?} len {len} off {off}");
             let img = ram.bytes();
             let padded = len.next_multiple_of(8);
-            assert!(
-                img[off + len..off + padded].iter().all(|&b| b == 0),
-                "padding {len}@{off}"
-            );
+            assert!(img[off + len..off + padded].iter().all(|&b| b == 0), "padding {len}@{off}");
             assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
-            assert!(
-                img[off + padded..].iter().all(|&b| b == 0xEE),
-                "after {len}@{off}"
-            );
+            assert!(img[off + padded..].iter().all(|&b| b == 0xEE), "after {len}@{off}");
         }
     }
     let mut ram = Ram::new(4096, 0);

@@ -30,12 +30,7 @@ pub struct Chooser {
 impl Chooser {
     /// A chooser that replays `choices`, then takes the first option of new points.
     pub fn replaying(choices: Vec<usize>) -> Chooser {
-        Chooser {
-            inner: Arc::new(Mutex::new(Choices {
-                replay: choices,
-                made: Vec::new(),
-            })),
-        }
+        Chooser { inner: Arc::new(Mutex::new(Choices { replay: choices, made: Vec::new() })) }
     }
 
     /// Pick one of `options` (≥ 1) alternatives.
@@ -47,23 +42,14 @@ impl Chooser {
         }
         let at = c.made.len();
         let pick = c.replay.get(at).copied().unwrap_or(0);
-        assert!(
-            pick < options,
-            "nondeterministic run: choice {at} had {options} options, replay says {pick}"
-        );
+        assert!(pick < options, "nondeterministic run: choice {at} had {options} options, replay says {pick}");
         c.made.push((pick, options));
         pick
     }
 
     /// The choices this run made (a repro vector).
     pub fn made(&self) -> Vec<usize> {
-        self.inner
-            .lock()
-            .unwrap()
-            .made
-            .iter()
-            .map(|m| m.0)
-            .collect()
+        self.inner.lock().unwrap().made.iter().map(|m| m.0).collect()
     }
 
     /// The replay vector of the next run in depth-first order, if any is left.
@@ -87,11 +73,7 @@ pub enum Verdict {
     /// Every run passed.
     Pass { runs: u64 },
     /// A run failed: its choices reproduce it alone.
-    Fail {
-        runs: u64,
-        choices: Vec<usize>,
-        message: String,
-    },
+    Fail { runs: u64, choices: Vec<usize>, message: String },
     /// The budget ran out before every choice was explored.
     Incomplete { runs: u64 },
 }
@@ -99,9 +81,7 @@ pub enum Verdict {
 impl Verdict {
     pub fn runs(&self) -> u64 {
         match self {
-            Verdict::Pass { runs } | Verdict::Fail { runs, .. } | Verdict::Incomplete { runs } => {
-                *runs
-            }
+            Verdict::Pass { runs } | Verdict::Fail { runs, .. } | Verdict::Incomplete { runs } => *runs,
         }
     }
 }
@@ -116,11 +96,7 @@ pub fn explore(budget: u64, mut run: impl FnMut(&Chooser) -> Result<(), String>)
         let result = run(&chooser);
         runs += 1;
         if let Err(message) = result {
-            return Verdict::Fail {
-                runs,
-                choices: chooser.made(),
-                message,
-            };
+            return Verdict::Fail { runs, choices: chooser.made(), message };
         }
         match chooser.next() {
             None => return Verdict::Pass { runs },
@@ -131,9 +107,6 @@ pub fn explore(budget: u64, mut run: impl FnMut(&Chooser) -> Result<(), String>)
 }
 
 /// Run `run` once with exactly `choices` (a repro).
-pub fn replay(
-    choices: Vec<usize>,
-    run: impl FnOnce(&Chooser) -> Result<(), String>,
-) -> Result<(), String> {
+pub fn replay(choices: Vec<usize>, run: impl FnOnce(&Chooser) -> Result<(), String>) -> Result<(), String> {
     run(&Chooser::replaying(choices))
 }

@@ -32,12 +32,7 @@ impl View {
     pub fn new(state: State, chooser: Chooser) -> View {
         let words = state.cells.len();
         let groups = state.groups.len();
-        View {
-            state,
-            memo: vec![None; words],
-            group_memo: vec![None; groups],
-            chooser,
-        }
+        View { state, memo: vec![None; words], group_memo: vec![None; groups], chooser }
     }
 
     pub fn words(&self) -> usize {
@@ -64,11 +59,7 @@ impl View {
                     }
                 };
                 let grp = &self.state.groups[g];
-                let from_cache = grp.cached[..prefix]
-                    .iter()
-                    .rev()
-                    .find(|(s, _)| *s == slot)
-                    .map(|(_, v)| *v);
+                let from_cache = grp.cached[..prefix].iter().rev().find(|(s, _)| *s == slot).map(|(_, v)| *v);
                 let base = match from_cache {
                     Some(v) => v,
                     None => match &grp.durable[slot as usize] {
@@ -100,21 +91,12 @@ impl View {
 
     /// Choose every word now, in order (the eager explorer), and return the bytes.
     pub fn materialize(&mut self) -> Vec<u8> {
-        (0..self.words())
-            .flat_map(|w| self.word(w).to_le_bytes())
-            .collect()
+        (0..self.words()).flat_map(|w| self.word(w).to_le_bytes()).collect()
     }
 
     fn read_bytes(&mut self, off: usize, dst: &mut [u8]) {
-        let end = off
-            .checked_add(dst.len())
-            .filter(|&e| e <= self.words() * 8);
-        assert!(
-            end.is_some(),
-            "nvs bug: media read {off}+{} outside {}",
-            dst.len(),
-            self.words() * 8
-        );
+        let end = off.checked_add(dst.len()).filter(|&e| e <= self.words() * 8);
+        assert!(end.is_some(), "nvs bug: media read {off}+{} outside {}", dst.len(), self.words() * 8);
         for (i, b) in dst.iter_mut().enumerate() {
             let a = off + i;
             *b = self.word(a / 8).to_le_bytes()[a % 8];
@@ -202,12 +184,7 @@ impl SimMedia {
             return;
         }
         g.written[word] = Some(value);
-        g.events.push(Event::Store {
-            thread: thread_id(),
-            word: word as u32,
-            value,
-            nt,
-        });
+        g.events.push(Event::Store { thread: thread_id(), word: word as u32, value, nt });
     }
 
     fn check(&self, off: usize, len: usize) {
@@ -250,20 +227,14 @@ impl Media for SimMedia {
 
     fn load_word(&self, off: usize) -> u64 {
         self.check(off, 8);
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned word load at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned word load at {off}");
         self.inner.lock().unwrap().word(off / 8)
     }
 
     fn store_nt(&self, off: usize, src: &[u8]) {
         let padded = src.len().next_multiple_of(8);
         self.check(off, padded);
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned NT store at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
         let mut g = self.inner.lock().unwrap();
         for (k, chunk) in src.chunks(8).enumerate() {
             let mut w = [0u8; 8];
@@ -274,10 +245,7 @@ impl Media for SimMedia {
 
     fn store_word_nt(&self, off: usize, word: u64) {
         self.check(off, 8);
-        assert!(
-            off.is_multiple_of(8),
-            "nvs bug: unaligned word store at {off}"
-        );
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned word store at {off}");
         let mut g = self.inner.lock().unwrap();
         Self::store_word(&mut g, off / 8, word, true);
     }
@@ -308,10 +276,7 @@ impl Media for SimMedia {
             return;
         }
         for line in off / 64..=(off + len - 1) / 64 {
-            g.events.push(Event::Flush {
-                thread: thread_id(),
-                line: line as u32,
-            });
+            g.events.push(Event::Flush { thread: thread_id(), line: line as u32 });
         }
     }
 
@@ -320,9 +285,7 @@ impl Media for SimMedia {
         if g.frozen {
             return;
         }
-        g.events.push(Event::Fence {
-            thread: thread_id(),
-        });
+        g.events.push(Event::Fence { thread: thread_id() });
     }
 }
 
@@ -339,11 +302,7 @@ pub struct CrashView {
 impl CrashView {
     pub fn new(state: State, chooser: Chooser) -> CrashView {
         let len = state.cells.len() * 8;
-        CrashView {
-            view: Mutex::new(View::new(state, chooser)),
-            len,
-            stores: AtomicU32::new(0),
-        }
+        CrashView { view: Mutex::new(View::new(state, chooser)), len, stores: AtomicU32::new(0) }
     }
 
     /// Stores attempted on this view (recovery must make none).
@@ -365,10 +324,7 @@ impl Media for CrashView {
         self.view.lock().unwrap().read_bytes(off, dst)
     }
     fn load_word(&self, off: usize) -> u64 {
-        assert!(
-            off.is_multiple_of(8) && off + 8 <= self.len,
-            "nvs bug: bad word load at {off}"
-        );
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len, "nvs bug: bad word load at {off}");
         self.view.lock().unwrap().word(off / 8)
     }
     fn store_nt(&self, _off: usize, _src: &[u8]) {

@@ -51,12 +51,7 @@ pub struct State {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A store of one whole word (index `word`): `nt` for non-temporal.
-    Store {
-        thread: u32,
-        word: u32,
-        value: u64,
-        nt: bool,
-    },
+    Store { thread: u32, word: u32, value: u64, nt: bool },
     /// A cache-line write-back (`clwb`) of line `line`.
     Flush { thread: u32, line: u32 },
     /// `sfence`.
@@ -66,26 +61,14 @@ pub enum Event {
 impl State {
     /// Every word fixed to the given bytes (length a multiple of 8).
     pub fn from_bytes(bytes: &[u8]) -> State {
-        assert!(
-            bytes.len().is_multiple_of(8),
-            "media length must be a multiple of 8"
-        );
-        let cells = bytes
-            .chunks_exact(8)
-            .map(|c| Cell::Fixed(u64::from_le_bytes(c.try_into().unwrap())))
-            .collect();
-        State {
-            cells,
-            groups: Vec::new(),
-        }
+        assert!(bytes.len().is_multiple_of(8), "media length must be a multiple of 8");
+        let cells = bytes.chunks_exact(8).map(|c| Cell::Fixed(u64::from_le_bytes(c.try_into().unwrap()))).collect();
+        State { cells, groups: Vec::new() }
     }
 
     /// Number of undecided words.
     pub fn undecided(&self) -> usize {
-        self.cells
-            .iter()
-            .filter(|c| !matches!(c, Cell::Fixed(_)))
-            .count()
+        self.cells.iter().filter(|c| !matches!(c, Cell::Fixed(_))).count()
     }
 
     /// Every value word `w` may hold (for flattening and for the eager explorer).
@@ -148,8 +131,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             last_fence[t] = Some(i);
         }
     }
-    let fenced_after =
-        |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
+    let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
     let mut flushed_upto: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for (i, e) in events.iter().enumerate() {
         if let Event::Flush { thread, line } = *e {
@@ -159,24 +141,14 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         }
     }
     // Writes per word, in order.
-    let mut writes: std::collections::BTreeMap<u32, Vec<(usize, u64, bool, u32)>> =
-        Default::default();
+    let mut writes: std::collections::BTreeMap<u32, Vec<(usize, u64, bool, u32)>> = Default::default();
     for (i, e) in events.iter().enumerate() {
-        if let Event::Store {
-            thread,
-            word,
-            value,
-            nt,
-        } = *e
-        {
+        if let Event::Store { thread, word, value, nt } = *e {
             assert!((word as usize) < words, "store outside the media");
             writes.entry(word).or_default().push((i, value, nt, thread));
         }
     }
-    let mut out = State {
-        cells: Vec::with_capacity(words),
-        groups: Vec::new(),
-    };
+    let mut out = State { cells: Vec::with_capacity(words), groups: Vec::new() };
     let touched_lines: std::collections::BTreeSet<u32> = writes.keys().map(|w| w / 8).collect();
     // Start from the base; base groups survive only on lines this trace did not touch.
     let mut group_map = std::collections::HashMap::new();
@@ -188,11 +160,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
                     out.groups.push(base.groups[*group as usize].clone());
                     next
                 });
-                Cell::Grouped {
-                    group: g,
-                    slot: *slot,
-                    nt: nt.clone(),
-                }
+                Cell::Grouped { group: g, slot: *slot, nt: nt.clone() }
             }
             Cell::Grouped { .. } => base.flat(w),
             c => c.clone(),
@@ -200,8 +168,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         out.cells.push(cell);
     }
     // Each written word: durable value, pending NT values, pending cached stores by line.
-    let mut line_cached: std::collections::BTreeMap<u32, Vec<(usize, u8, u64)>> =
-        Default::default();
+    let mut line_cached: std::collections::BTreeMap<u32, Vec<(usize, u8, u64)>> = Default::default();
     let mut pending_nt: std::collections::HashMap<u32, Vec<u64>> = Default::default();
     for (&w, ws) in &writes {
         let line = w / 8;
@@ -220,10 +187,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         let nts: Vec<u64> = after.iter().filter(|x| x.2).map(|x| x.1).collect();
         for &(i, v, nt, _) in after {
             if !nt {
-                line_cached
-                    .entry(line)
-                    .or_default()
-                    .push((i, (w % 8) as u8, v));
+                line_cached.entry(line).or_default().push((i, (w % 8) as u8, v));
             }
         }
         out.cells[w as usize] = durable;
@@ -253,19 +217,12 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             None => Cell::Fixed(0),
         });
         let g = out.groups.len() as u32;
-        out.groups.push(Group {
-            durable,
-            cached: cached.iter().map(|&(_, s, v)| (s, v)).collect(),
-        });
+        out.groups.push(Group { durable, cached: cached.iter().map(|&(_, s, v)| (s, v)).collect() });
         for k in 0..8 {
             let w = first + k;
             if w < words {
                 let nt = pending_nt.get(&(w as u32)).cloned().unwrap_or_default();
-                out.cells[w] = Cell::Grouped {
-                    group: g,
-                    slot: k as u8,
-                    nt,
-                };
+                out.cells[w] = Cell::Grouped { group: g, slot: k as u8, nt };
             }
         }
     }
@@ -275,12 +232,8 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
 /// Crash points where a crash can leave a new set of images: just before every fence
 /// and at the end (for this model, complete: between fences only pending sets grow).
 pub fn fence_points(events: &[Event]) -> Vec<usize> {
-    let mut pts: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e, Event::Fence { .. }))
-        .map(|(i, _)| i)
-        .collect();
+    let mut pts: Vec<usize> =
+        events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Fence { .. })).map(|(i, _)| i).collect();
     pts.push(events.len());
     pts.dedup();
     pts

@@ -16,9 +16,7 @@ fn outcomes_of(state: State, words: &[usize]) -> (Outcomes, u64) {
         seen.insert(words.iter().map(|&w| view.load_word(w * 8)).collect());
         Ok(())
     });
-    let Verdict::Pass { runs } = v else {
-        panic!("{v:?}")
-    };
+    let Verdict::Pass { runs } = v else { panic!("{v:?}") };
     (seen, runs)
 }
 
@@ -65,10 +63,7 @@ fn nt_stores_reorder_before_a_fence() {
     let m = media();
     m.store_word_nt(X * 8, 1);
     m.store_word_nt(Y * 8, 1);
-    assert_eq!(
-        outcomes(&m, m.point(), &[X, Y]),
-        set(&[&[0, 0], &[0, 1], &[1, 0], &[1, 1]])
-    );
+    assert_eq!(outcomes(&m, m.point(), &[X, Y]), set(&[&[0, 0], &[0, 1], &[1, 0], &[1, 1]]));
 }
 
 #[test]
@@ -79,10 +74,7 @@ fn a_fence_orders_earlier_before_later() {
     m.store_word_nt(Y * 8, 1);
     let o = outcomes(&m, m.point(), &[X, Y]);
     assert_eq!(o, set(&[&[1, 0], &[1, 1]]));
-    assert!(
-        !o.contains(&vec![0, 1]),
-        "the later store persisted without the earlier"
-    );
+    assert!(!o.contains(&vec![0, 1]), "the later store persisted without the earlier");
 }
 
 #[test]
@@ -151,10 +143,7 @@ fn a_wide_nt_store_tears_at_word_boundaries() {
     let m = media();
     m.store_nt(0, &[0xFF; 16]);
     let all = u64::MAX;
-    assert_eq!(
-        outcomes(&m, m.point(), &[X, Y]),
-        set(&[&[0, 0], &[0, all], &[all, 0], &[all, all]])
-    );
+    assert_eq!(outcomes(&m, m.point(), &[X, Y]), set(&[&[0, 0], &[0, all], &[all, 0], &[all, all]]));
 }
 
 #[test]
@@ -164,10 +153,7 @@ fn an_unaligned_cached_store_tears_but_keeps_line_order() {
     let (lo, hi) = (0xABAB_ABAB_0000_0000u64, 0x0000_0000_ABAB_ABABu64);
     let o = outcomes(&m, m.point(), &[X, Y]);
     assert_eq!(o, set(&[&[0, 0], &[lo, 0], &[lo, hi]]));
-    assert!(
-        !o.contains(&vec![0, hi]),
-        "same-line stores persist in order"
-    );
+    assert!(!o.contains(&vec![0, hi]), "same-line stores persist in order");
 }
 
 #[test]
@@ -211,10 +197,7 @@ fn cached_stores_to_different_lines_are_unordered() {
     let m = media();
     m.store(X * 8, &1u64.to_le_bytes());
     m.store(Z * 8, &1u64.to_le_bytes());
-    assert_eq!(
-        outcomes(&m, m.point(), &[X, Z]),
-        set(&[&[0, 0], &[0, 1], &[1, 0], &[1, 1]])
-    );
+    assert_eq!(outcomes(&m, m.point(), &[X, Z]), set(&[&[0, 0], &[0, 1], &[1, 0], &[1, 1]]));
 }
 
 #[test]
@@ -313,17 +296,10 @@ fn fence_points_cover_every_crash_point() {
     m.fence();
     m.store_word_nt(Y * 8, 3);
     let ev = m.events();
-    let union = |pts: Vec<usize>| -> Outcomes {
-        pts.into_iter()
-            .flat_map(|p| outcomes(&m, p, &[X, Y, Z]))
-            .collect()
-    };
+    let union = |pts: Vec<usize>| -> Outcomes { pts.into_iter().flat_map(|p| outcomes(&m, p, &[X, Y, Z])).collect() };
     let fp = union(fence_points(&ev));
     assert_eq!(fp, union(all_points(&ev)));
-    assert!(
-        !fp.contains(&vec![2, 0, 0]),
-        "x=2 was written after the fence that made y=1 durable"
-    );
+    assert!(!fp.contains(&vec![2, 0, 0]), "x=2 was written after the fence that made y=1 durable");
 }
 
 #[test]

@@ -17,9 +17,7 @@ pub struct Ram {
 impl Ram {
     pub fn new(len: usize, fill: u8) -> Ram {
         assert!(len.is_multiple_of(64));
-        Ram {
-            lines: vec![Line([fill; 64]); len / 64],
-        }
+        Ram { lines: vec![Line([fill; 64]); len / 64] }
     }
     pub fn from_bytes(bytes: &[u8]) -> Ram {
         let mut r = Ram::new(bytes.len().next_multiple_of(64), 0);
@@ -37,9 +35,7 @@ impl Ram {
     }
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: Line is 64 plain bytes; the Vec owns them.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.lines.len() * 64)
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.lines.len() * 64) }
     }
 }
 
@@ -69,17 +65,11 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(image: Vec<u8>) -> Recorder {
-        Recorder {
-            mem: RefCell::new(image),
-            ops: RefCell::new(Vec::new()),
-        }
+        Recorder { mem: RefCell::new(image), ops: RefCell::new(Vec::new()) }
     }
     fn put(&self, off: usize, bytes: &[u8]) {
         self.mem.borrow_mut()[off..off + bytes.len()].copy_from_slice(bytes);
-        self.ops.borrow_mut().push(Op::Store {
-            off,
-            bytes: bytes.to_vec(),
-        });
+        self.ops.borrow_mut().push(Op::Store { off, bytes: bytes.to_vec() });
     }
 }
 
