@@ -110,5 +110,7 @@ impl fmt::Display for Error {
     }
 }
 
+impl core::error::Error for Error {}
+
 /// `Result` with nvs's [`Error`].
 pub type Result<T> = core::result::Result<T, Error>;

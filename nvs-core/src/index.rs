@@ -32,7 +32,9 @@ pub struct Entry {
     /// Next entry of the same name (higher version), or `NONE`.
     pub next: u32,
     pub lane: u32,
-    pub payload_sum_lo: u32,
+    pub pad: u32,
+    /// The payload checksum (0 when the pool has none).
+    pub payload_sum: u64,
 }
 
 /// One distinct name.
@@ -60,7 +62,7 @@ pub struct SegSlot {
     pub index: u32,
 }
 
-const_assert_eq!(core::mem::size_of::<Entry>(), 48);
+const_assert_eq!(core::mem::size_of::<Entry>(), 56);
 const_assert_eq!(core::mem::size_of::<NameSlot>(), 32);
 const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
 
@@ -128,7 +130,8 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 name: 0,
                 next: 0,
                 lane: 0,
-                payload_sum_lo: 0,
+                pad: 0,
+                payload_sum: 0,
             }; R],
             names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0 }; N],
             table: [0; T],

@@ -397,16 +397,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let mut w = NtStream::new(&self.media, payload_off);
             o.parts.iter().for_each(|p| w.write(p));
             w.finish();
-            let entry = Entry {
-                version,
-                payload_off,
-                len_bytes: len,
-                seq,
-                name: 0,
-                next: NONE,
-                lane,
-                payload_sum_lo: payload_sum as u32,
-            };
+            let entry =
+                Entry { version, payload_off, len_bytes: len, seq, name: 0, next: NONE, lane, pad: 0, payload_sum };
             let _ = entries.push((entry, obj_off + size_of::<ObjectHeader>() as u64));
             obj_off = payload_off + line_up(len);
         }
@@ -476,11 +468,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn verify_payload(&self, e: &Entry, bytes: &[u8]) -> Result<()> {
-        // The header holds the full 64-bit sum; the index keeps its low half to avoid a
-        // header read per get (a mismatch then rereads nothing: it is corruption).
-        if hash64(self.sb.pool_id, bytes) as u32 != e.payload_sum_lo {
-            let obj = e.payload_off; // payload offset names the damaged object
-            return Err(Error::Corrupted { offset: obj, kind: crate::error::CorruptKind::PayloadChecksum });
+        if hash64(self.sb.pool_id, bytes) != e.payload_sum {
+            return Err(Error::Corrupted { offset: e.payload_off, kind: crate::error::CorruptKind::PayloadChecksum });
         }
         Ok(())
     }
@@ -530,7 +519,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Read every committed payload and verify its checksum (if the pool has them).
     /// Returns the number of objects checked.
-    pub fn verify_all(&self, buf: &mut [u8]) -> Result<u64> {
+    pub fn verify_all(&self) -> Result<u64> {
+        let mut chunk = [0u8; 4096];
         let mut checked = 0;
         for id in 0..self.index.name_count() as u32 {
             let mut at = self.index.name(id).first;
@@ -538,16 +528,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 let e = *self.index.entry(at);
                 if self.sb.has_payload_checksum() {
                     let mut h = Hasher::new(self.sb.pool_id);
-                    let mut off = e.payload_off;
-                    let end = e.payload_off + e.len_bytes;
+                    let (mut off, end) = (e.payload_off, e.payload_off + e.len_bytes);
                     while off < end {
-                        let n = ((end - off) as usize).min(buf.len().max(1));
-                        let chunk = &mut buf[..n];
-                        self.media.read(off as usize, chunk);
-                        h.write(chunk);
+                        let n = ((end - off) as usize).min(chunk.len());
+                        self.media.read(off as usize, &mut chunk[..n]);
+                        h.write(&chunk[..n]);
                         off += n as u64;
                     }
-                    if h.finish() as u32 != e.payload_sum_lo {
+                    if h.finish() != e.payload_sum {
                         return Err(Error::Corrupted {
                             offset: e.payload_off,
                             kind: crate::error::CorruptKind::PayloadChecksum,

@@ -121,7 +121,8 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                         name: 0,
                         next: NONE,
                         lane: lane_id,
-                        payload_sum_lo: d.header.payload_sum as u32,
+                        pad: 0,
+                        payload_sum: d.header.payload_sum,
                     };
                     match index.insert(media, name_hash(name), name, d.name_off, entry) {
                         Ok(_) => {}

@@ -41,8 +41,10 @@ impl Region {
     /// on x86_64, portable elsewhere and under miri).
     ///
     /// # Safety
-    /// - `base..base + len` is one allocation (or mapping) valid for reads and writes for
-    ///   as long as the `Region` (and anything built on it) lives;
+    /// - `base..base + len` is one allocation (or mapping) valid for reads for as long as
+    ///   the `Region` (and anything built on it) lives, and valid for writes too unless no
+    ///   store, flush or NT store is ever made through it (a read-only mapping under a
+    ///   pool opened read-only, which never stores);
     /// - `base` is 64-byte aligned;
     /// - no one else writes the range while nvs uses it, except other processes that
     ///   follow nvs's own protocol (an nvs writer while this one only reads);

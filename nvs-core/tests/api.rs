@@ -216,7 +216,7 @@ fn payload_checksum_catches_damage() {
     let off = pool.stat(b"p", 1).unwrap().offset as usize;
     let mut buf = [0u8; 300];
     assert_eq!(pool.get(b"p", 1, &mut buf), Ok(300));
-    assert_eq!(pool.verify_all(&mut buf), Ok(1));
+    assert_eq!(pool.verify_all(), Ok(1));
     drop(pool);
     ram.bytes_mut()[off + 100] ^= 1;
     let pool = open(&mut ram).unwrap();
@@ -224,5 +224,5 @@ fn payload_checksum_catches_damage() {
         pool.get(b"p", 1, &mut buf),
         Err(Error::Corrupted { kind: nvs_core::CorruptKind::PayloadChecksum, .. })
     ));
-    assert!(matches!(pool.verify_all(&mut buf), Err(Error::Corrupted { .. })));
+    assert!(matches!(pool.verify_all(), Err(Error::Corrupted { .. })));
 }

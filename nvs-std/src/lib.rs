@@ -1,1 +1,25 @@
-//! placeholder
+//! # nvs-std
+//!
+//! The std shim of nvs: it maps real files and devices and hands them to `nvs-core`.
+//!
+//! - [`MappedMedia`]: a shared memory mapping of a pool file (or a `/dev/dax` device)
+//!   that implements [`nvs_core::Media`] by delegating every access to an
+//!   [`nvs_core::Region`] over the mapping. No other code writes the mapping: the Media
+//!   seam stays the one door to persistent memory.
+//! - [`Durability`]: what an acknowledged put survives (`dax`, `msync`, `process`), with
+//!   honest defaults chosen from what the file is.
+//! - [`FilePool`]: create/open a pool file, with the writer's `flock`, a random pool id
+//!   and a growable heap index.
+//! - [`Error`]: every refusal, naming the path it concerns.
+//!
+//! Linux is the target: the shim uses `flock`, `fstatfs` and `posix_fallocate`.
+
+mod durability;
+mod error;
+mod media;
+mod pool;
+
+pub use durability::{Backing, Durability};
+pub use error::{Error, Result};
+pub use media::MappedMedia;
+pub use pool::{Access, CorePool, CreateOptions, FilePool};

@@ -1,0 +1,237 @@
+//! The pool commands: create, put, get, ls, info, check. Each opens the pool it needs
+//! (writers: `create`, `put`; everything else read-only, so it runs alongside a live
+//! writer), and writes its output to stdout in one piece, reporting a failed write
+//! instead of panicking.
+
+use super::size::human;
+use super::CliError;
+use nvs_core::{StoreKind, NAME_MAX};
+use nvs_std::{Access, CreateOptions, Durability, FilePool};
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// How many versions `ls` shows on a name's line before summarising the rest.
+const LS_SHOWN: usize = 8;
+
+pub fn create(
+    pool: &Path,
+    size: u64,
+    segment_size: Option<u64>,
+    lanes: u32,
+    payload_checksum: bool,
+    durability: Option<Durability>,
+) -> Result<(), CliError> {
+    let opts = CreateOptions { segment_size, lanes, payload_checksum, durability, populate: false };
+    let p = FilePool::create(pool, size, &opts)?;
+    let sb = p.superblock();
+    stdout(&format!(
+        "created {}: {} in {} segments of {}, {} lanes, payload checksum {}, durability {}\n",
+        pool.display(),
+        human(sb.pool_len),
+        sb.segment_count,
+        human(sb.segment_len),
+        sb.lanes_max,
+        on_off(sb.has_payload_checksum()),
+        p.media().durability(),
+    ))
+}
+
+pub fn put(
+    pool: &Path,
+    name: &OsStr,
+    file: Option<&Path>,
+    lane: u32,
+    version: Option<u64>,
+    durability: Option<Durability>,
+) -> Result<(), CliError> {
+    let bytes = read_input(file)?;
+    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+    let name = name.as_bytes();
+    let v = match version {
+        Some(v) => p.put_version(lane, name, v, &bytes)?,
+        None => p.put_vectored(lane, name, &[&bytes])?,
+    };
+    // Printed only now: the put returned, so the commit is durable (for the mode in use).
+    stdout(&format!("{v}\n"))
+}
+
+pub fn get(
+    pool: &Path,
+    name: &OsStr,
+    version: Option<u64>,
+    output: Option<&Path>,
+    durability: Option<Durability>,
+) -> Result<(), CliError> {
+    let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
+    let name = name.as_bytes();
+    let not_found = |e: nvs_std::Error| match (e.core(), version) {
+        (Some(nvs_core::Error::NotFound), None) => {
+            CliError::Usage(format!("{}: no object named {}", pool.display(), show_name(name)))
+        }
+        (Some(nvs_core::Error::NotFound), Some(v)) => {
+            CliError::Usage(format!("{}: no version {v} of {}", pool.display(), show_name(name)))
+        }
+        _ => CliError::Pool(e),
+    };
+    let version = match version {
+        Some(v) => v,
+        None => {
+            p.latest(name).map_err(|source| not_found(nvs_std::Error::Core { path: pool.to_path_buf(), source }))?
+        }
+    };
+    let bytes = p.get_vec(name, version).map_err(not_found)?;
+    match output {
+        Some(path) => {
+            std::fs::write(path, &bytes).map_err(|e| CliError::io(format!("cannot write {}", path.display()), e))
+        }
+        None => stdout_bytes(&bytes),
+    }
+}
+
+pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(), CliError> {
+    let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
+    let core = |source| nvs_std::Error::Core { path: pool.to_path_buf(), source };
+    let mut out = String::new();
+    let mut buf = [0u8; NAME_MAX];
+    for n in p.names() {
+        let name = p.name_bytes(n.id, &mut buf);
+        let versions: Vec<_> = p.versions(name).map_err(core)?.collect();
+        let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
+        let _ = write!(out, "{}  versions={} latest={} bytes={}", show_name(name), n.versions, n.latest, total);
+        if long {
+            out.push('\n');
+            for v in &versions {
+                let _ = writeln!(out, "  v{}  {} bytes  lane {} seq {}", v.version, v.len_bytes, v.lane, v.seq);
+            }
+            continue;
+        }
+        let shown: Vec<String> =
+            versions.iter().rev().take(LS_SHOWN).rev().map(|v| format!("v{}:{}", v.version, v.len_bytes)).collect();
+        let more = versions.len().saturating_sub(LS_SHOWN);
+        let _ = write!(out, "  sizes=");
+        if more > 0 {
+            let _ = write!(out, "(+{more} earlier) ");
+        }
+        let _ = writeln!(out, "{}", shown.join(" "));
+    }
+    stdout(&out)
+}
+
+pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {
+    let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
+    let sb = *p.superblock();
+    let st = p.stats();
+    let m = p.media();
+    let stores = match m.store_kind() {
+        StoreKind::NonTemporal if nvs_core::wide_stores_avx2() => {
+            "non-temporal (movnti; AVX2 32-byte wide stores for bulk copies)"
+        }
+        StoreKind::NonTemporal => "non-temporal (movnti; SSE2 16-byte stores for bulk copies)",
+        StoreKind::Portable => "portable (volatile writes + fences; no AVX2 wide stores)",
+    };
+    let file_len = nvs_core::Media::len(m) as u64;
+    let mut o = String::new();
+    let mut row = |k: &str, v: String| {
+        let _ = writeln!(o, "{k:<17} {v}");
+    };
+    row("pool", pool.display().to_string());
+    row("format version", sb.format_version.to_string());
+    row("pool id", format!("{:#018x}", sb.pool_id));
+    row("size", format!("{} bytes ({}) of a {} {}", sb.pool_len, human(sb.pool_len), human(file_len), m.backing()));
+    row(
+        "segments",
+        format!(
+            "{} of {}: {} used, {} free",
+            sb.segment_count,
+            human(sb.segment_len),
+            st.segments_used,
+            p.free_segments()
+        ),
+    );
+    row("lanes", format!("{} (in use: {})", sb.lanes_max, st.lanes));
+    row("payload checksum", on_off(sb.has_payload_checksum()).into());
+    let origin = match durability {
+        Some(_) => "as asked".to_string(),
+        None => format!("the default for a {}", m.backing()),
+    };
+    row("durability", format!("{} ({origin}; used by writers)", m.durability()));
+    row("", m.durability().describe().into());
+    row("stores", stores.into());
+    row(
+        "recovered",
+        format!(
+            "{} units, {} objects, {} payload bytes ({})",
+            st.units,
+            st.objects,
+            st.payload_bytes,
+            human(st.payload_bytes)
+        ),
+    );
+    row("open time", format!("{:.3} ms (map + recovery)", p.open_time().as_secs_f64() * 1e3));
+    stdout(&o)
+}
+
+pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {
+    let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
+    let checked = p.verify()?;
+    let st = p.stats();
+    let sb = p.superblock();
+    let payloads = if sb.has_payload_checksum() {
+        "every payload checksum verified"
+    } else {
+        "payload checksums off: headers verified, payloads not checksummed"
+    };
+    stdout(&format!(
+        "{}: clean: {} objects in {} units, lanes in use {}, segments used {} of {}, {} payload bytes; {}\n",
+        pool.display(),
+        checked,
+        st.units,
+        st.lanes,
+        st.segments_used,
+        sb.segment_count,
+        st.payload_bytes,
+        payloads
+    ))
+}
+
+/// A name for people: as is if it is printable UTF-8, else escaped (`\xNN`).
+pub fn show_name(name: &[u8]) -> String {
+    match std::str::from_utf8(name) {
+        Ok(s) if !s.chars().any(char::is_control) => s.to_owned(),
+        _ => name.escape_ascii().to_string(),
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// The bytes of `file`, or of stdin for `None` or `-`.
+fn read_input(file: Option<&Path>) -> Result<Vec<u8>, CliError> {
+    match file {
+        Some(f) if f != Path::new("-") => {
+            std::fs::read(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))
+        }
+        _ => {
+            let mut v = Vec::new();
+            std::io::stdin().lock().read_to_end(&mut v).map_err(|e| CliError::io("cannot read stdin", e))?;
+            Ok(v)
+        }
+    }
+}
+
+pub fn stdout(s: &str) -> Result<(), CliError> {
+    stdout_bytes(s.as_bytes())
+}
+
+fn stdout_bytes(b: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(b).and_then(|()| out.flush()).map_err(|e| CliError::io("cannot write stdout", e))
+}

@@ -1,0 +1,213 @@
+//! The `nvs` tool: argument parsing, error reporting and exit codes.
+//!
+//! Every failure prints exactly one line, `nvs: <message>`, on stderr, and exits with:
+//! - 0: success;
+//! - 1: the pool's bytes are bad (corrupted, or not a pool at all), or a verification
+//!   found a mismatch;
+//! - 2: a usage error (bad arguments), an I/O or lock error, or any other refusal
+//!   (no such object, pool full, unsupported format version, ...).
+//!
+//! Nothing here panics on user input: arguments are parsed by clap into typed values
+//! (sizes by [`size::parse_size`]), and every fallible step returns a [`CliError`].
+
+mod commands;
+mod demo;
+mod size;
+
+use clap::{Parser, Subcommand};
+use nvs_std::Durability;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 ok; 1 corruption found (or not a pool, or a verification mismatch); \
+2 usage, I/O, lock or other error.
+Durability (--durability): dax on /dev/dax devices, msync by default on a disk file \
+(power-loss durable), process by default on tmpfs such as /dev/shm (survives a \
+process crash only; choose it on a disk file for speed without power-loss durability).";
+
+/// nvs: versioned, immutable objects in a persistent-memory log (NVStream).
+#[derive(Parser, Debug)]
+#[command(name = "nvs", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// How writes are made durable: dax, msync or process (default: chosen from the file).
+    #[arg(long, global = true, value_parser = parse_durability)]
+    durability: Option<Durability>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create and format a new pool file (never overwrites).
+    Create {
+        pool: PathBuf,
+        /// Pool size: bytes, or with a suffix K, M, G, T (powers of 1024).
+        #[arg(long, value_parser = size::parse_size)]
+        size: u64,
+        /// Segment size (default: about 1/16 of the pool, 4 KiB to 64 MiB).
+        #[arg(long, value_parser = size::parse_size)]
+        segment_size: Option<u64>,
+        /// Number of writer lanes.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=256))]
+        lanes: u32,
+        /// Checksum every payload (verified by get and check).
+        #[arg(long)]
+        payload_checksum: bool,
+    },
+    /// Put FILE (or stdin) as the next version of NAME; prints the committed version.
+    Put {
+        pool: PathBuf,
+        name: OsString,
+        /// Input file; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+        /// Writer lane.
+        #[arg(long, default_value_t = 0)]
+        lane: u32,
+        /// Explicit version (must exceed the latest).
+        #[arg(long)]
+        version: Option<u64>,
+    },
+    /// Write a version of NAME (default: the latest) to stdout or a file.
+    Get {
+        pool: PathBuf,
+        name: OsString,
+        #[arg(long)]
+        version: Option<u64>,
+        /// Output file instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// List names with their versions and sizes.
+    Ls {
+        pool: PathBuf,
+        /// One line per version.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Show the pool's format, geometry, durability and recovery statistics.
+    Info { pool: PathBuf },
+    /// Open read-only, recover, verify every payload checksum; exit 1 on corruption.
+    Check { pool: PathBuf },
+    /// Simulation -> analytics demo: batched puts, a reader checking every byte, GB/s.
+    Demo {
+        /// Directory for the temporary pool (default: /dev/shm, else the temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Time steps.
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        steps: u64,
+        /// Arrays per step, committed as one batch.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=nvs_core::BATCH_MAX as u64))]
+        arrays: u64,
+        /// Bytes per array (suffixes K, M, G allowed).
+        #[arg(long, default_value = "256K", value_parser = size::parse_size)]
+        size: u64,
+    },
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    s.parse()
+}
+
+/// Why a command failed; [`CliError::exit_code`] maps it to the documented codes.
+#[derive(Debug)]
+pub enum CliError {
+    /// From the library (I/O, lock, nvs-core, ...).
+    Pool(nvs_std::Error),
+    /// An I/O error outside a pool (input, output, scratch files).
+    Io { what: String, source: std::io::Error },
+    /// Anything else the user asked that cannot be done.
+    Usage(String),
+    /// A verification found bytes that differ from what was written.
+    Mismatch(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Pool(e) if e.is_corruption() => 1,
+            CliError::Mismatch(_) => 1,
+            _ => 2,
+        }
+    }
+
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        CliError::Io { what: what.into(), source }
+    }
+}
+
+impl From<nvs_std::Error> for CliError {
+    fn from(e: nvs_std::Error) -> Self {
+        CliError::Pool(e)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Pool(e) => e.fmt(f),
+            CliError::Io { what, source } => write!(f, "{what}: {source}"),
+            CliError::Usage(m) | CliError::Mismatch(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Parse the arguments, run the command, report.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return clap_exit(e),
+    };
+    let d = cli.durability;
+    let r = match cli.command {
+        Command::Create { pool, size, segment_size, lanes, payload_checksum } => {
+            commands::create(&pool, size, segment_size, lanes, payload_checksum, d)
+        }
+        Command::Put { pool, name, file, lane, version } => {
+            commands::put(&pool, &name, file.as_deref(), lane, version, d)
+        }
+        Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
+        Command::Ls { pool, long } => commands::ls(&pool, long, d),
+        Command::Info { pool } => commands::info(&pool, d),
+        Command::Check { pool } => commands::check(&pool, d),
+        Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nvs: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Help and version go to stdout with exit 0 (clap's way); a usage error becomes one
+/// line on stderr and exit 2 (clap's usage exit code).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        // Prints to stdout; if even that fails there is nowhere left to report it.
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(2);
+    }
+    // clap renders "error: <message>\n\n<details>\n\nUsage: ...\n\nFor more ...": keep
+    // the message and its details, on one line.
+    let text = e.render().to_string();
+    let msg: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let msg = msg.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    eprintln!("nvs: {msg} (see 'nvs --help')");
+    ExitCode::from(2)
+}

@@ -1,0 +1,213 @@
+//! [`Durability`]: what an acknowledged put survives, and [`Backing`]: what a pool file is.
+//!
+//! Invariants:
+//! - [`Durability::Dax`] is only ever used on a `/dev/dax` character device (the kernel's
+//!   sysfs says its subsystem is `dax`) with non-temporal stores: there, NT stores plus
+//!   `sfence` reach the persistence domain. Asking for it anywhere else is an error.
+//! - The default never promises more than it gives: `msync` on a disk file (every fence
+//!   ends with `msync(MS_SYNC)`), `process` on tmpfs (nothing there survives a power
+//!   loss, so an msync would buy nothing), `dax` on a DAX device.
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::fs::File;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::str::FromStr;
+
+/// `statfs.f_type` of tmpfs (linux/magic.h).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// What a put must survive once it has returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// NT stores + `sfence` reach a DAX device's persistence domain: process crash and
+    /// power loss. Only for `/dev/dax*` character devices.
+    Dax,
+    /// NT stores + `sfence`, then `msync(MS_SYNC)` of the pages dirtied since the last
+    /// fence, at every fence: process crash and power loss. The default on a disk file.
+    Msync,
+    /// NT stores + `sfence` into the shared page cache: a process crash, not a power loss
+    /// or an OS crash. The default on tmpfs; a faster explicit choice on a disk file.
+    Process,
+}
+
+impl Durability {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Dax => "dax",
+            Durability::Msync => "msync",
+            Durability::Process => "process",
+        }
+    }
+
+    /// One honest line: how stores are made durable, and what survives what.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Durability::Dax => {
+                "dax: non-temporal stores + sfence reach the DAX device's persistence domain; \
+                 an acknowledged put survives a process crash and a power loss"
+            }
+            Durability::Msync => {
+                "msync: non-temporal stores + sfence, then msync(MS_SYNC) of the dirtied pages \
+                 at every fence; an acknowledged put survives a process crash and a power loss \
+                 (if the disk honours cache flushes)"
+            }
+            Durability::Process => {
+                "process: non-temporal stores + sfence into the shared page cache, no msync; \
+                 an acknowledged put survives a crash of the process, not a power loss or an \
+                 OS crash"
+            }
+        }
+    }
+
+    /// `true` if an acknowledged put survives a power loss.
+    pub fn survives_power_loss(self) -> bool {
+        !matches!(self, Durability::Process)
+    }
+
+    /// The default for a pool on `backing`.
+    pub fn default_for(backing: Backing) -> Durability {
+        match backing {
+            Backing::DaxDevice => Durability::Dax,
+            Backing::Tmpfs => Durability::Process,
+            Backing::DiskFile => Durability::Msync,
+        }
+    }
+
+    /// Check that this mode can be honoured on `backing` (only `Dax` has a requirement).
+    pub fn check(self, backing: Backing, path: &Path) -> Result<()> {
+        if self == Durability::Dax && backing != Backing::DaxDevice {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                what: format!(
+                    "durability dax needs a /dev/dax character device, and this is a {backing}; \
+                     use msync (power-loss durable) or process"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "dax" => Ok(Durability::Dax),
+            "msync" => Ok(Durability::Msync),
+            "process" => Ok(Durability::Process),
+            _ => Err(format!("unknown durability '{s}' (expected dax, msync or process)")),
+        }
+    }
+}
+
+/// What a pool lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backing {
+    /// A device-DAX character device (`/dev/daxX.Y`): persistent memory, no page cache.
+    DaxDevice,
+    /// A regular file on tmpfs (e.g. `/dev/shm`): memory, gone at power loss.
+    Tmpfs,
+    /// A regular file on any other file system: the page cache in front of a disk.
+    DiskFile,
+}
+
+impl fmt::Display for Backing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backing::DaxDevice => "device-DAX character device",
+            Backing::Tmpfs => "regular file on tmpfs",
+            Backing::DiskFile => "regular file on a disk file system",
+        })
+    }
+}
+
+impl Backing {
+    /// Find out what the open `file` is, and its usable length in bytes. Regular files
+    /// and device-DAX character devices are accepted; anything else is refused (nvs never
+    /// maps a block device: formatting one by a typo would destroy a disk).
+    pub fn probe(file: &File, path: &Path) -> Result<(Backing, u64)> {
+        let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+        let meta = file.metadata().map_err(|e| io("stat", e))?;
+        let ft = meta.file_type();
+        if ft.is_file() {
+            let kind = if is_tmpfs(file).map_err(|e| io("statfs", e))? { Backing::Tmpfs } else { Backing::DiskFile };
+            return Ok((kind, meta.len()));
+        }
+        if ft.is_char_device() {
+            if let Some(len) = dax_device_len(meta.rdev()) {
+                return Ok((Backing::DaxDevice, len));
+            }
+        }
+        Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            what: "not a regular file or a /dev/dax character device".into(),
+        })
+    }
+}
+
+/// `true` if `file` lives on tmpfs.
+#[cfg(target_os = "linux")]
+fn is_tmpfs(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `statfs` is plain old data, so all-zero bytes are a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open for the duration of the call (borrowed `file`), and
+    // `st` is a valid, writable `statfs` the kernel fills in.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // `f_type`'s integer type differs between libcs; the magic fits any of them.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(st.f_type as i64 == TMPFS_MAGIC)
+}
+
+/// Elsewhere tmpfs is not detected: such files get the power-loss-durable default.
+#[cfg(not(target_os = "linux"))]
+fn is_tmpfs(_file: &File) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+/// The size of the character device `rdev` if sysfs says it is a device-DAX instance.
+fn dax_device_len(rdev: u64) -> Option<u64> {
+    let (major, minor) = (libc::major(rdev as libc::dev_t), libc::minor(rdev as libc::dev_t));
+    let dir = Path::new("/sys/dev/char").join(format!("{major}:{minor}"));
+    let subsystem = std::fs::read_link(dir.join("subsystem")).ok()?;
+    if subsystem.file_name()? != "dax" {
+        return None;
+    }
+    let size = std::fs::read_to_string(dir.join("size")).ok()?;
+    size.trim().parse().ok().filter(|&n| n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A character device that is not device-DAX is refused, never taken for DAX.
+    #[test]
+    fn dev_null_is_not_dax() {
+        let f = File::open("/dev/null").expect("open /dev/null");
+        let r = Backing::probe(&f, Path::new("/dev/null"));
+        assert!(matches!(r, Err(Error::Unsupported { .. })), "{r:?}");
+    }
+
+    /// Names round-trip and only the three modes parse.
+    #[test]
+    fn names_parse() {
+        for d in [Durability::Dax, Durability::Msync, Durability::Process] {
+            assert_eq!(d.name().parse::<Durability>(), Ok(d));
+            assert!(d.describe().starts_with(d.name()));
+        }
+        assert!("fast".parse::<Durability>().is_err());
+    }
+}

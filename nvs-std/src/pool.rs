@@ -1,0 +1,282 @@
+//! [`FilePool`]: a pool in a file (or a device-DAX device), opened for writing or reading.
+//!
+//! Locking: a writer holds an exclusive `flock` ([`File::try_lock`]) on the pool file for
+//! as long as it is open, so a second writer, in this process or another, is refused with
+//! [`Error::Locked`]. Readers take no lock at all: they only read (a `PROT_READ` mapping,
+//! nvs-core never stores through a read-only pool), and ARCHITECTURE §6 wants them to
+//! open and follow a live writer, which a shared lock would forbid.
+//!
+//! Writes: every write goes through nvs-core's [`Pool`]; afterwards the media's msync
+//! latch is checked, and after a failed msync every later write is refused too (pages
+//! may have been dropped, so a later acknowledged put could sit behind a lost one).
+//! Reads: [`FilePool`] dereferences to the [`Pool`], whose read methods need no wrapper.
+
+use crate::durability::{Backing, Durability};
+use crate::error::{Error, Result};
+use crate::media::MappedMedia;
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Versions};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Read;
+use std::ops::Deref;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How a pool is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// One writer at a time (exclusive flock).
+    ReadWrite,
+    /// Any number of readers, alongside a live writer; never writes.
+    ReadOnly,
+}
+
+/// How [`FilePool::create`] formats a pool.
+#[derive(Clone, Copy, Debug)]
+pub struct CreateOptions {
+    /// Segment size in bytes; `None` lets nvs-core pick (about 1/16 of the pool).
+    pub segment_size: Option<u64>,
+    /// Writer lanes, 1..=256.
+    pub lanes: u32,
+    /// Checksum every payload (verified on every get and by `check`).
+    pub payload_checksum: bool,
+    /// `None`: the default for what the file is (see [`Durability::default_for`]).
+    pub durability: Option<Durability>,
+    /// Pre-fault the whole mapping at create (`MAP_POPULATE`), so the first puts into
+    /// each page do not pay a page fault (benchmarks; costs time at create).
+    pub populate: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions { segment_size: None, lanes: 64, payload_checksum: false, durability: None, populate: false }
+    }
+}
+
+/// The nvs-core pool type behind a [`FilePool`].
+pub type CorePool = Pool<MappedMedia, HeapMemory>;
+
+/// A pool in a file. Dereferences to the nvs-core [`Pool`] for reads.
+pub struct FilePool {
+    pool: CorePool,
+    path: PathBuf,
+    // Keeps the writer's flock; the mapping (in `pool`) also keeps the open file alive.
+    _file: File,
+    open_time: Duration,
+}
+
+impl FilePool {
+    /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
+    /// pool id, and return it open for writing. On failure nothing is left behind.
+    ///
+    /// An existing device-DAX character device is the one exception to "refused if it
+    /// exists": it is formatted in place, and the pool spans the whole device (which must
+    /// hold at least `size_bytes`).
+    pub fn create(path: impl AsRef<Path>, size_bytes: u64, opts: &CreateOptions) -> Result<FilePool> {
+        let path = path.as_ref();
+        let start = Instant::now();
+        let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+        let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
+            Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let f = open_dax_device(path).ok_or_else(|| Error::Exists { path: path.to_path_buf() })?;
+                (f, RemoveOnDrop(None))
+            }
+            Err(e) => return Err(io("create", e)),
+        };
+        lock(&file, path)?;
+        if cleanup.0.is_some() {
+            file.set_len(size_bytes).map_err(|e| io("size", e))?;
+            allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
+        }
+        let media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
+        let media_len = nvs_core::Media::len(&media) as u64;
+        if media_len < size_bytes {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                what: format!("device holds {media_len} bytes, fewer than the {size_bytes} asked"),
+            });
+        }
+        let mut fo = FormatOptions::new(random_pool_id());
+        fo.segment_len = opts.segment_size;
+        fo.lanes_max = opts.lanes;
+        fo.payload_checksum = opts.payload_checksum;
+        let pool = Pool::format(media, fo, HeapMemory::new())
+            .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        cleanup.0 = None;
+        Ok(FilePool { pool, path: path.to_path_buf(), _file: file, open_time: start.elapsed() })
+    }
+
+    /// Open an existing pool with the default durability for what it is; recovery runs.
+    pub fn open(path: impl AsRef<Path>, access: Access) -> Result<FilePool> {
+        Self::open_with(path, access, None)
+    }
+
+    /// Open an existing pool; `durability: None` picks the default. Recovery runs.
+    pub fn open_with(path: impl AsRef<Path>, access: Access, durability: Option<Durability>) -> Result<FilePool> {
+        let path = path.as_ref();
+        let start = Instant::now();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(access == Access::ReadWrite)
+            .open(path)
+            .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
+        if access == Access::ReadWrite {
+            lock(&file, path)?;
+        }
+        let media = MappedMedia::map(&file, path, access, durability, false)?;
+        let mem = HeapMemory::new();
+        let pool = match access {
+            Access::ReadWrite => Pool::open(media, mem),
+            Access::ReadOnly => Pool::open_read_only(media, mem),
+        }
+        .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        Ok(FilePool { pool, path: path.to_path_buf(), _file: file, open_time: start.elapsed() })
+    }
+
+    /// The pool's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How long create/open took (mapping, then format or recovery).
+    pub fn open_time(&self) -> Duration {
+        self.open_time
+    }
+
+    /// Put `bytes` as the next version of `name` on lane 0; returns the version, once
+    /// the commit is durable.
+    pub fn put(&mut self, name: &[u8], bytes: &[u8]) -> Result<u64> {
+        self.write(|p| p.put(name, bytes))
+    }
+
+    /// Put `bytes` as version `version` of `name` on `lane`.
+    pub fn put_version(&mut self, lane: u32, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
+        self.write(|p| p.put_version(lane, name, version, bytes))
+    }
+
+    /// Put several non-contiguous slices as one object on `lane`.
+    pub fn put_vectored(&mut self, lane: u32, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
+        self.write(|p| p.put_vectored(lane, name, parts))
+    }
+
+    /// Commit `objects` together on `lane`: all or none survive a crash.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        self.write(|p| p.put_batch(lane, objects))
+    }
+
+    /// Re-run recovery: a reader catching up with a live writer.
+    pub fn refresh(&mut self) -> Result<()> {
+        let path = &self.path;
+        self.pool.refresh().map_err(|source| Error::Core { path: path.clone(), source })
+    }
+
+    /// Version `version` of `name`, as a new vector.
+    pub fn get_vec(&self, name: &[u8], version: u64) -> Result<Vec<u8>> {
+        let core = |source| Error::Core { path: self.path.clone(), source };
+        let info = self.pool.stat(name, version).map_err(core)?;
+        let len = usize::try_from(info.len_bytes).map_err(|_| Error::Unsupported {
+            path: self.path.clone(),
+            what: "object larger than this address space".into(),
+        })?;
+        let mut buf = vec![0; len];
+        let n = self.pool.get(name, version, &mut buf).map_err(core)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Read every committed payload and verify its checksum (if the pool has them), as
+    /// recovery verified every header; returns the number of objects checked.
+    pub fn verify(&self) -> Result<u64> {
+        self.pool.verify_all().map_err(|source| Error::Core { path: self.path.clone(), source })
+    }
+
+    /// Run one nvs-core write, refusing it (and all later ones) once an msync failed.
+    fn write<T>(&mut self, op: impl FnOnce(&mut CorePool) -> nvs_core::Result<T>) -> Result<T> {
+        self.check_sync()?;
+        let r = op(&mut self.pool);
+        // A failed msync during this write outranks its result: it may not be durable.
+        self.check_sync()?;
+        r.map_err(|source| Error::Core { path: self.path.clone(), source })
+    }
+
+    fn check_sync(&self) -> Result<()> {
+        match self.pool.media().sync_error() {
+            Some(source) => Err(Error::Sync { path: self.path.clone(), source }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Deref for FilePool {
+    type Target = CorePool;
+    fn deref(&self) -> &CorePool {
+        &self.pool
+    }
+}
+
+/// Take the writer's exclusive flock without waiting.
+fn lock(file: &File, path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(Error::Locked { path: path.to_path_buf() }),
+        Err(TryLockError::Error(source)) => Err(Error::Io { op: "lock", path: path.to_path_buf(), source }),
+    }
+}
+
+/// Open `path` read-write if it is a device-DAX device (the one thing `create` formats
+/// in place); `None` for anything else.
+fn open_dax_device(path: &Path) -> Option<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // Look before opening: opening some special files (a FIFO, a terminal) has effects.
+    if !std::fs::metadata(path).ok()?.file_type().is_char_device() {
+        return None;
+    }
+    let file = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open(path).ok()?;
+    match Backing::probe(&file, path) {
+        Ok((Backing::DaxDevice, _)) => Some(file),
+        _ => None,
+    }
+}
+
+/// Reserve the file's blocks now, so a full file system is an error here rather than a
+/// SIGBUS at the first store into a hole of the mapping (tmpfs and sparse files).
+fn allocate(file: &File, len: u64) -> std::io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: plain system call on a descriptor that `file` keeps open during the call.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    match rc {
+        0 => Ok(()),
+        // The file system cannot reserve space: keep the sparse file (documented risk).
+        libc::EOPNOTSUPP | libc::ENOSYS => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// A pool id: random bits from the kernel; if that fails, time and pid mixed through
+/// std's randomly keyed hasher (never equal to an earlier pool's in practice).
+fn random_pool_id() -> u64 {
+    let mut b = [0u8; 8];
+    if File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok() {
+        return u64::from_le_bytes(b);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Removes a file it names when dropped, unless disarmed (`.0 = None`).
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

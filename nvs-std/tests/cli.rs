@@ -1,0 +1,216 @@
+//! The `nvs` tool end to end: every command's output and its documented exit codes
+//! (0 ok, 1 corruption / not a pool / mismatch, 2 usage, I/O or lock error).
+
+use nvs_core::format::{object_head_len, LINE};
+use nvs_std::{Access, FilePool};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn nvs(args: &[&str]) -> Output {
+    nvs_stdin(args, b"")
+}
+
+fn nvs_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nvs");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    child.wait_with_output().expect("wait nvs")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed by a signal")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Assert a failure printed exactly one `nvs: ` line on stderr and exited with `want`.
+fn assert_fails(o: &Output, want: i32) -> String {
+    let err = stderr(o);
+    assert_eq!(code(o), want, "stderr: {err}");
+    assert!(err.starts_with("nvs: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("nvs-cli-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+}
+
+fn create(pool: &Path, extra: &[&str]) {
+    let mut args = vec!["create", s(pool), "--size", "4M"];
+    args.extend_from_slice(extra);
+    let o = nvs(&args);
+    assert_eq!(code(&o), 0, "create: {}", stderr(&o));
+}
+
+/// create → put (file and stdin) → get (stdout and -o) → ls → info → check.
+#[test]
+fn round_trip() {
+    let dir = tmp();
+    let pool = dir.path().join("p.pool");
+    create(&pool, &["--payload-checksum", "--segment-size", "64K"]);
+
+    let input = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..60_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&input, &data).unwrap();
+    let o = nvs(&["put", s(&pool), "grid", s(&input)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "1\n", "put prints only the version");
+
+    let o = nvs_stdin(&["put", s(&pool), "grid", "-"], b"from stdin");
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "2\n"), "{}", stderr(&o));
+    let o = nvs_stdin(&["put", s(&pool), "note", "--version", "7", "--lane", "3"], b"seven");
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "7\n"), "{}", stderr(&o));
+
+    let o = nvs(&["get", s(&pool), "grid"]);
+    assert_eq!((code(&o), o.stdout.as_slice()), (0, &b"from stdin"[..]));
+    let out = dir.path().join("out.bin");
+    let o = nvs(&["get", s(&pool), "grid", "--version", "1", "-o", s(&out)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+
+    let o = nvs(&["ls", s(&pool)]);
+    assert_eq!(code(&o), 0);
+    let ls = stdout(&o);
+    assert!(ls.contains("grid  versions=2 latest=2 bytes=60010  sizes=v1:60000 v2:10"), "{ls}");
+    assert!(ls.contains("note  versions=1 latest=7"), "{ls}");
+
+    let o = nvs(&["info", s(&pool)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let info = stdout(&o);
+    for want in [
+        "format version    1",
+        "payload checksum  on",
+        "durability        msync",
+        "power loss",
+        "stores            ",
+        "recovered         3 units, 3 objects, 60015 payload bytes",
+        "open time",
+        "segments          63 of 64 KiB",
+        "lanes             64",
+    ] {
+        assert!(info.contains(want), "missing {want:?} in\n{info}");
+    }
+
+    let o = nvs(&["check", s(&pool)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("clean: 3 objects"), "{}", stdout(&o));
+}
+
+/// A second writer is refused (naming the lock and the path) while one holds the pool;
+/// readers still work alongside it.
+#[test]
+fn second_writer_refused() {
+    let dir = tmp();
+    let pool = dir.path().join("p.pool");
+    create(&pool, &[]);
+    let mut held = FilePool::open(&pool, Access::ReadWrite).unwrap();
+    held.put(b"a", b"held").unwrap();
+
+    let o = nvs_stdin(&["put", s(&pool), "a"], b"second");
+    let err = assert_fails(&o, 2);
+    assert!(err.contains("locked by another writer (flock)"), "{err}");
+    assert!(err.contains(s(&pool)), "{err}");
+    assert!(o.stdout.is_empty(), "no version printed");
+
+    let o = nvs(&["get", s(&pool), "a"]);
+    assert_eq!((code(&o), o.stdout.as_slice()), (0, &b"held"[..]));
+    drop(held);
+    let o = nvs_stdin(&["put", s(&pool), "a"], b"now free");
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "2\n"), "{}", stderr(&o));
+}
+
+/// check: 0 on a clean pool, 1 on a flipped byte in a committed record header (batch or
+/// object header) or a non-pool file, 2 on a missing path.
+#[test]
+fn check_exit_codes() {
+    let dir = tmp();
+    let clean = dir.path().join("clean.pool");
+    create(&clean, &[]);
+    for (name, bytes) in [("a", &b"alpha"[..]), ("b", b"beta"), ("a", b"again")] {
+        let o = nvs_stdin(&["put", s(&clean), name], bytes);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    assert_eq!(code(&nvs(&["check", s(&clean)])), 0);
+
+    // Where the first object's header and its unit's batch header are.
+    let payload = FilePool::open(&clean, Access::ReadOnly).unwrap().stat(b"a", 1).unwrap().offset;
+    let object_header = payload - object_head_len(1);
+    let batch_header = object_header - LINE;
+    // +0 of an object header: its version; +16 of a batch header: its unit length
+    // (not the commit word at +0, whose damage reads as an uncommitted tail).
+    for (what, off) in [("object", object_header), ("batch", batch_header + 16)] {
+        let bad = dir.path().join(format!("{what}.pool"));
+        let mut bytes = std::fs::read(&clean).unwrap();
+        bytes[off as usize] ^= 0x01;
+        std::fs::write(&bad, &bytes).unwrap();
+        let err = assert_fails(&nvs(&["check", s(&bad)]), 1);
+        assert!(err.contains("corrupted"), "{what}: {err}");
+    }
+
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![0xA5u8; 100_000]).unwrap();
+    let err = assert_fails(&nvs(&["check", s(&junk)]), 1);
+    assert!(err.contains("not an nvs pool"), "{err}");
+
+    let missing = dir.path().join("missing");
+    let err = assert_fails(&nvs(&["check", s(&missing)]), 2);
+    assert!(err.contains("No such file"), "{err}");
+}
+
+/// Usage errors (bad sizes, missing arguments, unknown modes) exit 2 with one line.
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tmp();
+    let pool = dir.path().join("p.pool");
+    let err = assert_fails(&nvs(&["create", s(&pool), "--size", "12Q"]), 2);
+    assert!(err.contains("bad size '12Q'"), "{err}");
+    assert!(!pool.exists());
+    assert_fails(&nvs(&["create", s(&pool)]), 2);
+    assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "fast"]), 2);
+    assert_fails(&nvs(&["frobnicate"]), 2);
+    let err = assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "dax"]), 2);
+    assert!(err.contains("needs a /dev/dax"), "{err}");
+    assert!(!pool.exists());
+
+    create(&pool, &[]);
+    let err = assert_fails(&nvs(&["create", s(&pool), "--size", "1M"]), 2);
+    assert!(err.contains("already exists"), "{err}");
+    let err = assert_fails(&nvs(&["get", s(&pool), "nothing"]), 2);
+    assert!(err.contains("no object named nothing"), "{err}");
+    let err = assert_fails(&nvs_stdin(&["put", s(&pool), "x", "--lane", "999"], b"x"), 2);
+    assert!(err.contains("lane 999"), "{err}");
+    assert_eq!(code(&nvs(&["--help"])), 0);
+}
+
+/// The demo writes, reads back and checks every byte, reports GB/s next to memcpy, and
+/// leaves no file behind.
+#[test]
+fn demo_runs_and_cleans_up() {
+    let dir = tmp();
+    let o = nvs(&["demo", "--dir", s(dir.path()), "--steps", "5", "--arrays", "3", "--size", "5000"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    for want in ["put:", "memcpy:", "GB/s", "every byte checked: ok", "removed"] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "demo left files: {left:?}");
+}
