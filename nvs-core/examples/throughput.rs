@@ -19,13 +19,19 @@ fn main() {
     println!("wide NT stores: {}", if nvs_core::wide_stores_avx2() { "AVX2 32 B" } else { "16 B" });
     for size in [1usize << 10, 32 << 10, 1 << 20] {
         let src: Vec<u8> = (0..size).map(|i| (i * 31) as u8).collect();
-        let (mut put, mut cpy) = (Vec::new(), Vec::new());
+        let (mut put, mut sum, mut cpy) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..5 {
-            put.push(trial_put(base, &src));
+            put.push(trial_put(base, &src, false));
+            sum.push(trial_put(base, &src, true));
             cpy.push(trial_memcpy(base, &src));
         }
-        let (p, c) = (median(&mut put), median(&mut cpy));
-        println!("{:>5} KiB  put {:6.2} GB/s  memcpy {:6.2} GB/s  put/memcpy {:.2}", size >> 10, p, c, p / c);
+        let (p, k, c) = (median(&mut put), median(&mut sum), median(&mut cpy));
+        println!(
+            "{:>5} KiB  put {p:6.2} GB/s  memcpy {c:6.2} GB/s  put/memcpy {:.2}  | with payload checksum {k:6.2} GB/s ({:.2}x)",
+            size >> 10,
+            p / c,
+            k / p
+        );
     }
     // Open time of 100,000 records.
     // SAFETY: `mem` is 64-aligned, REGION bytes long, and outlives every region built here.
@@ -56,13 +62,14 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// GB/s of back-to-back puts of `src` for ~0.3 s (reformatting when full, untimed).
-fn trial_put(base: *mut u8, src: &[u8]) -> f64 {
+fn trial_put(base: *mut u8, src: &[u8], payload_checksum: bool) -> f64 {
     let (mut bytes, mut spent) = (0u64, Duration::ZERO);
     while spent < Duration::from_millis(300) {
         // SAFETY: as in main.
         let region = unsafe { Region::new(base, REGION) };
         let mut o = FormatOptions::new(7);
         o.segment_len = Some(64 << 20);
+        o.payload_checksum = payload_checksum;
         let mut pool = Pool::format(region, o, HeapMemory::new()).unwrap();
         let t = Instant::now();
         while pool.put(b"x", src).is_ok() {
