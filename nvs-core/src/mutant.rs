@@ -12,7 +12,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ("cached_commit", "commit word by a cached store, never flushed"),
     ("straddling_commit", "commit word written as two 4-byte cached halves (flushed, fenced)"),
     ("payload_after_first_fence", "payload stored after the first fence, beside the commit word"),
-    ("segment_header_unfenced", "a segment is used before its header is durable"),
+    ("segment_header_unfenced", "segment header by cached stores, never flushed: used before durable"),
     ("no_pool_id_check", "pool id left out of commit words and segment checks (stale pools match)"),
     ("no_seq_check", "recovery accepts a unit's own seq instead of the expected one"),
     ("commit_without_checksum", "commit word not bound to the header checksum"),

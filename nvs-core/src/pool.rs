@@ -430,8 +430,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         h.checksum = h.compute_checksum();
         let seg_off = self.sb.segment_off(free);
-        self.media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
-        if !mutant::on("segment_header_unfenced") {
+        if mutant::on("segment_header_unfenced") {
+            self.media.store(seg_off as usize, bytemuck::bytes_of(&h)); // cached, never flushed
+        } else {
+            self.media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
             self.media.fence();
         }
         segs[free as usize] = crate::index::SegSlot { chain_seq, first_seq, lane, index: free };
