@@ -405,7 +405,7 @@ impl<X: IndexMemory> Index<X> {
         hash: u64,
         name: &[u8],
         name_off: u64,
-        mut entry: Entry,
+        entry: Entry,
     ) -> Result<u32, InsertError> {
         self.reserve(1, 1)?;
         let name_id = match self.find_name(media, hash, name) {
@@ -427,6 +427,52 @@ impl<X: IndexMemory> Index<X> {
                 id
             }
         };
+        self.link(name_id, entry)
+    }
+
+    /// Append a committed object as the newest version of the known name `name_id`
+    /// (the put path: validation found the name's slot and checked that `entry.version`
+    /// exceeds its latest, and `reserve` made room). Skips the name lookup `insert` does.
+    pub fn append(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
+        let p = self.mem.parts_ref();
+        let room = self.entries < p.entries.len() && 2 * (self.entries + self.names + 1) <= usable(p.table.len());
+        let Some(n) = p.names.get(..self.names).and_then(|v| v.get(name_id as usize)) else {
+            return Err(InsertError::Full);
+        };
+        let newest = n.last == NONE || p.entries[n.last as usize].version < entry.version;
+        if !room {
+            self.reserve(1, 0)?;
+        }
+        if !newest && self.find_version(name_id, entry.version).is_some() {
+            return Err(InsertError::Duplicate);
+        }
+        self.link(name_id, entry)
+    }
+
+    /// Read the memory that appending version `version` of name `name_id` will write
+    /// (its table slot, the next entry, the name's slot and its newest entry), so the
+    /// commit's index stores hit the cache. Changes nothing; returns a value only so the
+    /// caller can keep the reads from being optimised away.
+    pub fn touch_for_append(&self, name_id: u32, version: u64) -> u64 {
+        let p = self.mem.parts_ref();
+        let cap = usable(p.table.len());
+        let mut sum = 0u64;
+        if cap > 0 {
+            sum += p.table[version_key(name_id, version) as usize & (cap - 1)] as u64;
+        }
+        // The next entry may straddle two lines: read its first and last words.
+        if let Some(e) = p.entries.get(self.entries) {
+            sum += e.version + e.payload_sum;
+        }
+        if let Some(n) = p.names.get(name_id as usize) {
+            sum += n.hash + p.entries.get(n.last as usize).map_or(0, |e| e.version);
+        }
+        sum
+    }
+
+    /// Add `entry` as an entry of name `name_id` (room reserved, not a duplicate): its
+    /// table slot, and its place in the name's ascending version list.
+    fn link(&mut self, name_id: u32, mut entry: Entry) -> Result<u32, InsertError> {
         let e_id = self.entries as u32;
         entry.name = name_id;
         entry.next = NONE;
@@ -486,12 +532,18 @@ fn free_slot(table: &[u32], key: u64) -> usize {
     i
 }
 
-/// `media[off..off + name.len()] == name`.
+/// `media[off..off + name.len()] == name`, compared a chunk at a time (no name-sized
+/// buffer to clear).
 fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
-    let mut buf = [0u8; crate::format::NAME_MAX];
-    let Some(b) = buf.get_mut(..name.len()) else {
-        return false;
-    };
-    media.read(off as usize, b);
-    b == name
+    let mut buf = [0u8; 32];
+    let mut at = off as usize;
+    for chunk in name.chunks(buf.len()) {
+        let b = &mut buf[..chunk.len()];
+        media.read(at, b);
+        if b != chunk {
+            return false;
+        }
+        at += chunk.len();
+    }
+    true
 }

@@ -98,8 +98,21 @@ pub struct NameInfo {
     pub latest: u64,
 }
 
-/// Index entries of a unit being written, with each name's media offset.
-type Entries = heapless::Vec<(Entry, u64), BATCH_MAX>;
+/// What validation decided for one object of a unit being written.
+#[derive(Clone, Copy, Debug)]
+struct Planned {
+    /// `name_hash` of its name.
+    hash: u64,
+    version: u64,
+    len: u64,
+    /// The name's slot in the index, or `NONE` if the index does not know the name yet.
+    name_id: u32,
+    /// Filled in when the payload is stored (0 when the pool has no payload checksums).
+    payload_sum: u64,
+}
+
+/// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
+type Plan<const N: usize> = heapless::Vec<Planned, N>;
 
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
@@ -220,31 +233,41 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Put several non-contiguous slices as one object on `lane`.
     pub fn put_vectored(&mut self, lane: u32, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
-        let v = self.put_batch(lane, &[Object::new(name, parts)])?;
-        Ok(v.first().copied().unwrap_or_default())
+        let mut plan = Plan::<1>::new();
+        self.commit_unit(lane, &[Object::new(name, parts)], &mut plan)?;
+        Ok(plan.first().map_or(0, |p| p.version))
     }
 
     /// Put `bytes` as version `version` of `name` on `lane` (must exceed the latest).
     pub fn put_version(&mut self, lane: u32, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
-        let v = self.put_batch(lane, &[Object::new(name, &[bytes]).with_version(version)])?;
-        Ok(v.first().copied().unwrap_or_default())
+        let mut plan = Plan::<1>::new();
+        self.commit_unit(lane, &[Object::new(name, &[bytes]).with_version(version)], &mut plan)?;
+        Ok(plan.first().map_or(0, |p| p.version))
     }
 
     /// Commit every object of `objects` together, on `lane`: after a crash either all
     /// are recovered or none. Returns their versions, after the commit is durable.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        let mut plan = Plan::<BATCH_MAX>::new();
+        self.commit_unit(lane, objects, &mut plan)?;
+        Ok(plan.iter().map(|p| p.version).collect())
+    }
+
+    /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
+    /// empty on entry and holds one [`Planned`] per object on success; on error nothing
+    /// was written.
+    fn commit_unit<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
         if lane >= self.sb.lanes_max {
             return Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max });
         }
-        if objects.is_empty() || objects.len() > BATCH_MAX {
+        if objects.is_empty() || objects.len() > BATCH_MAX || objects.len() > N {
             return Err(Error::BatchSize { count: objects.len() });
         }
-        // 1. Validate and resolve versions; count new names; size the unit.
-        let mut versions = Versions::new();
-        let mut hashes = heapless::Vec::<u64, BATCH_MAX>::new();
+        // 1. Validate and resolve versions; count new names; size the unit. Each name is
+        // hashed once; its index slot, found here, is reused when the index learns it.
         let mut new_names = 0usize;
         let mut unit_len = LINE;
         for (i, o) in objects.iter().enumerate() {
@@ -254,21 +277,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             if o.name.len() > NAME_MAX {
                 return Err(Error::NameTooLong { len_bytes: o.name.len() });
             }
-            let h = name_hash(o.name);
-            let earlier = objects[..i]
-                .iter()
-                .zip(hashes.iter())
-                .zip(versions.iter())
-                .filter(|((e, eh), _)| **eh == h && e.name == o.name);
-            let batch_latest = earlier.map(|(_, v)| *v).max();
-            let stored_latest = self.index.find_name(&self.media, h, o.name).map(|id| {
-                let n = self.index.name(id);
-                self.index.entry(n.last).version
-            });
-            if stored_latest.is_none() && batch_latest.is_none() {
-                new_names += 1;
-            }
-            let latest = batch_latest.max(stored_latest);
+            let hash = name_hash(o.name);
+            // The last earlier object of this unit with the same name holds its latest
+            // version (versions of one name increase through a unit).
+            let earlier = objects.get(..i).unwrap_or(&[]);
+            let in_unit = plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name);
+            let (name_id, latest) = match in_unit {
+                Some((p, _)) => (p.name_id, Some(p.version)),
+                None => match self.index.find_name(&self.media, hash, o.name) {
+                    Some(id) => (id, Some(self.index.entry(self.index.name(id).last).version)),
+                    None => {
+                        new_names += 1;
+                        (NONE, None)
+                    }
+                },
+            };
             let version = match (o.version, latest) {
                 (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
                 (Some(v), _) => v,
@@ -281,9 +304,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
             unit_len += format::object_len(o.name.len(), len);
-            // Capacity is BATCH_MAX and objects.len() <= BATCH_MAX: these cannot fail.
-            let _ = versions.push(version);
-            let _ = hashes.push(h);
+            // objects.len() <= N was checked: this cannot fail.
+            let _ = plan.push(Planned { hash, version, len, name_id, payload_sum: 0 });
         }
         if unit_len > self.sb.segment_len - LINE {
             return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
@@ -312,17 +334,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             self.media.store_word_nt(unit_off as usize, commit);
         }
         let late_payload = mutant::on("payload_after_first_fence");
-        let mut entries = Entries::new();
         if !late_payload {
-            self.store_objects(objects, &versions, unit_off, l.next_seq, lane, &mut entries);
+            self.store_objects(objects, plan, unit_off);
         }
         self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        // While the NT stores drain, pull the index slots the commit will fill into the
+        // cache (reads only: the index learns nothing before the commit is durable).
+        for p in plan.iter().filter(|p| p.name_id != NONE) {
+            core::hint::black_box(self.index.touch_for_append(p.name_id, p.version));
+        }
         // 4. Everything but the commit word is durable after this fence.
         if !mutant::on("no_fence_before_commit") {
             self.media.fence();
         }
         if late_payload {
-            self.store_objects(objects, &versions, unit_off, l.next_seq, lane, &mut entries);
+            self.store_objects(objects, plan, unit_off);
         }
         // 5–6. The commit word, alone, then the fence that makes the commit durable.
         if mutant::on("cached_commit") {
@@ -339,48 +365,65 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             self.media.fence();
         }
         // Committed: now the lane and the index may learn it.
+        let seq = l.next_seq;
         l.tail = unit_off + unit_len;
         l.next_seq += 1;
         self.lanes[lane as usize] = l;
-        for ((e, name_off), o) in entries.iter().zip(objects) {
-            let h = name_hash(o.name);
-            let r = self.index.insert(&self.media, h, o.name, *name_off, *e);
+        let mut obj_off = unit_off + LINE;
+        for (p, o) in plan.iter().zip(objects) {
+            let payload_off = obj_off + object_head_len(o.name.len());
+            let entry = Entry {
+                version: p.version,
+                payload_off,
+                len_bytes: p.len,
+                seq,
+                name: 0,
+                next: NONE,
+                lane,
+                pad: 0,
+                payload_sum: p.payload_sum,
+            };
+            let r = if p.name_id != NONE {
+                self.index.append(p.name_id, entry)
+            } else {
+                let name_off = obj_off + size_of::<ObjectHeader>() as u64;
+                self.index.insert(&self.media, p.hash, o.name, name_off, entry)
+            };
             debug_assert!(r.is_ok(), "index room was reserved and versions checked: {r:?}");
             if let Err(InsertError::Full | InsertError::Duplicate) = r {
                 return Err(Error::IndexFull { records: self.index.len() });
             }
             self.stats.objects += 1;
-            self.stats.payload_bytes += e.len_bytes;
+            self.stats.payload_bytes += p.len;
+            obj_off = payload_off + line_up(p.len);
         }
         self.stats.units += 1;
-        Ok(versions)
+        Ok(())
     }
 
-    /// NT-store every object (header, name, payload) of a unit starting at `unit_off`;
-    /// returns the index entries (with each name's media offset) to insert on commit.
-    fn store_objects(
-        &self,
-        objects: &[Object<'_>],
-        versions: &[u64],
-        unit_off: u64,
-        seq: u64,
-        lane: u32,
-        entries: &mut Entries,
-    ) {
+    /// NT-store every object of a unit starting at `unit_off`: each payload, then its
+    /// header and name (the order of NT stores before a fence does not matter: all of
+    /// them are pending until it). The header checksums are computed while the payload
+    /// drains.
+    fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) {
         let pool_id = self.sb.pool_id;
+        let checksum = self.sb.has_payload_checksum();
         let mut obj_off = unit_off + LINE;
-        for (o, &version) in objects.iter().zip(versions.iter()) {
-            let len = o.len_bytes();
-            let payload_sum = if self.sb.has_payload_checksum() {
+        for (o, p) in objects.iter().zip(plan) {
+            let payload_sum = if checksum {
                 let mut h = Hasher::new(pool_id);
                 o.parts.iter().for_each(|p| h.write(p));
                 h.finish()
             } else {
                 0
             };
+            let payload_off = obj_off + object_head_len(o.name.len());
+            let mut w = NtStream::new(&self.media, payload_off);
+            o.parts.iter().for_each(|p| w.write(p));
+            w.finish();
             let mut oh = ObjectHeader {
-                version,
-                payload_len: len,
+                version: p.version,
+                payload_len: p.len,
                 name_len: o.name.len() as u16,
                 flags: 0,
                 reserved: 0,
@@ -389,18 +432,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 checksum: 0,
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name);
-            let mut head = [0u8; size_of::<ObjectHeader>() + NAME_MAX];
-            head[..size_of::<ObjectHeader>()].copy_from_slice(bytemuck::bytes_of(&oh));
-            head[size_of::<ObjectHeader>()..][..o.name.len()].copy_from_slice(o.name);
-            self.media.store_nt(obj_off as usize, &head[..size_of::<ObjectHeader>() + o.name.len()]);
-            let payload_off = obj_off + object_head_len(o.name.len());
-            let mut w = NtStream::new(&self.media, payload_off);
-            o.parts.iter().for_each(|p| w.write(p));
-            w.finish();
-            let entry =
-                Entry { version, payload_off, len_bytes: len, seq, name: 0, next: NONE, lane, pad: 0, payload_sum };
-            let _ = entries.push((entry, obj_off + size_of::<ObjectHeader>() as u64));
-            obj_off = payload_off + line_up(len);
+            // The header is 48 bytes, so the name starts on a word: two NT stores leave
+            // exactly the bytes (and the zero padding to the next word) of one.
+            self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
+            self.media.store_nt(obj_off as usize + size_of::<ObjectHeader>(), o.name);
+            p.payload_sum = payload_sum;
+            obj_off = payload_off + line_up(p.len);
         }
     }
 

@@ -1,0 +1,66 @@
+//! Pins the exact media bytes a fixed workload leaves, so a change to the put path
+//! (performance work) cannot change the on-media format or what a put stores. The
+//! constants were computed with the put path as first written (commit bd0e6c1), before
+//! the performance work of the benchmarks issue; the faster path leaves the same bytes.
+
+mod common;
+
+use common::Ram;
+use nvs_core::hash::hash64;
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
+
+fn workload(payload_checksum: bool) -> (u64, Vec<String>) {
+    let mut ram = Ram::new(8 << 20, 0xA5);
+    let mut o = FormatOptions::new(0x1234);
+    o.segment_len = Some(64 << 10);
+    o.payload_checksum = payload_checksum;
+    o.lanes_max = 4;
+    let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+    let data: Vec<u8> = (0..70000u32).map(|i| (i * 7 + i / 255) as u8).collect();
+    let mut log = Vec::new();
+    for i in 0..300usize {
+        let n = format!("name{}{}", i % 7, "x".repeat(i % 40));
+        let len = (i * 37) % 3000 + 1;
+        let r = match i % 5 {
+            0 => pool.put(n.as_bytes(), &data[..len]).map(|v| vec![v]),
+            1 => pool
+                .put_vectored((i % 4) as u32, n.as_bytes(), &[&data[..3], &data[5..len + 5], &data[1..2]])
+                .map(|v| vec![v]),
+            2 => pool.put_version(1, n.as_bytes(), 1000 + i as u64, &data[..len]).map(|v| vec![v]),
+            3 => {
+                let p: [&[u8]; 1] = [&data[..len]];
+                let q: [&[u8]; 2] = [&data[..7], &data[9..len]];
+                pool.put_batch(
+                    2,
+                    &[
+                        Object::new(n.as_bytes(), &p),
+                        Object::new(b"b", &q),
+                        Object::new(n.as_bytes(), &p),
+                        Object::new(b"c", &p).with_version(5000 + i as u64),
+                    ],
+                )
+                .map(|v| v.to_vec())
+            }
+            _ => pool.put_batch(3, &[Object::new(b"", &[])]).map(|v| v.to_vec()),
+        };
+        log.push(format!("{r:?}"));
+    }
+    let big: [&[u8]; 1] = [&data[..65000]];
+    log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", &big)]).map(|v| v.to_vec())));
+    drop(pool);
+    (hash64(0, &ram.bytes()), log)
+}
+
+/// The media bytes and every result of a mixed workload are exactly as pinned.
+#[test]
+fn put_path_leaves_pinned_bytes() {
+    for (checksum, want_media, want_log) in [
+        (false, 0xb625_5cfc_2fab_b07c_u64, 0xff84_9358_fa02_6b4e_u64),
+        (true, 0x1da7_3c59_c110_fbcb, 0xff84_9358_fa02_6b4e),
+    ] {
+        let (media, log) = workload(checksum);
+        let log_hash = hash64(1, log.join("\n").as_bytes());
+        println!("checksum {checksum}: media {media:#018x} log {log_hash:#018x}");
+        assert_eq!((media, log_hash), (want_media, want_log), "payload checksum {checksum}");
+    }
+}
