@@ -11,4 +11,6 @@ step "tests";   cargo test --workspace
 step "no_std: nvs-core for x86_64-unknown-none"
 cargo build -p nvs-core --target x86_64-unknown-none
 cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings
+step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
+cargo run --release -q -p nvs-std --bin nvs -- bench --quick
 step "ok"

@@ -10,6 +10,7 @@
 //! Nothing here panics on user input: arguments are parsed by clap into typed values
 //! (sizes by [`size::parse_size`]), and every fallible step returns a [`CliError`].
 
+mod bench;
 mod commands;
 mod demo;
 mod size;
@@ -106,6 +107,31 @@ enum Command {
         #[arg(long, default_value = "256K", value_parser = size::parse_size)]
         size: u64,
     },
+    /// Benchmark nvs next to the hardware ceiling, memcpy, PMDK, tmpfs and fsync.
+    Bench {
+        /// Directory for the regions (default: /dev/shm, else the temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Directory on the root file system for the pwrite + fdatasync rows.
+        #[arg(long, default_value = "/var/tmp")]
+        sync_dir: PathBuf,
+        /// Short trials and small regions: ends within a minute.
+        #[arg(long)]
+        quick: bool,
+        /// Trials per row (the median is reported); default 5.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        trials: Option<u64>,
+        /// Write every row as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw throughput against object size as an SVG file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Run only these rows (comma-separated method names as in the JSON, or
+        /// `recovery`); ceilings are always run.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -174,6 +200,15 @@ pub fn main() -> ExitCode {
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
         Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
+        Command::Bench { dir, sync_dir, quick, trials, json, plot, only } => bench::run(bench::Options {
+            dir,
+            sync_dir: Some(sync_dir),
+            quick,
+            trials: trials.map(|t| t as usize),
+            json,
+            plot,
+            only,
+        }),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,313 @@
+//! `nvs bench`: nvs next to its peers, side by side in one process, on the same kind of
+//! region (files in `--dir`, /dev/shm by default), as ratios to the hardware ceiling.
+//!
+//! Rows: the ceiling (a raw NT copy with the widest store + the same fences as a put, no
+//! nvs code), nvs put, the batched ceiling and nvs put_batch (64 objects per commit),
+//! memcpy into the mapping, PMDK `pmem_memcpy_persist` and `pmemlog_append` (loaded at
+//! run time; "not available" without them), `pwrite` to tmpfs, `pwrite` + `fdatasync`
+//! on the root file system, memcpy out of the mapping and nvs get. Sizes 1 KiB, 32 KiB,
+//! 1 MiB, 20 MiB; 1 and 2 threads (2: each thread its own files, aggregate throughput).
+//!
+//! Trials are interleaved — round r runs every (size, threads, method) once — so drift
+//! and other load hit every row alike; each row is the median of the rounds. Then the
+//! recovery figures: open time of a 1 GiB pool of 32 KiB and of 1 KiB records.
+
+mod nt;
+mod plot;
+mod pmdk;
+mod recovery;
+mod report;
+mod run;
+
+use super::CliError;
+use run::{Measured, Method, Slot};
+use std::path::{Path, PathBuf};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Object sizes of the table.
+pub const SIZES: [usize; 4] = [1 << 10, 32 << 10, 1 << 20, 20 << 20];
+/// Thread counts of the table.
+pub const THREADS: [usize; 2] = [1, 2];
+
+/// Command-line options of `nvs bench`.
+pub struct Options {
+    pub dir: Option<PathBuf>,
+    pub sync_dir: Option<PathBuf>,
+    pub quick: bool,
+    pub trials: Option<usize>,
+    pub json: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    /// Only these methods (by JSON name) and/or `recovery`; empty: everything.
+    pub only: Vec<String>,
+}
+
+/// One row: a method at a size and thread count, measured or not available.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub method: Method,
+    pub size: usize,
+    pub threads: usize,
+    pub result: Result<Rate, String>,
+    /// This row's GB/s over its ceiling row's (same size and threads).
+    pub ratio: Option<f64>,
+}
+
+/// Median throughput of a row.
+#[derive(Clone, Copy, Debug)]
+pub struct Rate {
+    pub gbps: f64,
+    pub ns_per_op: f64,
+    pub trials: usize,
+}
+
+/// Setup facts printed above the table.
+pub struct Setup {
+    pub date: String,
+    pub cpu: String,
+    pub cpus: usize,
+    pub kernel: String,
+    pub dir: PathBuf,
+    pub sync_dir: PathBuf,
+    pub region: usize,
+    pub trials: usize,
+    pub budget: Duration,
+    pub load_start: String,
+    pub load_end: String,
+    pub nvs_nt: &'static str,
+    pub ceiling_nt: usize,
+    pub elapsed: Duration,
+}
+
+pub fn run(opts: Options) -> Result<(), CliError> {
+    let started = Instant::now();
+    // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
+    let pmdk = pmdk::load();
+    let dir = opts.dir.clone().unwrap_or_else(default_dir);
+    let sync_dir = opts.sync_dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    let (region, sync_len, budget, trials) = if opts.quick {
+        (160usize << 20, 48usize << 20, Duration::from_millis(12), opts.trials.unwrap_or(5))
+    } else {
+        (768 << 20, 256 << 20, Duration::from_millis(150), opts.trials.unwrap_or(5))
+    };
+    if trials == 0 {
+        return Err(CliError::Usage("--trials must be at least 1".into()));
+    }
+    let load_start = loadavg();
+    for o in &opts.only {
+        if o != "recovery" && !Method::ALL.iter().any(|m| m.name() == o) {
+            let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
+            return Err(CliError::Usage(format!(
+                "unknown row '{o}' for --only (expected recovery or one of {})",
+                names.join(", ")
+            )));
+        }
+    }
+    let wanted = |m: Method| {
+        opts.only.is_empty()
+            || matches!(m, Method::Ceiling | Method::CeilingBatch)
+            || opts.only.iter().any(|o| o == m.name())
+    };
+    let mut cleanup = Cleanup(Vec::new());
+    let max_threads = *THREADS.iter().max().unwrap_or(&1);
+    let mut slots = Vec::new();
+    for k in 0..max_threads {
+        let cfg = run::SlotConfig { dir: &dir, sync_dir: &sync_dir, region, sync_len, max_size: SIZES[3] };
+        let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup.0).map_err(CliError::Usage)?;
+        slots.push(slot);
+    }
+
+    // Every (size, threads, method) cell collects one sample per round.
+    let cells: Vec<(usize, usize, Method)> = SIZES
+        .iter()
+        .flat_map(|&s| THREADS.iter().flat_map(move |&t| Method::ALL.iter().map(move |&m| (s, t, m))))
+        .filter(|c| wanted(c.2))
+        .collect();
+    let mut samples: Vec<Vec<Measured>> = vec![Vec::new(); cells.len()];
+    let mut failed: Vec<Option<String>> = vec![None; cells.len()];
+    for (i, &(size, _, method)) in cells.iter().enumerate() {
+        if let Err(e) = slots[0].available(method, &pmdk) {
+            failed[i] = Some(format!("not available: {e}"));
+        } else if !fits(method, size, region) {
+            failed[i] = Some(format!("not run: {} objects of this size do not fit the region", method.per_op()));
+        }
+    }
+    for _round in 0..trials {
+        for (i, &(size, threads, method)) in cells.iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
+            match trial(&mut slots[..threads], method, size, budget, &pmdk) {
+                Ok(m) => samples[i].push(m),
+                Err(e) => failed[i] = Some(format!("failed: {e}")),
+            }
+        }
+    }
+    drop(slots);
+
+    let mut rows: Vec<Row> = cells
+        .iter()
+        .zip(samples.iter_mut().zip(failed))
+        .map(|(&(size, threads, method), (s, f))| Row {
+            method,
+            size,
+            threads,
+            result: match f {
+                Some(e) => Err(e),
+                None => Ok(median(s)),
+            },
+            ratio: None,
+        })
+        .collect();
+    let ceilings: Vec<(Method, usize, usize, f64)> = rows
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok().map(|x| (r.method, r.size, r.threads, x.gbps)))
+        .filter(|c| matches!(c.0, Method::Ceiling | Method::CeilingBatch))
+        .collect();
+    for r in rows.iter_mut() {
+        let want = r.method.ceiling();
+        let c = ceilings.iter().find(|c| c.0 == want && c.1 == r.size && c.2 == r.threads);
+        if let (Ok(x), Some(c)) = (&r.result, c) {
+            r.ratio = Some(x.gbps / c.3);
+        }
+    }
+
+    let rec = if opts.only.is_empty() || opts.only.iter().any(|o| o == "recovery") {
+        recovery::run(&dir, if opts.quick { 3 } else { 5 }, &mut cleanup.0)
+    } else {
+        Vec::new()
+    };
+    drop(cleanup);
+    let setup = Setup {
+        date: date_utc(),
+        cpu: cpu_model(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        dir,
+        sync_dir,
+        region,
+        trials,
+        budget,
+        load_start,
+        load_end: loadavg(),
+        nvs_nt: if nvs_core::wide_stores_avx2() { "AVX2 32 B" } else { "SSE2 16 B" },
+        ceiling_nt: nt::width(),
+        elapsed: started.elapsed(),
+    };
+    let text = report::table(&setup, &rows, &rec);
+    if let Some(p) = &opts.json {
+        std::fs::write(p, report::json(&setup, &rows, &rec))
+            .map_err(|e| CliError::io(format!("cannot write {}", p.display()), e))?;
+    }
+    if let Some(p) = &opts.plot {
+        std::fs::write(p, plot::svg(&setup, &rows))
+            .map_err(|e| CliError::io(format!("cannot write {}", p.display()), e))?;
+    }
+    super::commands::stdout(&text)
+}
+
+/// Whether `method` at `size` fits a region of `region` bytes with room to spare.
+fn fits(method: Method, size: usize, region: usize) -> bool {
+    method.per_op() * (size + 256) * 4 <= region
+}
+
+/// One trial of `method` on every slot at once (one thread each), started together.
+fn trial(
+    slots: &mut [Slot],
+    method: Method,
+    size: usize,
+    budget: Duration,
+    pmdk: &pmdk::Pmdk,
+) -> Result<Measured, String> {
+    if slots.len() == 1 {
+        return slots[0].trial(method, size, budget, pmdk);
+    }
+    let barrier = Barrier::new(slots.len());
+    let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = slots
+            .iter_mut()
+            .map(|slot| {
+                let b = &barrier;
+                s.spawn(move || {
+                    b.wait();
+                    slot.trial(method, size, budget, pmdk)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into()))).collect()
+    });
+    // Aggregate: the sum of the threads' rates, as one measurement over the mean time.
+    let (mut obj_rate, mut byte_rate) = (0.0, 0.0);
+    for r in results {
+        let m = r?;
+        let s = m.time.as_secs_f64().max(1e-9);
+        obj_rate += m.objects as f64 / s;
+        byte_rate += m.bytes as f64 / s;
+    }
+    // Express it as objects and bytes over one second.
+    Ok(Measured { objects: obj_rate.round() as u64, bytes: byte_rate.round() as u64, time: Duration::from_secs(1) })
+}
+
+/// Median GB/s of the samples and the ns per object of that same sample.
+fn median(s: &mut [Measured]) -> Rate {
+    let gbps = |m: &Measured| m.bytes as f64 / m.time.as_secs_f64().max(1e-12) / 1e9;
+    s.sort_by(|a, b| gbps(a).total_cmp(&gbps(b)));
+    let m = s[s.len() / 2];
+    Rate { gbps: gbps(&m), ns_per_op: m.time.as_secs_f64() * 1e9 / m.objects.max(1) as f64, trials: s.len() }
+}
+
+/// /dev/shm if writable, else the temporary directory.
+fn default_dir() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let probe = shm.join(format!("nvs-bench-{}.probe", std::process::id()));
+    if std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).is_ok() {
+        let _ = std::fs::remove_file(&probe);
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Now, as `YYYY-MM-DD HH:MM UTC` (civil-from-days, no time crate).
+fn date_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+/// Files the bench created, removed however it ends.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in self.0.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

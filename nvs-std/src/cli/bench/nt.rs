@@ -1,0 +1,117 @@
+//! The ceiling: a raw copy with the widest non-temporal store this CPU has, and fences,
+//! written here without any nvs code (nvs-core's copy is what is being measured).
+
+/// The store width the ceiling uses, in bytes (64 AVX-512, 32 AVX2, 16 SSE2, 0 none).
+pub fn width() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            64
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            32
+        } else {
+            16
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
+/// NT-copy `src` to `dst` with `width()`-byte stores (8-byte `movnti` for the tail).
+///
+/// # Safety
+/// `dst` is 64-byte aligned, `dst..dst + src.len()` rounded up to 8 is valid for
+/// writes and does not overlap `src`; `width` is what [`width`] returned (non-zero).
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn copy(dst: *mut u8, src: &[u8], width: usize) {
+    let body = src.len() & !255;
+    // SAFETY: `body` bytes fit (contract); the CPU feature matches `width` (contract).
+    unsafe {
+        match width {
+            64 => body512(dst, src.as_ptr(), body),
+            32 => body256(dst, src.as_ptr(), body),
+            _ => body128(dst, src.as_ptr(), body),
+        }
+    }
+    let mut i = body;
+    while i < src.len() {
+        let mut w = [0u8; 8];
+        let n = (src.len() - i).min(8);
+        w[..n].copy_from_slice(&src[i..i + n]);
+        // SAFETY: an aligned word inside the (rounded-up) destination.
+        unsafe { core::arch::x86_64::_mm_stream_si64(dst.add(i).cast(), i64::from_le_bytes(w)) };
+        i += 8;
+    }
+}
+
+/// `sfence`.
+#[cfg(target_arch = "x86_64")]
+pub fn fence() {
+    // SAFETY: sfence has no preconditions.
+    unsafe { core::arch::x86_64::_mm_sfence() }
+}
+
+/// One aligned 8-byte NT store (the commit flag).
+///
+/// # Safety
+/// `dst` is 8-byte aligned and valid for writes.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn flag(dst: *mut u8, v: u64) {
+    // SAFETY: contract.
+    unsafe { core::arch::x86_64::_mm_stream_si64(dst.cast(), v as i64) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn body512(d: *mut u8, s: *const u8, n: usize) {
+    use core::arch::x86_64::*;
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + 256 <= n; dst 64-aligned; AVX-512F present (caller).
+        unsafe {
+            let a = _mm512_loadu_si512(s.add(i).cast());
+            let b = _mm512_loadu_si512(s.add(i + 64).cast());
+            let c = _mm512_loadu_si512(s.add(i + 128).cast());
+            let e = _mm512_loadu_si512(s.add(i + 192).cast());
+            _mm512_stream_si512(d.add(i).cast(), a);
+            _mm512_stream_si512(d.add(i + 64).cast(), b);
+            _mm512_stream_si512(d.add(i + 128).cast(), c);
+            _mm512_stream_si512(d.add(i + 192).cast(), e);
+        }
+        i += 256;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn body256(d: *mut u8, s: *const u8, n: usize) {
+    use core::arch::x86_64::*;
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + 128 <= n; dst 32-aligned; AVX2 present (caller).
+        unsafe {
+            let a = _mm256_loadu_si256(s.add(i).cast());
+            let b = _mm256_loadu_si256(s.add(i + 32).cast());
+            let c = _mm256_loadu_si256(s.add(i + 64).cast());
+            let e = _mm256_loadu_si256(s.add(i + 96).cast());
+            _mm256_stream_si256(d.add(i).cast(), a);
+            _mm256_stream_si256(d.add(i + 32).cast(), b);
+            _mm256_stream_si256(d.add(i + 64).cast(), c);
+            _mm256_stream_si256(d.add(i + 96).cast(), e);
+        }
+        i += 128;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn body128(d: *mut u8, s: *const u8, n: usize) {
+    use core::arch::x86_64::*;
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + 16 <= n; dst 16-aligned; SSE2 is baseline on x86_64.
+        unsafe { _mm_stream_si128(d.add(i).cast(), _mm_loadu_si128(s.add(i).cast())) };
+        i += 16;
+    }
+}

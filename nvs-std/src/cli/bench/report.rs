@@ -1,0 +1,214 @@
+//! The table, the targets of the benchmarks issue, and the JSON file.
+
+use super::recovery::Recovery;
+use super::run::Method;
+use super::{Row, Setup};
+use crate::cli::size::human;
+use std::fmt::Write as _;
+
+/// One target of the benchmarks issue, checked on the 1-thread rows of this run.
+pub struct Target {
+    pub what: String,
+    pub value: Option<f64>,
+    pub goal: f64,
+    /// `true`: the value must be at least the goal; `false`: below it.
+    pub at_least: bool,
+}
+
+impl Target {
+    fn met(&self) -> Option<bool> {
+        self.value.map(|v| if self.at_least { v >= self.goal } else { v < self.goal })
+    }
+}
+
+fn gbps(rows: &[Row], m: Method, size: usize, threads: usize) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.method == m && r.size == size && r.threads == threads)
+        .and_then(|r| r.result.as_ref().ok())
+        .map(|x| x.gbps)
+}
+
+fn ratio(rows: &[Row], a: Method, b: Method, size: usize) -> Option<f64> {
+    Some(gbps(rows, a, size, 1)? / gbps(rows, b, size, 1)?)
+}
+
+pub fn targets(rows: &[Row], rec: &[Recovery]) -> Vec<Target> {
+    let (k1, k32, m1) = (1usize << 10, 32usize << 10, 1usize << 20);
+    let mut t = Vec::new();
+    let mut add = |what: String, value: Option<f64>, goal: f64, at_least: bool| {
+        t.push(Target { what, value, goal, at_least });
+    };
+    for s in [k32, m1] {
+        add(format!("put {} / ceiling", human(s as u64)), ratio(rows, Method::Put, Method::Ceiling, s), 0.95, true);
+        add(
+            format!("put {} / pmem_memcpy_persist", human(s as u64)),
+            ratio(rows, Method::Put, Method::PmemMemcpy, s),
+            1.0,
+            true,
+        );
+    }
+    add("put 1 KiB / pmemlog_append".into(), ratio(rows, Method::Put, Method::PmemLog, k1), 1.4, true);
+    add("put_batch 64 x 1 KiB / its ceiling".into(), ratio(rows, Method::Batch, Method::CeilingBatch, k1), 0.9, true);
+    add("put 32 KiB / pwrite tmpfs".into(), ratio(rows, Method::Put, Method::PwriteTmpfs, k32), 3.0, true);
+    add("put 32 KiB / pwrite + fdatasync".into(), ratio(rows, Method::Put, Method::PwriteSync, k32), 100.0, true);
+    for s in super::SIZES {
+        add(format!("get {} / memcpy out", human(s as u64)), ratio(rows, Method::Get, Method::MemcpyOut, s), 0.9, true);
+    }
+    let open32 = rec.iter().find(|r| r.record == k32).and_then(|r| r.result.as_ref().ok());
+    add("open 1 GiB of 32 KiB records, ms".into(), open32.map(|f| f.open.as_secs_f64() * 1e3), 50.0, false);
+    t
+}
+
+pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "nvs bench · {} · {} ({} CPUs) · Linux {}", setup.date, setup.cpu, setup.cpus, setup.kernel);
+    let _ = writeln!(
+        o,
+        "region: files in {} ({} per thread for each of pool, raw mapping, pmemlog); fdatasync file in {}",
+        setup.dir.display(),
+        human(setup.region as u64),
+        setup.sync_dir.display()
+    );
+    let _ = writeln!(
+        o,
+        "median of {} interleaved trials of {} ms each; load average {} at start, {} at end; took {:.0} s",
+        setup.trials,
+        setup.budget.as_millis(),
+        setup.load_start,
+        setup.load_end,
+        setup.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "NT stores: nvs {}; ceiling {} B (the widest on this CPU). 2 threads: each its own files, aggregate GB/s, ns = 1/aggregate rate",
+        setup.nvs_nt, setup.ceiling_nt
+    );
+    let _ = writeln!(
+        o,
+        "×ceiling: GB/s over the ceiling row of the same size and threads (batched rows: over the batched ceiling)\n"
+    );
+    let _ =
+        writeln!(o, "{:<8} {:>3}  {:<46} {:>8} {:>11} {:>9}", "size", "thr", "method", "GB/s", "ns/object", "×ceiling");
+    let mut last = (0, 0);
+    for r in rows {
+        if (r.size, r.threads) != last && last != (0, 0) {
+            o.push('\n');
+        }
+        last = (r.size, r.threads);
+        let head = format!("{:<8} {:>3}  {:<46}", human(r.size as u64), r.threads, r.method.describe());
+        match &r.result {
+            Ok(x) => {
+                let ratio = r.ratio.map_or("-".to_string(), |v| format!("{v:.2}"));
+                let _ = writeln!(o, "{head} {:>8.3} {:>11.1} {:>9}", x.gbps, x.ns_per_op, ratio);
+            }
+            Err(e) => {
+                let _ = writeln!(o, "{head} {e}");
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nrecovery (open = map + recover, FilePool::open read-only; median of {} opens):",
+        rec.iter().find_map(|r| r.result.as_ref().ok().map(|f| f.opens)).unwrap_or(0)
+    );
+    for r in rec {
+        match &r.result {
+            Ok(f) => {
+                let _ = writeln!(
+                    o,
+                    "  1 GiB pool of {} records: {} records, open {:.2} ms, scan {:.1} M records/s = {:.1} GB/s of log, index {:.1} B/record",
+                    human(r.record as u64),
+                    f.records,
+                    f.open.as_secs_f64() * 1e3,
+                    f.records_per_s() / 1e6,
+                    f.scan_gbps(),
+                    f.index_bytes_per_record()
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(o, "  1 GiB pool of {} records: failed: {e}", human(r.record as u64));
+            }
+        }
+    }
+    let _ = writeln!(o, "\ntargets (1 thread, this run):");
+    for t in targets(rows, rec) {
+        let verdict = match t.met() {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        let value = t.value.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let op = if t.at_least { ">=" } else { "<" };
+        let _ = writeln!(o, "  {:<42} {:>9} (goal {op} {}) {verdict}", t.what, value, t.goal);
+    }
+    o
+}
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.6}"),
+        _ => "null".into(),
+    }
+}
+
+fn string(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Every row as a JSON object (a JSON array), then the recovery figures as objects with
+/// the same fields (`kind` tells them apart).
+pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
+    let mut items = Vec::new();
+    let common = format!("\"date\": {}, \"cpu\": {}", string(&setup.date), string(&setup.cpu));
+    for r in rows {
+        let (g, n, t, note) = match &r.result {
+            Ok(x) => (Some(x.gbps), Some(x.ns_per_op), x.trials, String::new()),
+            Err(e) => (None, None, 0, e.clone()),
+        };
+        items.push(format!(
+            "{{\"kind\": \"throughput\", \"method\": {}, \"description\": {}, \"size_bytes\": {}, \"threads\": {}, \
+             \"gbps\": {}, \"ns_per_op\": {}, \"ratio_to_ceiling\": {}, \"ceiling_method\": {}, \"trials\": {t}, \
+             \"available\": {}, \"note\": {}, {common}}}",
+            string(r.method.name()),
+            string(r.method.describe()),
+            r.size,
+            r.threads,
+            num(g),
+            num(n),
+            num(r.ratio),
+            string(r.method.ceiling().name()),
+            r.result.is_ok(),
+            string(&note),
+        ));
+    }
+    for r in rec {
+        let f = r.result.as_ref().ok();
+        items.push(format!(
+            "{{\"kind\": \"recovery\", \"method\": \"open_1gib_pool\", \"size_bytes\": {}, \"threads\": 1, \
+             \"gbps\": {}, \"ns_per_op\": {}, \"ratio_to_ceiling\": null, \"records\": {}, \"open_ms\": {}, \
+             \"records_per_s\": {}, \"index_bytes_per_record\": {}, \"available\": {}, \"note\": {}, {common}}}",
+            r.record,
+            num(f.map(|f| f.scan_gbps())),
+            num(f.map(|f| f.open.as_secs_f64() * 1e9 / f.records.max(1) as f64)),
+            f.map_or(0, |f| f.records),
+            num(f.map(|f| f.open.as_secs_f64() * 1e3)),
+            num(f.map(|f| f.records_per_s())),
+            num(f.map(|f| f.index_bytes_per_record())),
+            f.is_some(),
+            string(r.result.as_ref().err().map_or("", |e| e.as_str())),
+        ));
+    }
+    format!("[\n  {}\n]\n", items.join(",\n  "))
+}

@@ -1,0 +1,456 @@
+//! One thread's side of the benchmark: its files, its mappings, and one timed trial of
+//! any method on them.
+//!
+//! Every thread has its own files in the bench directory (same kind of region for every
+//! method): an nvs pool, a plain file that the raw methods map and `pwrite`, a pmemlog
+//! pool, and a file on the root file system for `pwrite` + `fdatasync`. Writes walk
+//! through the whole file and wrap (or reformat the pool when it is full); that
+//! bookkeeping is paused out of the timed part.
+
+use super::nt;
+use super::pmdk::{Log, Pmdk};
+use memmap2::{MmapOptions, MmapRaw};
+use nvs_core::format::{line_up, object_len, DATA_OFF, LINE};
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
+use nvs_std::{Access, MappedMedia};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Objects per commit of the batched rows.
+pub const BATCH: usize = 64;
+
+/// Every row of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Ceiling,
+    CeilingBatch,
+    Put,
+    Batch,
+    Memcpy,
+    PmemMemcpy,
+    PmemLog,
+    PwriteTmpfs,
+    PwriteSync,
+    Get,
+    MemcpyOut,
+}
+
+impl Method {
+    pub const ALL: [Method; 11] = [
+        Method::Ceiling,
+        Method::Put,
+        Method::CeilingBatch,
+        Method::Batch,
+        Method::Memcpy,
+        Method::PmemMemcpy,
+        Method::PmemLog,
+        Method::PwriteTmpfs,
+        Method::PwriteSync,
+        Method::MemcpyOut,
+        Method::Get,
+    ];
+
+    /// Short name (the JSON `method` field and the plot legend).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Ceiling => "ceiling",
+            Method::CeilingBatch => "ceiling_batch64",
+            Method::Put => "nvs_put",
+            Method::Batch => "nvs_put_batch64",
+            Method::Memcpy => "memcpy_into_mapping",
+            Method::PmemMemcpy => "pmem_memcpy_persist",
+            Method::PmemLog => "pmemlog_append",
+            Method::PwriteTmpfs => "pwrite_tmpfs",
+            Method::PwriteSync => "pwrite_fdatasync_rootfs",
+            Method::Get => "nvs_get",
+            Method::MemcpyOut => "memcpy_out_of_mapping",
+        }
+    }
+
+    /// What the row measures, for the table.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Method::Ceiling => "ceiling: NT copy + fence + 8 B flag + fence",
+            Method::CeilingBatch => "ceiling: 64 NT copies + 2 fences",
+            Method::Put => "nvs put (1 object per commit)",
+            Method::Batch => "nvs put_batch (64 per commit)",
+            Method::Memcpy => "memcpy into the mapping",
+            Method::PmemMemcpy => "PMDK pmem_memcpy_persist",
+            Method::PmemLog => "PMDK pmemlog_append",
+            Method::PwriteTmpfs => "pwrite to tmpfs",
+            Method::PwriteSync => "pwrite + fdatasync, root fs",
+            Method::Get => "nvs get",
+            Method::MemcpyOut => "memcpy out of the mapping",
+        }
+    }
+
+    /// The ceiling row a row's ratio refers to.
+    pub fn ceiling(self) -> Method {
+        match self {
+            Method::Batch | Method::CeilingBatch => Method::CeilingBatch,
+            _ => Method::Ceiling,
+        }
+    }
+
+    /// Objects per operation.
+    pub fn per_op(self) -> usize {
+        match self {
+            Method::Batch | Method::CeilingBatch => BATCH,
+            _ => 1,
+        }
+    }
+}
+
+/// What one thread measured in one trial.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Measured {
+    pub objects: u64,
+    pub bytes: u64,
+    pub time: Duration,
+}
+
+/// Name of the single-put object.
+const NAME: &[u8] = b"temperature";
+
+/// One thread's files and buffers.
+pub struct Slot {
+    /// The nvs pool (file `nvs-bench-<pid>-<k>.pool`), reformatted as needed.
+    pool: Option<Pool<MappedMedia, HeapMemory>>,
+    pool_file: File,
+    pool_path: PathBuf,
+    /// Segment size the pool is formatted with now.
+    pool_seg: u64,
+    pool_id: u64,
+    /// Objects of the get trial's size the pool holds (0: not filled for get).
+    filled: (usize, u64),
+    /// The plain file the raw methods map and pwrite.
+    raw: MmapRaw,
+    raw_file: File,
+    raw_len: usize,
+    /// pmemlog pool, or why not.
+    log: Result<Log, String>,
+    /// File on the root file system for pwrite + fdatasync, or why not.
+    sync: Result<(File, usize), String>,
+    src: Vec<u8>,
+    dst: Vec<u8>,
+    names: Vec<Vec<u8>>,
+    off: usize,
+}
+
+/// Where and how large a thread's files are.
+pub struct SlotConfig<'a> {
+    pub dir: &'a Path,
+    pub sync_dir: &'a Path,
+    /// Bytes of the pool, the raw file and the pmemlog pool.
+    pub region: usize,
+    /// Bytes of the fdatasync file.
+    pub sync_len: usize,
+    /// Largest object.
+    pub max_size: usize,
+}
+
+/// Create a file of `len` bytes with its blocks reserved (tmpfs: pages allocated).
+pub fn make_file(path: &Path, len: usize) -> Result<File, String> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.set_len(len as u64).map_err(|e| format!("cannot size {}: {e}", path.display()))?;
+    // SAFETY: plain system call on a descriptor `f` keeps open.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    if rc != 0 && rc != libc::EOPNOTSUPP {
+        return Err(format!("cannot allocate {}: {}", path.display(), std::io::Error::from_raw_os_error(rc)));
+    }
+    Ok(f)
+}
+
+impl Slot {
+    /// Make thread `k`'s files (their paths go to `files`, for removal).
+    pub fn new(k: usize, cfg: &SlotConfig<'_>, pmdk: &Pmdk, files: &mut Vec<PathBuf>) -> Result<Slot, String> {
+        let SlotConfig { dir, sync_dir, region, sync_len, max_size } = *cfg;
+        let pid = std::process::id();
+        let pool_path = dir.join(format!("nvs-bench-{pid}-{k}.pool"));
+        let pool_file = make_file(&pool_path, region)?;
+        files.push(pool_path.clone());
+        let raw_path = dir.join(format!("nvs-bench-{pid}-{k}.raw"));
+        let raw_file = make_file(&raw_path, region)?;
+        files.push(raw_path.clone());
+        // The raw methods' mapping, pre-faulted like the pool's.
+        let raw = MmapOptions::new()
+            .len(region)
+            .populate()
+            .map_raw(&raw_file)
+            .map_err(|e| format!("cannot map {}: {e}", raw_path.display()))?;
+        let log = match &pmdk.log {
+            Ok(lib) => {
+                let p = dir.join(format!("nvs-bench-{pid}-{k}.pmemlog"));
+                files.push(p.clone());
+                Log::create(*lib, &p, region)
+            }
+            Err(e) => Err(e.clone()),
+        };
+        let sync_path = sync_dir.join(format!("nvs-bench-{pid}-{k}.fsync"));
+        let sync = make_file(&sync_path, sync_len).and_then(|f| {
+            files.push(sync_path.clone());
+            // Write it once, so timed writes overwrite allocated blocks in place.
+            let zeros = vec![0u8; 1 << 20];
+            let mut o = 0;
+            while o < sync_len {
+                let n = zeros.len().min(sync_len - o);
+                f.write_all_at(&zeros[..n], o as u64)
+                    .map_err(|e| format!("cannot write {}: {e}", sync_path.display()))?;
+                o += n;
+            }
+            f.sync_all().map_err(|e| format!("cannot sync {}: {e}", sync_path.display()))?;
+            Ok((f, sync_len))
+        });
+        let src: Vec<u8> = (0..max_size).map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8 ^ k as u8).collect();
+        Ok(Slot {
+            pool: None,
+            pool_file,
+            pool_path,
+            pool_seg: 0,
+            pool_id: 0x6e76_7362_656e_6368 ^ ((k as u64) << 48),
+            filled: (0, 0),
+            raw,
+            raw_file,
+            raw_len: region,
+            log,
+            sync,
+            src,
+            dst: vec![0u8; max_size],
+            names: (0..BATCH).map(|i| format!("array{i:02}").into_bytes()).collect(),
+            off: DATA_OFF as usize,
+        })
+    }
+
+    /// Whether `method` can run here at all (`Err`: the "not available" reason).
+    pub fn available(&self, method: Method, pmdk: &Pmdk) -> Result<(), String> {
+        if matches!(method, Method::Ceiling | Method::CeilingBatch) && nt::width() == 0 {
+            return Err("needs x86_64 non-temporal stores".into());
+        }
+        match method {
+            Method::PmemMemcpy => pmdk.pmem.as_ref().map(|_| ()).map_err(Clone::clone),
+            Method::PmemLog => self.log.as_ref().map(|_| ()).map_err(Clone::clone),
+            Method::PwriteSync => self.sync.as_ref().map(|_| ()).map_err(Clone::clone),
+            _ => Ok(()),
+        }
+    }
+
+    /// (Re)format the pool with segments of `seg` bytes, keeping its index memory.
+    fn format(&mut self, seg: u64) -> Result<(), String> {
+        let (media, mem) = match self.pool.take() {
+            Some(p) => p.close(),
+            None => (
+                MappedMedia::map(&self.pool_file, &self.pool_path, Access::ReadWrite, None, true)
+                    .map_err(|e| e.to_string())?,
+                HeapMemory::new(),
+            ),
+        };
+        self.pool_id = self.pool_id.wrapping_add(1);
+        let mut o = FormatOptions::new(self.pool_id);
+        o.segment_len = Some(seg);
+        o.lanes_max = 1;
+        let pool = Pool::format(media, o, mem).map_err(|e| format!("format: {e}"))?;
+        self.pool = Some(pool);
+        self.pool_seg = seg;
+        self.filled = (0, 0);
+        Ok(())
+    }
+
+    /// Segment size for units of `unit` bytes: a power of two, at least 4 MiB, holding one.
+    fn segment_for(&self, unit: u64) -> Result<u64, String> {
+        let seg = (unit + LINE).next_power_of_two().max(4 << 20);
+        if DATA_OFF + seg > self.raw_len as u64 {
+            return Err(format!("a {unit}-byte unit does not fit this region"));
+        }
+        Ok(seg)
+    }
+
+    fn ensure_pool(&mut self, unit: u64) -> Result<(), String> {
+        let seg = self.segment_for(unit)?;
+        if self.pool.is_none() || self.pool_seg != seg {
+            self.format(seg)?;
+        }
+        Ok(())
+    }
+
+    /// Fill the pool with objects of `size` bytes (for the get trial) unless it already is.
+    fn fill_for_get(&mut self, size: usize) -> Result<u64, String> {
+        if self.filled.0 == size && self.filled.1 > 0 {
+            return Ok(self.filled.1);
+        }
+        let seg = self.segment_for(object_len(NAME.len(), size as u64) + LINE)?;
+        self.format(seg)?;
+        let Some(pool) = self.pool.as_mut() else { return Err("no pool".into()) };
+        let mut n = 0u64;
+        loop {
+            match pool.put(NAME, &self.src[..size]) {
+                Ok(_) => n += 1,
+                Err(nvs_core::Error::Full) => break,
+                Err(e) => return Err(format!("put: {e}")),
+            }
+        }
+        self.filled = (size, n);
+        Ok(n)
+    }
+
+    /// Run `method` on objects of `size` bytes for about `budget`; `Err` on failure.
+    pub fn trial(&mut self, method: Method, size: usize, budget: Duration, pmdk: &Pmdk) -> Result<Measured, String> {
+        // Operations between clock reads: about 256 KiB of objects.
+        let chunk = ((256usize << 10) / (size * method.per_op())).max(1);
+        let mut paused = Duration::ZERO;
+        let mut ops = 0u64;
+        let base = self.raw.as_mut_ptr();
+        let len = self.raw_len;
+        let step = line_up(size as u64) as usize + 2 * LINE as usize;
+        let width = nt::width();
+        match method {
+            Method::Put | Method::Batch => {
+                let unit = if method == Method::Put {
+                    object_len(NAME.len(), size as u64) + LINE
+                } else {
+                    self.names.iter().map(|n| object_len(n.len(), size as u64)).sum::<u64>() + LINE
+                };
+                self.ensure_pool(unit)?;
+            }
+            Method::Get => {
+                self.fill_for_get(size)?;
+            }
+            _ => {}
+        }
+        // Nothing of the pool's state is shared with the raw methods: they use `raw`.
+        let t0 = Instant::now();
+        'outer: loop {
+            for _ in 0..chunk {
+                match method {
+                    Method::Ceiling | Method::CeilingBatch => {
+                        let n = method.per_op();
+                        if self.off + n * step + LINE as usize > len {
+                            self.off = DATA_OFF as usize;
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: every destination is inside the mapping (checked just
+                        // above), 64-byte aligned (`off` and `step` are multiples of 64),
+                        // and the mapping is a distinct range from `src`.
+                        unsafe {
+                            let flag = base.add(self.off);
+                            for k in 0..n {
+                                nt::copy(base.add(self.off + LINE as usize + k * step), &self.src[..size], width);
+                            }
+                            nt::fence();
+                            nt::flag(flag, ops);
+                            nt::fence();
+                        }
+                        self.off += n * step + LINE as usize;
+                    }
+                    Method::Put => {
+                        let pool = self.pool.as_mut().ok_or("no pool")?;
+                        match pool.put(NAME, &self.src[..size]) {
+                            Ok(_) => {}
+                            Err(nvs_core::Error::Full) => {
+                                let p = Instant::now();
+                                self.format(self.pool_seg)?;
+                                paused += p.elapsed();
+                                continue;
+                            }
+                            Err(e) => return Err(format!("put: {e}")),
+                        }
+                    }
+                    Method::Batch => {
+                        let pool = self.pool.as_mut().ok_or("no pool")?;
+                        let parts: [&[u8]; 1] = [&self.src[..size]];
+                        let mut objects = [Object::new(b"", &parts); BATCH];
+                        for (o, n) in objects.iter_mut().zip(&self.names) {
+                            o.name = n;
+                        }
+                        match pool.put_batch(0, &objects) {
+                            Ok(_) => {}
+                            Err(nvs_core::Error::Full) => {
+                                let p = Instant::now();
+                                self.format(self.pool_seg)?;
+                                paused += p.elapsed();
+                                continue;
+                            }
+                            Err(e) => return Err(format!("put_batch: {e}")),
+                        }
+                    }
+                    Method::Get => {
+                        let pool = self.pool.as_ref().ok_or("no pool")?;
+                        let version = ops % self.filled.1 + 1;
+                        let n = pool.get(NAME, version, &mut self.dst[..size]).map_err(|e| format!("get: {e}"))?;
+                        debug_assert_eq!(n, size);
+                    }
+                    Method::Memcpy | Method::MemcpyOut | Method::PmemMemcpy => {
+                        if self.off + step > len {
+                            self.off = DATA_OFF as usize;
+                        }
+                        // SAFETY: `off + LINE + size <= len`: inside the mapping, which no
+                        // Rust reference covers and which does not overlap `src`/`dst`.
+                        unsafe {
+                            let p = base.add(self.off + LINE as usize);
+                            match method {
+                                Method::Memcpy => std::ptr::copy_nonoverlapping(self.src.as_ptr(), p, size),
+                                Method::MemcpyOut => std::ptr::copy_nonoverlapping(p, self.dst.as_mut_ptr(), size),
+                                _ => {
+                                    if let Ok(pm) = &pmdk.pmem {
+                                        pm.memcpy_persist(p, &self.src[..size]);
+                                    }
+                                }
+                            }
+                        }
+                        self.off += step;
+                    }
+                    Method::PmemLog => {
+                        let log = self.log.as_mut().map_err(|e| e.clone())?;
+                        if !log.append(&self.src[..size]) {
+                            let p = Instant::now();
+                            log.rewind();
+                            paused += p.elapsed();
+                            if !log.append(&self.src[..size]) {
+                                return Err("pmemlog_append failed on an empty log".into());
+                            }
+                        }
+                    }
+                    Method::PwriteTmpfs => {
+                        if self.off + step > len {
+                            self.off = DATA_OFF as usize;
+                        }
+                        self.raw_file
+                            .write_all_at(&self.src[..size], self.off as u64)
+                            .map_err(|e| format!("pwrite: {e}"))?;
+                        self.off += step;
+                    }
+                    Method::PwriteSync => {
+                        let (f, flen) = self.sync.as_ref().map_err(|e| e.clone())?;
+                        if self.off + size > *flen {
+                            self.off = 0;
+                        }
+                        f.write_all_at(&self.src[..size], self.off as u64).map_err(|e| format!("pwrite: {e}"))?;
+                        f.sync_data().map_err(|e| format!("fdatasync: {e}"))?;
+                        self.off += line_up(size as u64) as usize;
+                    }
+                }
+                ops += 1;
+            }
+            if t0.elapsed() >= budget + paused {
+                break 'outer;
+            }
+        }
+        let time = t0.elapsed().saturating_sub(paused);
+        let objects = ops * method.per_op() as u64;
+        Ok(Measured { objects, bytes: objects * size as u64, time })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // The pool's mapping goes before its file is removed (by the caller's cleanup).
+        self.pool = None;
+    }
+}
