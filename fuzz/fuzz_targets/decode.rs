@@ -1,0 +1,5 @@
+//! The `decode` target: the body is `nvs_fuzz_check::decode::run` (nvs-fuzz-check/src/decode.rs
+//! says what it checks), shared with the stable corpus replay (`cargo test -p nvs-fuzz-check`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nvs_fuzz_check::decode::run(data));

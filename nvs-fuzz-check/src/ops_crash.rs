@@ -1,0 +1,602 @@
+//! `ops_crash`: an arbitrary workload, a crash after an arbitrary store with an
+//! arbitrary choice of which pending words persisted, recovery, and a comparison with a
+//! plain model of the crash contract (ARCHITECTURE §4).
+//!
+//! 1. The media ([`SimMedia`], which records every store and fence) first holds the
+//!    stale bytes of an earlier pool (another pool id, maybe another segment size), so
+//!    nothing relies on zeroed media (§4.4).
+//! 2. A pool is formatted over it and the ops run: puts (auto, explicit or maximal
+//!    versions), vectored puts (slices of any length, so words straddle slices),
+//!    batches, reopens. The model predicts each op: its versions, or the errors it may
+//!    fail with (any order of checks is allowed; `Full` only when nothing else
+//!    applies). An op that fails must store nothing. A reopen must recover exactly the
+//!    model and store nothing (§4.5).
+//! 3. The crash: `SimMedia::crash_state(point)` for a point after the format (any
+//!    event, or just before a fence), and a [`CrashView`] whose undecided words are
+//!    resolved by the input's choice bits (one bit per undecided word, in the order
+//!    recovery reads them; then none, all, or a pseudo-random share of the rest).
+//! 4. Recovery must succeed, store nothing, and give exactly: every acknowledged op's
+//!    objects byte-exact on their lane and sequence number (§4.1, §4.3), the op the
+//!    crash interrupted either whole or absent (§4.2), and nothing else (§4.4).
+//! 5. A put on the recovered pool (it must resume on the right tail and sequence), a
+//!    reopen: exactly the recovered objects plus that put.
+
+use crate::fill;
+use arbitrary::{Arbitrary, Unstructured};
+use nvs_core::format::{object_head_len, object_len};
+use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, NAME_MAX};
+use nvs_sim::{fence_points, Chooser, CrashView, SimMedia};
+use std::collections::BTreeMap;
+use std::mem::discriminant;
+
+/// The fuzz input, as the fuzzer writes it: fixed-size fields first, then the ops to
+/// the end of the data (so random bytes already make long workloads).
+#[derive(Arbitrary, Debug)]
+pub struct Raw {
+    pub geometry: u8,
+    pub pool_id: u64,
+    pub crash: u32,
+    /// One bit per undecided word, in the order recovery reads them.
+    pub persist_bits: [u8; 16],
+    pub persist_rest: u8,
+    pub after: Option<(u8, u16)>,
+    pub stale: Vec<RawOp>,
+    pub ops: Vec<RawOp>,
+}
+
+/// One op in six bytes; see [`RawOp::op`] for the mapping.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct RawOp {
+    pub kind: u8,
+    pub lane: u8,
+    pub name: u8,
+    pub len: u16,
+    pub extra: u8,
+}
+
+impl RawOp {
+    /// 40% puts, 20% vectored puts, 30% batches, 10% reopens; mostly automatic versions.
+    pub fn op(&self) -> Op {
+        let RawOp { kind, lane, name, len, extra } = *self;
+        let ver = |x: u8| match x % 16 {
+            0..=11 => Ver::Auto,
+            15 => Ver::Max,
+            _ => Ver::Bump(x >> 4),
+        };
+        let derived = |j: u64, m: u64| u64::from_le_bytes(fill((len as u64) << 8 | j, 8).try_into().unwrap()) % m;
+        match kind % 20 {
+            0..=7 => Op::Put { lane, name, len, version: ver(extra) },
+            8..=11 => {
+                let parts = (0..extra % 7).map(|j| derived(j as u64, 700) as u16).collect();
+                Op::Vectored { lane, name, parts }
+            }
+            12..=17 => {
+                let objects = (0..extra % 9)
+                    .map(|j| Obj {
+                        name: name.wrapping_add(j * 5),
+                        len: derived(j as u64 + 10, 1500) as u16,
+                        version: ver(derived(j as u64 + 20, 256) as u8),
+                    })
+                    .collect();
+                Op::Batch { lane, objects }
+            }
+            _ => Op::Reopen,
+        }
+    }
+}
+
+/// Where the machine crashes.
+#[derive(Clone, Copy, Debug)]
+pub enum Crash {
+    /// After this many events since the format (modulo the events, plus one: the end).
+    AtEvent(u32),
+    /// Just before the k-th fence since the format (modulo the fences, plus the end):
+    /// the points with the most pending words.
+    BeforeFence(u32),
+}
+
+/// The workload and the crash, as the check sees them.
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// Bits 0–2: segments (2..=7); bit 3: 8 KiB segments; bits 4–5: lanes − 1;
+    /// bit 6: payload checksums; bit 7: the stale pool used the other segment size.
+    pub geometry: u8,
+    pub pool_id: u64,
+    /// Ops of an earlier pool on the same media (its bytes are the stale background).
+    pub stale: Vec<Op>,
+    pub ops: Vec<Op>,
+    pub crash: Crash,
+    /// One bit per undecided word (1: its newest pending value persisted).
+    pub persist_bits: Vec<u8>,
+    /// Undecided words past `persist_bits`: 0 none persist, 255 all, else each with
+    /// probability about `persist_rest / 256` (a fixed pseudo-random pattern).
+    pub persist_rest: u8,
+    /// A put after recovery: (lane, length).
+    pub after: Option<(u8, u16)>,
+}
+
+impl From<&Raw> for Input {
+    fn from(r: &Raw) -> Input {
+        Input {
+            geometry: r.geometry,
+            pool_id: r.pool_id,
+            stale: r.stale.iter().map(RawOp::op).collect(),
+            ops: r.ops.iter().map(RawOp::op).collect(),
+            crash: if r.crash & 1 == 0 { Crash::AtEvent(r.crash >> 1) } else { Crash::BeforeFence(r.crash >> 1) },
+            persist_bits: r.persist_bits.to_vec(),
+            persist_rest: r.persist_rest,
+            after: r.after,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    Put { lane: u8, name: u8, len: u16, version: Ver },
+    Vectored { lane: u8, name: u8, parts: Vec<u16> },
+    Batch { lane: u8, objects: Vec<Obj> },
+    Reopen,
+}
+
+#[derive(Debug, Clone)]
+pub struct Obj {
+    pub name: u8,
+    pub len: u16,
+    pub version: Ver,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Ver {
+    /// The name's latest + 1.
+    Auto,
+    /// Explicit: the latest + this (0: not increasing, refused).
+    Bump(u8),
+    /// Explicit `u64::MAX` (the next auto version overflows: refused).
+    Max,
+}
+
+const MAX_OPS: usize = 20;
+const MAX_STALE: usize = 6;
+const MAX_PARTS: usize = 6;
+const MAX_BATCH: usize = 8;
+
+pub fn run(data: &[u8]) {
+    if let Ok(raw) = Raw::arbitrary_take_rest(Unstructured::new(data)) {
+        check(&Input::from(&raw));
+    }
+}
+
+/// Object names: short, long (past one cache line), the longest, and two invalid ones.
+fn name_of(i: u8) -> Vec<u8> {
+    match i % 16 {
+        6 => Vec::new(),
+        7 => vec![b'y'; NAME_MAX + 1],
+        k => match k % 6 {
+            0 => b"a".to_vec(),
+            1 => b"b".to_vec(),
+            2 => b"temperature".to_vec(),
+            3 => b"seventeen-bytes!!".to_vec(),
+            4 => vec![b'z'; NAME_MAX],
+            _ => b"a\0b".to_vec(),
+        },
+    }
+}
+
+/// One object of a request: name, payload slices, explicit version or none.
+#[derive(Clone, Debug)]
+struct ReqObj {
+    name: Vec<u8>,
+    parts: Vec<Vec<u8>>,
+    version: Option<u64>,
+}
+
+impl ReqObj {
+    fn bytes(&self) -> Vec<u8> {
+        self.parts.concat()
+    }
+}
+
+/// How a request is issued (each API entry point once in a while).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Call {
+    Put,
+    Vectored,
+    Batch,
+}
+
+#[derive(Clone, Debug)]
+struct Req {
+    call: Call,
+    lane: u32,
+    objs: Vec<ReqObj>,
+}
+
+/// An object the model holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stored {
+    bytes: Vec<u8>,
+    lane: u32,
+    seq: u64,
+}
+
+type Objects = BTreeMap<(Vec<u8>, u64), Stored>;
+
+/// A committed op: its event span and objects.
+struct Done {
+    start: usize,
+    end: usize,
+    objects: Objects,
+}
+
+/// The plain model: acknowledged objects, each lane's next sequence number.
+struct Model {
+    segment_len: u64,
+    lanes: u32,
+    objects: Objects,
+    latest: BTreeMap<Vec<u8>, u64>,
+    next_seq: Vec<u64>,
+}
+
+impl Model {
+    /// The versions `req` gets, or every error it may legitimately fail with.
+    fn plan(&self, req: &Req) -> Result<Vec<u64>, Vec<Error>> {
+        let mut errs = Vec::new();
+        if req.lane >= self.lanes {
+            errs.push(Error::NoSuchLane { lane: req.lane, lanes_max: self.lanes });
+        }
+        if req.objs.is_empty() || req.objs.len() > nvs_core::BATCH_MAX {
+            errs.push(Error::BatchSize { count: req.objs.len() });
+        }
+        let mut versions: Vec<u64> = Vec::new();
+        let mut unit = 64u64;
+        for (i, o) in req.objs.iter().enumerate() {
+            if o.name.is_empty() {
+                errs.push(Error::NameEmpty);
+            }
+            if o.name.len() > NAME_MAX {
+                errs.push(Error::NameTooLong { len_bytes: o.name.len() });
+            }
+            let in_batch = req.objs[..i].iter().zip(&versions).filter(|(e, _)| e.name == o.name).map(|(_, v)| *v).max();
+            let latest = in_batch.max(self.latest.get(&o.name).copied());
+            let v = match (o.version, latest) {
+                (Some(v), Some(l)) if v <= l => {
+                    errs.push(Error::VersionNotIncreasing { latest: l, given: v });
+                    v
+                }
+                (Some(v), _) => v,
+                (None, Some(l)) => l.checked_add(1).unwrap_or_else(|| {
+                    errs.push(Error::VersionNotIncreasing { latest: l, given: l });
+                    l
+                }),
+                (None, None) => 1,
+            };
+            versions.push(v);
+            let len = o.bytes().len() as u64;
+            // Segment header, batch header, object header + name, payload: one segment.
+            let max = self.segment_len.saturating_sub(128 + object_head_len(o.name.len().min(NAME_MAX)));
+            if len > max {
+                errs.push(Error::TooLarge { len_bytes: len, max_bytes: max });
+            }
+            unit += object_len(o.name.len().min(NAME_MAX), len);
+        }
+        if unit > self.segment_len - 64 {
+            errs.push(Error::TooLarge { len_bytes: unit, max_bytes: self.segment_len - 128 });
+        }
+        if errs.is_empty() {
+            Ok(versions)
+        } else {
+            Err(errs)
+        }
+    }
+}
+
+/// Turn an [`Op`] into a request (payload bytes from `seed`); `None` for a reopen.
+fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
+    let explicit = |name: &[u8], v: Ver| match v {
+        Ver::Auto => None,
+        Ver::Bump(k) => Some(model.latest.get(name).copied().unwrap_or(0).wrapping_add(k as u64)),
+        Ver::Max => Some(u64::MAX),
+    };
+    Some(match op {
+        Op::Put { lane, name, len, version } => {
+            let name = name_of(*name);
+            let version = explicit(&name, *version);
+            let parts = vec![fill(seed, *len as usize % 4200)];
+            Req { call: Call::Put, lane: *lane as u32 % (model.lanes + 1), objs: vec![ReqObj { name, parts, version }] }
+        }
+        Op::Vectored { lane, name, parts } => {
+            let lens: Vec<usize> = parts.iter().take(MAX_PARTS).map(|&l| l as usize % 700).collect();
+            let all = fill(seed, lens.iter().sum());
+            let mut at = 0;
+            let parts = lens
+                .iter()
+                .map(|&l| {
+                    at += l;
+                    all[at - l..at].to_vec()
+                })
+                .collect();
+            let o = ReqObj { name: name_of(*name), parts, version: None };
+            Req { call: Call::Vectored, lane: *lane as u32 % (model.lanes + 1), objs: vec![o] }
+        }
+        Op::Batch { lane, objects } => {
+            let objs = objects
+                .iter()
+                .take(MAX_BATCH)
+                .enumerate()
+                .map(|(k, o)| {
+                    let name = name_of(o.name);
+                    let version = explicit(&name, o.version);
+                    let parts = vec![fill(seed ^ ((k as u64 + 1) << 40), o.len as usize % 1500)];
+                    ReqObj { name, parts, version }
+                })
+                .collect();
+            Req { call: Call::Batch, lane: *lane as u32 % (model.lanes + 1), objs }
+        }
+        Op::Reopen => return None,
+    })
+}
+
+/// Issue `req` through the API entry point it names.
+fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
+    match (req.call, &req.objs[..]) {
+        (Call::Put, [o]) => {
+            let b = o.bytes();
+            match o.version {
+                Some(v) => pool.put_version(req.lane, &o.name, v, &b).map(|v| vec![v]),
+                None if req.lane == 0 => pool.put(&o.name, &b).map(|v| vec![v]),
+                None => pool.put_vectored(req.lane, &o.name, &[&b]).map(|v| vec![v]),
+            }
+        }
+        (Call::Vectored, [o]) => {
+            let parts: Vec<&[u8]> = o.parts.iter().map(|p| &p[..]).collect();
+            pool.put_vectored(req.lane, &o.name, &parts).map(|v| vec![v])
+        }
+        _ => {
+            let parts: Vec<Vec<&[u8]>> = req.objs.iter().map(|o| o.parts.iter().map(|p| &p[..]).collect()).collect();
+            let objects: Vec<Object> = req
+                .objs
+                .iter()
+                .zip(&parts)
+                .map(|(o, p)| {
+                    let obj = Object::new(&o.name, p);
+                    match o.version {
+                        Some(v) => obj.with_version(v),
+                        None => obj,
+                    }
+                })
+                .collect();
+            pool.put_batch(req.lane, &objects).map(|v| v.to_vec())
+        }
+    }
+}
+
+/// Everything a pool holds.
+fn contents<M: Media>(pool: &Pool<M, HeapMemory>) -> Objects {
+    let mut out = Objects::new();
+    let mut buf = Vec::new();
+    let names: Vec<_> = pool.names().collect();
+    for n in names {
+        let mut nb = [0u8; NAME_MAX];
+        let name = pool.name_bytes(n.id, &mut nb).to_vec();
+        for v in pool.versions(&name).expect("listed name").collect::<Vec<_>>() {
+            buf.resize(v.len_bytes as usize, 0);
+            let got = pool.get(&name, v.version, &mut buf).expect("get a listed version");
+            out.insert((name.clone(), v.version), Stored { bytes: buf[..got].to_vec(), lane: v.lane, seq: v.seq });
+        }
+    }
+    out
+}
+
+fn options(pool_id: u64, segment_len: u64, lanes: u32, payload_checksum: bool) -> FormatOptions {
+    let mut o = FormatOptions::new(pool_id);
+    o.segment_len = Some(segment_len);
+    o.lanes_max = lanes;
+    o.payload_checksum = payload_checksum;
+    o
+}
+
+/// The stale background: an earlier pool's bytes (another id) after `ops`.
+fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u8> {
+    let sim = SimMedia::from_bytes(&fill(input.pool_id ^ 0x5157_4c45, len));
+    let mut pool = Pool::format(&sim, options(input.pool_id ^ 1, segment_len, lanes, false), HeapMemory::new())
+        .expect("format the stale pool");
+    let model = Model { segment_len, lanes, objects: Objects::new(), latest: BTreeMap::new(), next_seq: vec![0; 4] };
+    for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
+        if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
+            let _ = issue(&mut pool, &req);
+        }
+    }
+    drop(pool);
+    sim.volatile_bytes()
+}
+
+/// Run the whole check on one input.
+pub fn check(input: &Input) {
+    let g = input.geometry;
+    let segments = 2 + (g & 7) as u64 % 6;
+    let segment_len: u64 = if g & 8 != 0 { 8192 } else { 4096 };
+    let lanes = 1 + ((g >> 4) & 3) as u32;
+    let len = (4096 + segments * segment_len) as usize;
+    let stale_segment = if g & 0x80 != 0 { 12288 - segment_len } else { segment_len };
+    let base = stale_bytes(input, len, stale_segment, lanes);
+
+    let sim = SimMedia::from_bytes(&base);
+    let opts = options(input.pool_id, segment_len, lanes, g & 0x40 != 0);
+    let mut pool = Pool::format(&sim, opts, HeapMemory::new()).expect("format");
+    let formatted = sim.point();
+    let mut model = Model {
+        segment_len,
+        lanes,
+        objects: Objects::new(),
+        latest: BTreeMap::new(),
+        next_seq: vec![0; lanes as usize],
+    };
+    let mut done: Vec<Done> = Vec::new();
+    for (i, op) in input.ops.iter().take(MAX_OPS).enumerate() {
+        let Some(req) = request(op, &model, (i as u64) << 48 | 0x1000) else {
+            // Reopen: recovery stores nothing and finds exactly the model.
+            let (media, _) = pool.close();
+            sim.freeze();
+            let reopened = Pool::open(media, HeapMemory::new());
+            assert_eq!(sim.thaw(), 0, "recovery stored");
+            pool = reopened.unwrap_or_else(|e| panic!("reopen without a crash failed: {e}"));
+            assert_eq!(contents(&pool), model.objects, "reopen (no crash) recovered something else");
+            continue;
+        };
+        let plan = model.plan(&req);
+        let start = sim.point();
+        let got = issue(&mut pool, &req);
+        let end = sim.point();
+        match (got, plan) {
+            (Ok(vs), Ok(want)) => {
+                assert_eq!(vs, want, "versions of {req:?}");
+                let seq = model.next_seq[req.lane as usize];
+                model.next_seq[req.lane as usize] += 1;
+                let mut objects = Objects::new();
+                for (o, v) in req.objs.iter().zip(vs) {
+                    let s = Stored { bytes: o.bytes(), lane: req.lane, seq };
+                    objects.insert((o.name.clone(), v), s);
+                    model.latest.insert(o.name.clone(), v);
+                }
+                model.objects.extend(objects.clone());
+                done.push(Done { start, end, objects });
+            }
+            (Ok(vs), Err(errs)) => panic!("{req:?} succeeded with {vs:?}, expected one of {errs:?}"),
+            (Err(e), plan) => {
+                let allowed = match &plan {
+                    Ok(_) => matches!(e, Error::Full),
+                    Err(errs) => errs.iter().any(|x| discriminant(x) == discriminant(&e)),
+                };
+                assert!(allowed, "{req:?} failed with {e:?}, expected {plan:?}");
+                assert_eq!(start, end, "a refused op ({e}) stored");
+            }
+        }
+    }
+    drop(pool);
+
+    // The crash.
+    let total = sim.point();
+    let point = match input.crash {
+        Crash::AtEvent(k) => formatted + k as usize % (total - formatted + 1),
+        Crash::BeforeFence(k) => {
+            let events = sim.events();
+            let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= formatted).collect();
+            points[k as usize % points.len()]
+        }
+    };
+    let state = sim.crash_state(point);
+    let undecided = state.undecided();
+    let choices: Vec<usize> = (0..undecided)
+        .map(|i| match (input.persist_bits.get(i / 8), input.persist_rest) {
+            (Some(b), _) => (*b as usize >> (i % 8)) & 1,
+            (None, 0) => 0,
+            (None, 255) => 1,
+            (None, d) => (fill(input.pool_id ^ i as u64, 1)[0] < d) as usize,
+        })
+        .collect();
+    let view = CrashView::new(state, Chooser::replaying(choices));
+    let recovered = {
+        let pool = Pool::open_read_only(&view, HeapMemory::new())
+            .unwrap_or_else(|e| panic!("recovery failed on the crash image at event {point} of {total}: {e}"));
+        let c = contents(&pool);
+        let units = pool.stats().units;
+        // What the contract allows.
+        let mut want = Objects::new();
+        let mut acked_units = 0;
+        let mut interrupted = None;
+        for d in &done {
+            if d.end <= point {
+                want.extend(d.objects.clone());
+                acked_units += 1;
+            } else if d.start < point {
+                interrupted = Some(&d.objects);
+            }
+        }
+        let extra: Objects =
+            c.iter().filter(|(k, _)| !want.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (k, v) in &want {
+            assert_eq!(c.get(k), Some(v), "acknowledged {k:?} not recovered intact (crash at {point} of {total})");
+        }
+        match interrupted {
+            Some(objs) if !extra.is_empty() => {
+                assert_eq!(&extra, objs, "the interrupted op recovered in part or wrong (crash at {point} of {total})");
+                assert_eq!(units, acked_units + 1);
+            }
+            _ => {
+                assert!(
+                    extra.is_empty(),
+                    "recovered what was never committed: {extra:?} (crash at {point} of {total})"
+                );
+                assert_eq!(units, acked_units);
+            }
+        }
+        c
+    };
+    assert_eq!(view.stores(), 0, "recovery stored to the crash image");
+
+    // Resume after the crash: a put on the recovered pool, then a reopen.
+    let Some((lane, len)) = input.after else { return };
+    let sim2 = SimMedia::on(view.into_view());
+    let mut pool = Pool::open(&sim2, HeapMemory::new()).expect("open the crash image for writing");
+    assert_eq!(contents(&pool), recovered, "a writable open recovered something else");
+    let lane = lane as u32 % lanes;
+    let bytes = fill(0xAF7E_0000 ^ len as u64, len as usize % 2000);
+    let lane_seq = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
+    let mut want = recovered.clone();
+    match pool.put_vectored(lane, b"after", &[&bytes]) {
+        Ok(v) => {
+            assert_eq!(v, 1);
+            want.insert((b"after".to_vec(), 1), Stored { bytes, lane, seq: lane_seq });
+        }
+        Err(Error::Full) => {}
+        Err(e) => panic!("put after recovery: {e:?}"),
+    }
+    drop(pool);
+    let pool = Pool::open(&sim2, HeapMemory::new()).expect("reopen after the post-crash put");
+    assert_eq!(contents(&pool), want, "after a crash, a put and a reopen");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-written workload: every kind of op, a crash at every point, each with the
+    /// pending words all persisted and none persisted, then a resumed put.
+    #[test]
+    fn every_crash_point_of_a_small_workload() {
+        let ops = vec![
+            Op::Put { lane: 0, name: 0, len: 100, version: Ver::Auto },
+            Op::Vectored { lane: 1, name: 3, parts: vec![1, 7, 64, 9] },
+            Op::Batch {
+                lane: 1,
+                objects: vec![
+                    Obj { name: 1, len: 300, version: Ver::Bump(5) },
+                    Obj { name: 2, len: 0, version: Ver::Auto },
+                    Obj { name: 1, len: 65, version: Ver::Auto },
+                ],
+            },
+            Op::Reopen,
+            Op::Put { lane: 0, name: 4, len: 3000, version: Ver::Max },
+            Op::Put { lane: 0, name: 4, len: 1, version: Ver::Auto },
+            Op::Put { lane: 0, name: 6, len: 1, version: Ver::Auto },
+            Op::Put { lane: 1, name: 0, len: 2000, version: Ver::Auto },
+        ];
+        let mut input = Input {
+            geometry: 0x13 | 0x40 | 0x80,
+            pool_id: 77,
+            stale: ops.clone(),
+            ops,
+            crash: Crash::AtEvent(0),
+            persist_bits: Vec::new(),
+            persist_rest: 0,
+            after: Some((1, 500)),
+        };
+        for crash in 0..400 {
+            for persist in [0, 255, 100] {
+                input.crash = if crash % 2 == 0 { Crash::AtEvent(crash / 2) } else { Crash::BeforeFence(crash / 2) };
+                input.persist_rest = persist;
+                check(&input);
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! `recover_image`: arbitrary bytes as a pool image (ARCHITECTURE §4.5, §4.6).
+//!
+//! On a [`Region`](nvs_core::Region) over a copy of the bytes (the production media):
+//! 1. open read-only: `Ok`, or `NotFormatted` / `UnsupportedVersion` / `Corrupted` with
+//!    an offset inside the media — nothing else, and never a panic;
+//! 2. if `Ok`: every name, every version, `stat`, `get`, `latest`, `verify_all` agree with
+//!    each other and with the recovery statistics, and every payload lies inside the
+//!    pool; the bytes are unchanged afterwards (opening for read never stores);
+//! 3. recovery is deterministic: a second read-only open gives the same answer, and one
+//!    with a small fixed index gives the same answer or `IndexFull`;
+//! 4. if `Ok`: open for writing (same answer, no store), put an object and a batch
+//!    (`Ok` or a clean refusal), read them back, reopen: `Ok` with every put present
+//!    byte-exact and everything recovered before still there, or a `Corrupted` error —
+//!    never a panic. (Damaged media may legitimately hold units that become visible
+//!    after a write; see the note at [`write_phase`].)
+
+use crate::Image;
+use nvs_core::{CorruptKind, Error, FixedMemory, HeapMemory, IndexMemory, Media, Object, Pool, NAME_MAX};
+use std::collections::BTreeMap;
+
+/// What a successful open recovered: (name, version) → (bytes or the get error, lane, seq).
+type Seen = BTreeMap<(Vec<u8>, u64), (Result<Vec<u8>, Error>, u32, u64)>;
+
+/// Summary of an open, to compare two opens of the same bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Ok { stats: nvs_core::RecoveryStats, seen: Seen },
+    Err(Error),
+}
+
+pub fn run(data: &[u8]) {
+    let mut img = Image::from_bytes(data);
+    let before = img.bytes();
+    let first = {
+        let region = img.region();
+        let len = region.len() as u64;
+        outcome(Pool::open_read_only(region, HeapMemory::new()), len)
+    };
+    assert_eq!(img.bytes(), before, "a read-only open changed the media");
+    let again = outcome(Pool::open_read_only(img.region(), HeapMemory::new()), img.len() as u64);
+    assert_eq!(first, again, "recovery is not deterministic");
+    let small = outcome(Pool::open_read_only(img.region(), FixedMemory::<24, 8, 64, 8>::new()), img.len() as u64);
+    match (&first, &small) {
+        (_, Outcome::Err(Error::IndexFull { .. })) => {}
+        (a, b) => assert_eq!(a, b, "a fixed-memory index recovered something else"),
+    }
+    assert_eq!(img.bytes(), before, "a read-only open changed the media");
+    if let Outcome::Ok { seen, .. } = first {
+        write_phase(&mut img, seen, data);
+    }
+}
+
+/// Open result → outcome, checking everything a successful open claims.
+fn outcome<M: Media, X: IndexMemory>(r: nvs_core::Result<Pool<M, X>>, media_len: u64) -> Outcome {
+    match r {
+        Ok(pool) => {
+            assert!(!pool.media().is_empty());
+            let seen = walk(&pool);
+            Outcome::Ok { stats: pool.stats(), seen }
+        }
+        Err(e) => {
+            check_open_error(e, media_len);
+            Outcome::Err(e)
+        }
+    }
+}
+
+/// The only errors an open of arbitrary bytes may give.
+fn check_open_error(e: Error, media_len: u64) {
+    match e {
+        Error::NotFormatted | Error::UnsupportedVersion { .. } | Error::IndexFull { .. } => {}
+        Error::Corrupted { offset, kind } => {
+            assert!(offset < media_len.max(1), "corruption reported at {offset:#x}, outside the media");
+            assert_ne!(kind, CorruptKind::PayloadChecksum, "recovery never reads payloads");
+        }
+        e => panic!("unexpected error opening an image: {e:?} ({e})"),
+    }
+}
+
+/// Every name and version of `pool`, cross-checked.
+fn walk<M: Media, X: IndexMemory>(pool: &Pool<M, X>) -> Seen {
+    let sb = *pool.superblock();
+    let stats = pool.stats();
+    let mut seen = Seen::new();
+    let mut buf = Vec::new();
+    let (mut objects, mut bytes) = (0u64, 0u64);
+    let names: Vec<_> = pool.names().collect();
+    for n in &names {
+        let mut name_buf = [0u8; NAME_MAX];
+        let name = pool.name_bytes(n.id, &mut name_buf).to_vec();
+        assert!(!name.is_empty() && name.len() <= NAME_MAX);
+        let versions: Vec<_> = pool.versions(&name).expect("a listed name has versions").collect();
+        assert_eq!(versions.len(), n.versions as usize, "version count of {name:?}");
+        assert!(versions.windows(2).all(|w| w[0].version < w[1].version), "versions of {name:?} out of order");
+        assert_eq!(versions.last().map(|v| v.version), Some(n.latest));
+        assert_eq!(pool.latest(&name), Ok(n.latest));
+        for v in versions {
+            assert_eq!(pool.stat(&name, v.version), Ok(v));
+            assert!(v.lane < sb.lanes_max, "object on lane {} of {}", v.lane, sb.lanes_max);
+            assert!(v.offset >= nvs_core::format::DATA_OFF && v.offset + v.len_bytes <= sb.pool_len);
+            buf.resize(v.len_bytes as usize, 0);
+            let got = match pool.get(&name, v.version, &mut buf) {
+                Ok(n) => {
+                    assert_eq!(n as u64, v.len_bytes);
+                    Ok(buf[..n].to_vec())
+                }
+                Err(e @ Error::Corrupted { kind: CorruptKind::PayloadChecksum, offset }) => {
+                    assert!(sb.has_payload_checksum() && offset == v.offset, "{e}");
+                    Err(e)
+                }
+                Err(e) => panic!("get of a listed object failed: {e:?}"),
+            };
+            if v.len_bytes > 0 {
+                let mut short = vec![0u8; v.len_bytes as usize - 1];
+                assert_eq!(
+                    pool.get(&name, v.version, &mut short),
+                    Err(Error::BufferTooSmall { needed_bytes: v.len_bytes })
+                );
+            }
+            objects += 1;
+            bytes += v.len_bytes;
+            assert!(seen.insert((name.clone(), v.version), (got, v.lane, v.seq)).is_none());
+        }
+        if n.latest < u64::MAX {
+            assert_eq!(pool.stat(&name, n.latest + 1), Err(Error::NotFound));
+        }
+    }
+    assert_eq!((objects, bytes), (stats.objects, stats.payload_bytes), "statistics disagree with the index");
+    assert!(stats.segments_used <= sb.segment_count && stats.lanes <= sb.lanes_max);
+    assert!(stats.units <= stats.objects);
+    match pool.verify_all() {
+        Ok(n) => {
+            assert_eq!(n, objects);
+            assert!(seen.values().all(|(g, _, _)| g.is_ok()), "verify_all missed a bad payload");
+        }
+        Err(Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. }) => {
+            assert!(seen.values().any(|(g, _, _)| g.is_err()), "verify_all failed where every get succeeded");
+        }
+        Err(e) => panic!("verify_all: {e:?}"),
+    }
+    seen
+}
+
+/// Write on an image that opened: a put and a batch, then reopen.
+///
+/// Why "everything recovered before is still there" but not "nothing else appears":
+/// on *damaged* media (say a flipped commit word in the middle of a lane) recovery
+/// ends the lane at the damage, the writer continues there, and a later unit of the
+/// old log whose slot lines up again can become visible. No crash can leave such an
+/// image (a unit exists only after the previous one committed), so the crash contract
+/// is checked by `ops_crash`; here the promise is only §4.6 — no panic, clear errors.
+fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
+    let region = img.region();
+    let len = region.len() as u64;
+    let mut pool = match Pool::open(region, HeapMemory::new()) {
+        Ok(p) => p,
+        Err(e) => panic!("opened read-only but not for writing: {e:?}"),
+    };
+    assert_eq!(walk(&pool), seen, "a writable open recovered something else");
+    let lanes = pool.superblock().lanes_max;
+    let payload = &data[..data.len().min(3000)];
+    let mut written: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
+    let note = |r: nvs_core::Result<u64>, name: &[u8], bytes: &[u8], written: &mut Vec<_>| match r {
+        Ok(v) => written.push((name.to_vec(), v, bytes.to_vec())),
+        Err(Error::Full | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
+        Err(e) => panic!("put on a recovered image: {e:?}"),
+    };
+    let r = pool.put(b"fuzz", payload);
+    note(r, b"fuzz", payload, &mut written);
+    let (a, b) = payload.split_at(payload.len() / 2);
+    let r = pool.put_batch(lanes - 1, &[Object::new(b"fuzz-a", &[a]), Object::new(b"fuzz-b", &[b, a])]);
+    match r {
+        Ok(vs) => {
+            written.push((b"fuzz-a".to_vec(), vs[0], a.to_vec()));
+            written.push((b"fuzz-b".to_vec(), vs[1], [b, a].concat()));
+        }
+        Err(Error::Full | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
+        Err(e) => panic!("batch on a recovered image: {e:?}"),
+    }
+    let mut buf = vec![0u8; 2 * payload.len()];
+    for (name, v, bytes) in &written {
+        let n = pool.get(name, *v, &mut buf).expect("get what was just put");
+        assert_eq!(&buf[..n], &bytes[..], "read back what was just put");
+    }
+    let (region, _) = pool.close();
+    match Pool::open_read_only(region, HeapMemory::new()) {
+        Ok(pool) => {
+            let after = walk(&pool);
+            for (k, v) in &seen {
+                assert_eq!(after.get(k), Some(v), "a put lost recovered object {k:?}");
+            }
+            for (name, v, bytes) in &written {
+                let got = after.get(&(name.clone(), *v)).map(|x| &x.0);
+                assert_eq!(got, Some(&Ok(bytes.clone())), "acknowledged put {name:?} v{v} lost on reopen");
+            }
+        }
+        Err(e @ Error::Corrupted { .. }) => check_open_error(e, len),
+        Err(e) => panic!("reopen after writing on a recovered image: {e:?}"),
+    }
+}
