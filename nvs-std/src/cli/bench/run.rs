@@ -190,7 +190,14 @@ impl Slot {
             Ok(lib) => {
                 let p = dir.join(format!("nvs-bench-{pid}-{k}.pmemlog"));
                 files.push(p.clone());
-                Log::create(*lib, &p, region)
+                // Touch every page of the log once (append until full, rewind), as
+                // the other regions are pre-faulted: page faults are not the subject.
+                Log::create(*lib, &p, region).map(|mut log| {
+                    let chunk = vec![0u8; 1 << 20];
+                    while log.append(&chunk) {}
+                    log.rewind();
+                    log
+                })
             }
             Err(e) => Err(e.clone()),
         };

@@ -1,0 +1,168 @@
+//! Micro-benchmarks of nvs-core's hot paths, on heap memory standing in for persistent
+//! memory: put (1 KiB, 32 KiB), a batch of 64 × 1 KiB, get, `latest`, the raw NT copy
+//! and recovery. `cargo bench -p nvs-core` (not part of CI; `nvs bench` is the
+//! side-by-side comparison with the ceiling and the peers).
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool, Region};
+use std::hint::black_box;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([u8; 64]);
+
+const REGION: usize = 256 << 20;
+
+/// Heap memory a [`Region`] covers; kept alive for the whole run.
+struct Mem(Vec<Line>);
+
+impl Mem {
+    fn new() -> Mem {
+        Mem(vec![Line([1; 64]); REGION / 64])
+    }
+    fn region(&mut self) -> Region {
+        // SAFETY: the buffer is 64-aligned, REGION bytes long, and outlives every region
+        // and pool made from it in this file (each is dropped before the next is made).
+        unsafe { Region::new(self.0.as_mut_ptr().cast(), REGION) }
+    }
+}
+
+/// A new pool on `mem`: every format gets a new pool id (stale segments of an earlier
+/// pool must never carry the id of the new one).
+fn fresh(mem: &mut Mem, index: HeapMemory) -> Pool<Region, HeapMemory> {
+    static ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0xbe_4c4);
+    let mut o = FormatOptions::new(ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    o.segment_len = Some(16 << 20);
+    o.lanes_max = 1;
+    Pool::format(mem.region(), o, index).expect("format")
+}
+
+/// Puts until the pool is full, then reformats it (keeping the index memory) outside
+/// the measured part.
+fn bench_puts(c: &mut Criterion) {
+    let mut mem = Mem::new();
+    let mut g = c.benchmark_group("put");
+    for size in [1usize << 10, 32 << 10] {
+        let src = vec![7u8; size];
+        let mut pool = Some(fresh(&mut mem, HeapMemory::new()));
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("put_{}k", size >> 10), |b| {
+            b.iter(|| {
+                let p = pool.as_mut().expect("pool");
+                if p.put(b"temperature", black_box(&src)).is_err() {
+                    let (_, idx) = pool.take().expect("pool").close();
+                    let mut p = fresh(&mut mem, idx);
+                    p.put(b"temperature", &src).expect("put");
+                    pool = Some(p);
+                }
+            })
+        });
+        drop(pool);
+    }
+    let src = vec![7u8; 1 << 10];
+    let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
+    let parts: [&[u8]; 1] = [&src];
+    let objects: Vec<Object<'_>> = names.iter().map(|n| Object::new(n, &parts)).collect();
+    let mut pool = Some(fresh(&mut mem, HeapMemory::new()));
+    g.throughput(Throughput::Bytes(64 << 10));
+    g.bench_function("put_batch_64x1k", |b| {
+        b.iter(|| {
+            let p = pool.as_mut().expect("pool");
+            if p.put_batch(0, black_box(&objects)).is_err() {
+                let (_, idx) = pool.take().expect("pool").close();
+                let mut p = fresh(&mut mem, idx);
+                p.put_batch(0, &objects).expect("batch");
+                pool = Some(p);
+            }
+        })
+    });
+    g.finish();
+}
+
+/// Lookups and reads on a pool of 100,000 1 KiB objects under 64 names.
+fn bench_reads(c: &mut Criterion) {
+    let mut mem = Mem::new();
+    let mut pool = fresh(&mut mem, HeapMemory::new());
+    let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
+    let src = vec![3u8; 1 << 10];
+    for i in 0..100_000usize {
+        pool.put(&names[i % 64], &src).expect("fill");
+    }
+    let mut buf = vec![0u8; 1 << 10];
+    let mut g = c.benchmark_group("read");
+    g.throughput(Throughput::Bytes(1 << 10));
+    let mut k = 0u64;
+    g.bench_function("get_1k_sequential_versions", |b| {
+        b.iter(|| {
+            k = k % 1562 + 1;
+            black_box(pool.get(&names[7], k, &mut buf).expect("get"))
+        })
+    });
+    let mut r = 0x1234_5678u64;
+    g.bench_function("get_1k_random", |b| {
+        b.iter(|| {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            let name = &names[(r % 64) as usize];
+            black_box(pool.get(name, (r >> 8) % 1562 + 1, &mut buf).expect("get"))
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("latest", |b| b.iter(|| black_box(pool.latest(black_box(&names[9])).expect("latest"))));
+    g.finish();
+}
+
+/// The raw NT copy behind every put: 1 KiB and 32 KiB through `Media::store_nt`, a fence.
+fn bench_store_nt(c: &mut Criterion) {
+    let mut mem = Mem::new();
+    let region = mem.region();
+    let mut g = c.benchmark_group("store_nt");
+    for size in [1usize << 10, 32 << 10] {
+        let src = vec![5u8; size];
+        let mut off = 4096usize;
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("copy_fence_{}k", size >> 10), |b| {
+            b.iter(|| {
+                if off + size > REGION {
+                    off = 4096;
+                }
+                region.store_nt(off, black_box(&src));
+                region.fence();
+                off += size;
+            })
+        });
+    }
+    g.finish();
+}
+
+/// Recovery of 100,000 1 KiB records (64 names): the whole open, index rebuilt.
+fn bench_recovery(c: &mut Criterion) {
+    let mut mem = Mem::new();
+    let mut pool = fresh(&mut mem, HeapMemory::new());
+    let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
+    let src = vec![3u8; 1 << 10];
+    for i in 0..100_000usize {
+        pool.put(&names[i % 64], &src).expect("fill");
+    }
+    let (_, idx) = pool.close();
+    let idx = std::cell::RefCell::new(Some(idx));
+    let mut g = c.benchmark_group("recovery");
+    g.sample_size(20);
+    g.throughput(Throughput::Elements(100_000));
+    g.bench_function("open_100k_records", |b| {
+        b.iter_batched(
+            || idx.borrow_mut().take().unwrap_or_default(),
+            |x| {
+                let p = Pool::open_read_only(mem.region(), x).expect("open");
+                let (_, x) = p.close();
+                *idx.borrow_mut() = Some(x);
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_puts, bench_reads, bench_store_nt, bench_recovery);
+criterion_main!(benches);
