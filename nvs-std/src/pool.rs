@@ -19,6 +19,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Read;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -116,9 +117,13 @@ impl FilePool {
     pub fn open_with(path: impl AsRef<Path>, access: Access, durability: Option<Durability>) -> Result<FilePool> {
         let path = path.as_ref();
         let start = Instant::now();
+        // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+        // forever (Backing::probe refuses it right after); O_NOCTTY: a terminal never
+        // becomes our controlling one. Neither changes anything for a file or device.
         let file = OpenOptions::new()
             .read(true)
             .write(access == Access::ReadWrite)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(path)
             .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
         if access == Access::ReadWrite {

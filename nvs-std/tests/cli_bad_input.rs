@@ -1,0 +1,256 @@
+//! The `nvs` tool on bad input (ARCHITECTURE §4.6 for the tool): a file that is not a
+//! pool, an empty file, a directory, a missing path, a truncated pool, a pool of a newer
+//! format version, a read-only file opened for writing, a pool locked by a writer, a
+//! FIFO, a character device. Every command answers with one line on stderr naming the
+//! problem and the documented exit code (1: the bytes are bad / not a pool; 2: usage,
+//! I/O, lock or other refusal), never panics or hangs, and modifies nothing.
+
+use nvs_core::format::{FORMAT_VERSION, SUPERBLOCK_SEED};
+use nvs_core::hash::hash64;
+use nvs_std::{Access, FilePool};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Run `nvs` with `args` (stdin: a few bytes), killing it after 20 s: a hang is a failure.
+fn nvs(args: &[&str]) -> Output {
+    nvs_as(args, None)
+}
+
+fn nvs_as(args: &[&str], uid: Option<u32>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvs"));
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(uid) = uid {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(uid);
+    }
+    let mut child = cmd.spawn().expect("run nvs");
+    // A command that does not read stdin may exit first: a broken pipe is fine.
+    let _ = child.stdin.take().expect("stdin").write_all(b"input bytes");
+    let start = Instant::now();
+    while child.try_wait().expect("poll nvs").is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nvs {args:?} hung (killed after 20 s)");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect nvs output")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("nvs-bad-input").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")
+}
+
+/// One line `nvs: ...` on stderr containing `want`, exit `code`, nothing on stdout.
+fn assert_refused(o: &Output, code: i32, want: &str, what: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{what}: exit status (stderr: {err})");
+    assert!(err.starts_with("nvs: ") && err.ends_with('\n'), "{what}: {err:?}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line: {err:?}");
+    assert!(err.contains(want), "{what}: expected {want:?} in {err:?}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert!(o.stdout.is_empty(), "{what}: printed {:?}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// Every command that opens an existing pool, writers and readers.
+fn commands(p: &str) -> Vec<Vec<&str>> {
+    vec![
+        vec!["put", p, "name"],
+        vec!["put", p, "name", "--lane", "1", "--version", "9"],
+        vec!["get", p, "name"],
+        vec!["ls", p],
+        vec!["info", p],
+        vec!["check", p],
+    ]
+}
+
+/// Run every command on `path`, each refused as `code` + `want` (`want_write` for the
+/// writing commands), and the file's bytes unchanged.
+fn refused_everywhere(path: &Path, code: i32, want: &str, want_write: &str) {
+    let before = std::fs::read(path).ok();
+    for args in commands(s(path)) {
+        let o = nvs(&args);
+        let w = if args[0] == "put" { want_write } else { want };
+        assert_refused(&o, code, w, &format!("{args:?}"));
+        assert_eq!(std::fs::read(path).ok(), before, "{args:?} modified {}", path.display());
+    }
+}
+
+/// A real pool with a few objects, 1 MiB.
+fn pool(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    let o = nvs(&["create", s(&p), "--size", "1M", "--segment-size", "64K"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut w = FilePool::open(&p, Access::ReadWrite).expect("open");
+    w.put(b"name", b"first").expect("put");
+    w.put_version(1, b"name", 5, b"second").expect("put");
+    p
+}
+
+#[test]
+fn not_a_pool() {
+    let dir = tmp();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect::<Vec<_>>()).unwrap();
+    refused_everywhere(&junk, 1, "not an nvs pool", "not an nvs pool");
+    let small = dir.path().join("small");
+    std::fs::write(&small, b"NVSPOOL").unwrap();
+    refused_everywhere(&small, 1, "not an nvs pool", "not an nvs pool");
+}
+
+#[test]
+fn empty_file() {
+    let dir = tmp();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    refused_everywhere(&empty, 1, "not an nvs pool", "not an nvs pool");
+}
+
+#[test]
+fn directory() {
+    let dir = tmp();
+    let d = dir.path().join("a-directory");
+    std::fs::create_dir(&d).unwrap();
+    refused_everywhere(&d, 2, "not a regular file", "Is a directory");
+    assert_refused(&nvs(&["create", s(&d), "--size", "1M"]), 2, "already exists", "create on a directory");
+}
+
+#[test]
+fn missing_path() {
+    let dir = tmp();
+    let missing = dir.path().join("missing.pool");
+    refused_everywhere(&missing, 2, "No such file or directory", "No such file or directory");
+    assert!(!missing.exists(), "a command created {}", missing.display());
+    let deep = dir.path().join("no-such-dir").join("p.pool");
+    assert_refused(&nvs(&["create", s(&deep), "--size", "1M"]), 2, "No such file or directory", "create");
+}
+
+#[test]
+fn truncated_pool() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    let bytes = std::fs::read(&p).unwrap();
+    // The pool ends at pool_len (FORMAT.md: bytes 24..32); the file may be longer.
+    let pool_len = u64::from_le_bytes(bytes[24..32].try_into().unwrap()) as usize;
+    for cut in [pool_len - 1, pool_len - 65536, 8192, 4096, 100] {
+        let t = dir.path().join(format!("cut-{cut}"));
+        std::fs::write(&t, &bytes[..cut]).unwrap();
+        let want = if cut < 64 { "not an nvs pool" } else { "superblock geometry does not fit the media" };
+        refused_everywhere(&t, 1, want, want);
+    }
+}
+
+#[test]
+fn newer_format_version() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    let mut bytes = std::fs::read(&p).unwrap();
+    // FORMAT.md: format_version at bytes 8..12, the checksum of bytes 0..56 at 56..64.
+    bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let sum = hash64(SUPERBLOCK_SEED, &bytes[..56]);
+    bytes[56..64].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let want = format!("pool format version {} is not supported", FORMAT_VERSION + 1);
+    refused_everywhere(&p, 2, &want, &want);
+}
+
+#[test]
+fn damaged_superblock() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[30] ^= 0x40;
+    std::fs::write(&p, &bytes).unwrap();
+    refused_everywhere(&p, 1, "superblock checksum mismatch", "superblock checksum mismatch");
+}
+
+/// A file without write permission: writers are refused (as any user: run as root, the
+/// refused command runs as `nobody`, since root ignores permission bits); readers work.
+#[test]
+fn read_only_file_opened_for_writing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = std::fs::read(&p).unwrap();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let uid = root.then_some(65534);
+    if root && !nobody_can_reach(&p) {
+        eprintln!("skipped: running as root and user nobody cannot reach {}", p.display());
+        return;
+    }
+    for args in [vec!["put", s(&p), "name"], vec!["put", s(&p), "other", "--version", "3"]] {
+        let o = nvs_as(&args, uid);
+        assert_refused(&o, 2, "Permission denied", &format!("{args:?}"));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(s(&p)), "names the path");
+    }
+    assert_eq!(std::fs::read(&p).unwrap(), before, "a refused writer modified the pool");
+    let o = nvs_as(&["get", s(&p), "name", "--version", "1"], uid);
+    assert_eq!((o.status.code(), &o.stdout[..]), (Some(0), &b"first"[..]), "a reader of a read-only file");
+    assert_eq!(nvs_as(&["check", s(&p)], uid).status.code(), Some(0));
+    assert_eq!(std::fs::read(&p).unwrap(), before, "a reader modified the pool");
+}
+
+/// Whether user `nobody` can read `p` (every directory above it searchable).
+fn nobody_can_reach(p: &Path) -> bool {
+    let o = Command::new(env!("CARGO_BIN_EXE_nvs")).arg("--version").output();
+    if o.is_err() {
+        return false;
+    }
+    use std::os::unix::process::CommandExt;
+    let r = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["ls", s(p)])
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    matches!(r, Ok(st) if st.code() == Some(0))
+}
+
+#[test]
+fn locked_by_a_writer() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    let writer = FilePool::open(&p, Access::ReadWrite).expect("hold the writer lock");
+    let before = std::fs::read(&p).unwrap();
+    for args in [vec!["put", s(&p), "name"], vec!["put", s(&p), "new", "--lane", "2"]] {
+        let o = nvs(&args);
+        assert_refused(&o, 2, "locked by another writer (flock)", &format!("{args:?}"));
+    }
+    assert_eq!(std::fs::read(&p).unwrap(), before, "a refused writer modified the pool");
+    // Readers take no lock.
+    let o = nvs(&["get", s(&p), "name"]);
+    assert_eq!((o.status.code(), &o.stdout[..]), (Some(0), &b"second"[..]));
+    drop(writer);
+}
+
+/// A FIFO is not a pool: refused at once, never waited on (opening one for reading
+/// blocks until a writer appears).
+#[test]
+fn fifo_is_refused_without_hanging() {
+    let dir = tmp();
+    let f = dir.path().join("fifo");
+    let c = std::ffi::CString::new(s(&f)).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    for args in commands(s(&f)) {
+        assert_refused(&nvs(&args), 2, "not a regular file", &format!("{args:?}"));
+    }
+    assert_refused(&nvs(&["create", s(&f), "--size", "1M"]), 2, "already exists", "create on a fifo");
+}
+
+#[test]
+fn character_device_is_refused() {
+    refused_everywhere(Path::new("/dev/null"), 2, "not a regular file", "not a regular file");
+    assert_refused(&nvs(&["create", "/dev/null", "--size", "1M"]), 2, "already exists", "create on /dev/null");
+}
