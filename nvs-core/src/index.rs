@@ -363,6 +363,33 @@ impl<X: IndexMemory> Index<X> {
         None
     }
 
+    /// `Some(hash)` if name slot `id` exists and holds exactly `name` (compared on the
+    /// media): the check behind the put and get paths' name hints. Any stale or wrong
+    /// `id` just answers `None`.
+    pub fn name_is<M: Media + ?Sized>(&self, media: &M, id: u32, name: &[u8]) -> Option<u64> {
+        let n = self.mem.parts_ref().names.get(..self.names)?.get(id as usize)?;
+        (n.name_len as usize == name.len() && media_eq(media, n.name_off, name)).then_some(n.hash)
+    }
+
+    /// `Some(entry id)` if entry `hint`, or the one after it in its name's version list,
+    /// or the name's newest, is version `version` of name slot `name`: O(1) without a
+    /// table probe for a reader walking versions in order or reading the latest.
+    pub fn find_version_near(&self, name: u32, version: u64, hint: u32) -> Option<u32> {
+        let p = self.mem.parts_ref();
+        let entries = p.entries.get(..self.entries)?;
+        let is = |i: u32| entries.get(i as usize).is_some_and(|e| e.name == name && e.version == version);
+        if is(hint) {
+            return Some(hint);
+        }
+        if let Some(next) = entries.get(hint as usize).filter(|e| e.name == name).map(|e| e.next) {
+            if is(next) {
+                return Some(next);
+            }
+        }
+        let last = p.names.get(..self.names)?.get(name as usize)?.last;
+        is(last).then_some(last)
+    }
+
     /// The entry of version `version` of name slot `name`.
     pub fn find_version(&self, name: u32, version: u64) -> Option<u32> {
         let p = self.mem.parts_ref();

@@ -22,6 +22,7 @@ use crate::media::Media;
 use crate::mutant;
 use crate::recover::{recover, RecoveryStats};
 use core::mem::size_of;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// How to format a pool.
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +127,13 @@ pub struct Pool<M: Media, X: IndexMemory> {
     index: Index<X>,
     alloc_cursor: u32,
     stats: RecoveryStats,
+    /// Name slot used by the object at each position of the last unit: a put of the
+    /// same names again (a time step) checks the hint against the media instead of
+    /// hashing the name and probing the table. A stale hint only misses.
+    name_hints: [u32; BATCH_MAX],
+    /// The last entry a get found (name slot << 32 | entry), for readers walking a
+    /// name's versions in order. Relaxed: a hint, checked on every use.
+    read_hint: AtomicU64,
 }
 
 impl<M: Media, X: IndexMemory> Pool<M, X> {
@@ -181,6 +189,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             index: Index::new(mem),
             alloc_cursor: 0,
             stats: RecoveryStats::default(),
+            name_hints: [NONE; BATCH_MAX],
+            read_hint: AtomicU64::new(u64::MAX),
         };
         pool.stats = recover(&pool.media, &pool.sb, &mut pool.index, &mut pool.lanes)?;
         Ok(pool)
@@ -277,20 +287,25 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             if o.name.len() > NAME_MAX {
                 return Err(Error::NameTooLong { len_bytes: o.name.len() });
             }
-            let hash = name_hash(o.name);
+            let hint = self.name_hints.get(i).copied().unwrap_or(NONE);
+            let (hash, found) = match self.index.name_is(&self.media, hint, o.name) {
+                Some(hash) => (hash, Some(hint)),
+                None => {
+                    let hash = name_hash(o.name);
+                    (hash, self.index.find_name(&self.media, hash, o.name))
+                }
+            };
             // The last earlier object of this unit with the same name holds its latest
             // version (versions of one name increase through a unit).
             let earlier = objects.get(..i).unwrap_or(&[]);
             let in_unit = plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name);
-            let (name_id, latest) = match in_unit {
-                Some((p, _)) => (p.name_id, Some(p.version)),
-                None => match self.index.find_name(&self.media, hash, o.name) {
-                    Some(id) => (id, Some(self.index.entry(self.index.name(id).last).version)),
-                    None => {
-                        new_names += 1;
-                        (NONE, None)
-                    }
-                },
+            let (name_id, latest) = match (in_unit, found) {
+                (Some((p, _)), _) => (p.name_id, Some(p.version)),
+                (None, Some(id)) => (id, Some(self.index.entry(self.index.name(id).last).version)),
+                (None, None) => {
+                    new_names += 1;
+                    (NONE, None)
+                }
             };
             let version = match (o.version, latest) {
                 (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
@@ -370,7 +385,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         l.next_seq += 1;
         self.lanes[lane as usize] = l;
         let mut obj_off = unit_off + LINE;
-        for (p, o) in plan.iter().zip(objects) {
+        for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
             let payload_off = obj_off + object_head_len(o.name.len());
             let entry = Entry {
                 version: p.version,
@@ -390,8 +405,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 self.index.insert(&self.media, p.hash, o.name, name_off, entry)
             };
             debug_assert!(r.is_ok(), "index room was reserved and versions checked: {r:?}");
-            if let Err(InsertError::Full | InsertError::Duplicate) = r {
-                return Err(Error::IndexFull { records: self.index.len() });
+            let e_id = match r {
+                Ok(e_id) => e_id,
+                Err(InsertError::Full | InsertError::Duplicate) => {
+                    return Err(Error::IndexFull { records: self.index.len() })
+                }
+            };
+            if let Some(h) = self.name_hints.get_mut(i) {
+                *h = self.index.entry(e_id).name;
             }
             self.stats.objects += 1;
             self.stats.payload_bytes += p.len;
@@ -432,10 +453,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 checksum: 0,
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name);
-            // The header is 48 bytes, so the name starts on a word: two NT stores leave
-            // exactly the bytes (and the zero padding to the next word) of one.
-            self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
-            self.media.store_nt(obj_off as usize + size_of::<ObjectHeader>(), o.name);
+            // Header and name, as one NT store when they fit one line (a short name);
+            // else as two: the header is 48 bytes, so the name starts on a word, and two
+            // stores leave exactly the bytes (and zero padding to the next word) of one.
+            let head = size_of::<ObjectHeader>();
+            if head + o.name.len() <= LINE as usize {
+                let mut line = [0u8; LINE as usize];
+                line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
+                line[head..head + o.name.len()].copy_from_slice(o.name);
+                self.media.store_nt(obj_off as usize, &line[..head + o.name.len()]);
+            } else {
+                self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
+                self.media.store_nt(obj_off as usize + head, o.name);
+            }
             p.payload_sum = payload_sum;
             obj_off = payload_off + line_up(p.len);
         }
@@ -489,8 +519,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn lookup(&self, name: &[u8], version: u64) -> Result<&Entry> {
-        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
-        let e = self.index.find_version(id, version).ok_or(Error::NotFound)?;
+        let hint = self.read_hint.load(Ordering::Relaxed);
+        let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
+        let id = match self.index.name_is(&self.media, hint_name, name) {
+            Some(_) => hint_name,
+            None => self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
+        };
+        let e = match self.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
+            Some(e) => e,
+            None => self.index.find_version(id, version).ok_or(Error::NotFound)?,
+        };
+        self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
         Ok(self.index.entry(e))
     }
 
