@@ -229,8 +229,15 @@ pub fn name_hash(name: &[u8]) -> u64 {
     hash64(0x6e76_735f_6e61_6d65, name)
 }
 
+/// Table key of `(name, version)`: the 16 versions `16k..16k+15` of a name share one
+/// hashed, 16-slot-aligned block (one cache line of slots), so a writer appending
+/// versions and a reader walking them touch one table line per 16 objects instead of
+/// one per object. The offset in the block is the version's low bits XOR bits of the
+/// block's hash: a permutation within a block, and uniform over blocks for sparse or
+/// strided versions (which would otherwise all land on the same offset).
 fn version_key(name: u32, version: u64) -> u64 {
-    finish(((name as u64) << 40) ^ version ^ 0x5bd1_e995)
+    let h = finish(((name as u64) << 40) ^ (version >> 4) ^ 0x5bd1_e995);
+    (h & !15) | ((version ^ (h >> 60)) & 15)
 }
 
 /// Largest power of two not above `len` (0 for 0).

@@ -331,27 +331,32 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if !l.active || l.tail + unit_len > l.seg_end {
             l = self.claim_segment(lane, l)?;
         }
-        // 3. Payloads and headers, all by NT stores.
+        // 3. Payloads and headers, all by NT stores. The batch header and commit word
+        // are computed after the payloads are stored: work done while the NT stores
+        // drain (before the fence) is nearly free, work done before them is not.
         let pool_id = self.sb.pool_id;
         let unit_off = l.tail;
-        let mut bh = BatchHeader {
-            commit: 0,
-            seq: l.next_seq,
-            unit_len,
-            object_count: objects.len() as u32,
-            lane,
-            reserved: [0; 3],
-            checksum: 0,
+        let header = |seq: u64| {
+            let mut bh = BatchHeader {
+                commit: 0,
+                seq,
+                unit_len,
+                object_count: objects.len() as u32,
+                lane,
+                reserved: [0; 3],
+                checksum: 0,
+            };
+            bh.checksum = bh.compute_checksum(pool_id);
+            (bh, commit_word(pool_id, lane, seq, bh.checksum))
         };
-        bh.checksum = bh.compute_checksum(pool_id);
-        let commit = commit_word(pool_id, lane, l.next_seq, bh.checksum);
         if mutant::on("commit_before_payload") {
-            self.media.store_word_nt(unit_off as usize, commit);
+            self.media.store_word_nt(unit_off as usize, header(l.next_seq).1);
         }
         let late_payload = mutant::on("payload_after_first_fence");
         if !late_payload {
             self.store_objects(objects, plan, unit_off);
         }
+        let (bh, commit) = header(l.next_seq);
         self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
         // While the NT stores drain, pull the index slots the commit will fill into the
         // cache (reads only: the index learns nothing before the commit is durable).
