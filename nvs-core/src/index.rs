@@ -566,11 +566,22 @@ fn free_slot(table: &[u32], key: u64) -> usize {
     i
 }
 
-/// `media[off..off + name.len()] == name`, compared a chunk at a time (no name-sized
-/// buffer to clear).
+/// `media[off..off + name.len()] == name`, compared a word at a time with aligned loads
+/// when `off` is word-aligned (a name always follows its 48-byte object header), masking
+/// the bytes past the name's end (padding, never trusted); else a chunk at a time.
 fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
+    let at = off as usize;
+    let end = at.checked_add(name.len().next_multiple_of(8));
+    if at.is_multiple_of(8) && end.is_some_and(|e| e <= media.len()) {
+        return name.chunks(8).enumerate().all(|(k, chunk)| {
+            let mut want = [0u8; 8];
+            want[..chunk.len()].copy_from_slice(chunk);
+            let mask = if chunk.len() == 8 { u64::MAX } else { (1u64 << (8 * chunk.len())) - 1 };
+            (media.load_word(at + 8 * k) ^ u64::from_le_bytes(want)) & mask == 0
+        });
+    }
     let mut buf = [0u8; 32];
-    let mut at = off as usize;
+    let mut at = at;
     for chunk in name.chunks(buf.len()) {
         let b = &mut buf[..chunk.len()];
         media.read(at, b);
