@@ -8,6 +8,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "format";  cargo fmt --all --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
 step "tests";   cargo test --workspace
+step "crash check: nvs-verify all (every crash image of every workload, damage, lazy/eager, mutants)"
+cargo run --release -q -p nvs-verify -- all
 step "no_std: nvs-core for x86_64-unknown-none"
 cargo build -p nvs-core --target x86_64-unknown-none
 cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings

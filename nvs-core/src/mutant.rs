@@ -1,6 +1,6 @@
 //! Seeded protocol bugs for the verifier (nvs-verify kills them to show it would catch
-//! real ones). Compiled in only with `--cfg nvs_mutant` (any value, e.g.
-//! `RUSTFLAGS='--cfg nvs_mutant="all"'`); in normal builds [`on`] is a constant `false`
+//! real ones). Compiled in only with `--cfg nvs_mutant` (`RUSTFLAGS='--cfg nvs_mutant'`;
+//! `nvs-verify mutants` builds that in target/mutants); in normal builds [`on`] is a constant `false`
 //! and every hook folds away. In a mutant build, [`select`] picks at run time which one
 //! bug is live (none by default), so one build serves the whole mutant matrix.
 

@@ -39,6 +39,11 @@ impl View {
         self.state.cells.len()
     }
 
+    /// Words of the state that were undecided when the view was made.
+    pub fn undecided(&self) -> usize {
+        self.state.undecided()
+    }
+
     /// The value of word `w`, choosing it now if undecided.
     pub fn word(&mut self, w: usize) -> u64 {
         if let Some(v) = self.memo[w] {
@@ -308,6 +313,19 @@ impl CrashView {
     /// Stores attempted on this view (recovery must make none).
     pub fn stores(&self) -> u32 {
         self.stores.load(Ordering::Relaxed)
+    }
+
+    /// Resolve every word now, in order (the eager explorer: one run per whole image).
+    pub fn resolve_all(&self) {
+        let mut v = self.view.lock().unwrap();
+        for w in 0..v.words() {
+            v.word(w);
+        }
+    }
+
+    /// Undecided words of the underlying state.
+    pub fn undecided(&self) -> usize {
+        self.view.lock().unwrap().undecided()
     }
 
     /// Give back the view (its observations become the base of a continuation).

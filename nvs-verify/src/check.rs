@@ -1,0 +1,348 @@
+//! The crash check: run a workload, crash it at every crash point, explore every image
+//! recovery can observe there, and hold what it recovers to the contract (ARCHITECTURE §4).
+
+use crate::workload::{run, Family, Issued, Trace, Workload};
+use nvs_core::{HeapMemory, Media, Pool, NAME_MAX};
+use nvs_sim::{all_points, explore, fence_points, Chooser, CrashView, SimMedia, Verdict};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Runs allowed per crash point before the verdict is "incomplete".
+pub const BUDGET: u64 = 20_000;
+/// The eager explorer also runs where at most this many words are undecided.
+pub const EAGER_MAX_UNDECIDED: usize = 10;
+
+/// One recovered object: (name, version, lane, bytes).
+pub type Rec = (Vec<u8>, u64, u32, Vec<u8>);
+
+/// Open (recover) a pool on `media` and read back everything it holds. A panic, an
+/// error, or a store during recovery is a violation.
+pub fn recover_all<M: Media>(media: M) -> Result<Vec<Rec>, String> {
+    let r = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Rec>, String> {
+        let media_len = media.len() as u64;
+        let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
+        let mut out = Vec::new();
+        let names: Vec<_> = pool.names().collect();
+        for n in names {
+            let mut nb = [0u8; NAME_MAX];
+            let name = pool.name_bytes(n.id, &mut nb).to_vec();
+            let infos: Vec<_> = pool.versions(&name).map_err(|e| format!("versions: {e}"))?.collect();
+            for info in infos {
+                if info.len_bytes > media_len {
+                    return Err(format!(
+                        "recovered an object of {} bytes on {media_len} bytes of media",
+                        info.len_bytes
+                    ));
+                }
+                let mut buf = vec![0u8; info.len_bytes as usize];
+                pool.get(&name, info.version, &mut buf).map_err(|e| format!("get: {e}"))?;
+                out.push((name.clone(), info.version, info.lane, buf));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }));
+    match r {
+        Ok(r) => r,
+        Err(p) => Err(format!("recovery panicked: {}", panic_message(&p))),
+    }
+}
+
+pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+/// The contract, for a crash at trace position `point`:
+/// - every object of `durable` (recovered before an earlier crash) is recovered, intact;
+/// - every acknowledged operation is recovered, byte-exact (durable when acknowledged);
+/// - nothing is recovered that no started operation wrote (no phantoms);
+/// - an operation is recovered whole or not at all (atomic);
+/// - per lane, the recovered operations are a prefix of the lane's operations.
+pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> Result<(), String> {
+    // (name, version) -> (issuing op, or None for `durable`; lane; bytes)
+    type Expect<'a> = BTreeMap<(&'a [u8], u64), (Option<usize>, u32, &'a [u8])>;
+    let mut expect: Expect = BTreeMap::new();
+    for (n, v, lane, b) in durable {
+        expect.insert((n, *v), (None, *lane, b));
+    }
+    for (i, op) in issued.iter().enumerate() {
+        if op.start < point {
+            for (n, v, b) in &op.objects {
+                expect.insert((n, *v), (Some(i), op.lane, b));
+            }
+        }
+    }
+    let mut got: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut durable_seen = 0;
+    for (n, v, lane, b) in rec {
+        let name = String::from_utf8_lossy(n);
+        let Some((op, want_lane, want)) = expect.get(&(&n[..], *v)) else {
+            return Err(format!("phantom: {name} v{v} was never written"));
+        };
+        if b[..] != want[..] {
+            return Err(format!("{name} v{v}: wrong bytes ({} recovered, {} written)", b.len(), want.len()));
+        }
+        if lane != want_lane {
+            return Err(format!("{name} v{v}: recovered on lane {lane}, written on lane {want_lane}"));
+        }
+        match op {
+            Some(i) => *got.entry(*i).or_default() += 1,
+            None => durable_seen += 1,
+        }
+    }
+    if durable_seen != durable.len() {
+        return Err(format!(
+            "{} of {} objects recovered before the crash are lost",
+            durable.len() - durable_seen,
+            durable.len()
+        ));
+    }
+    let mut lane_gap: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, op) in issued.iter().enumerate() {
+        let seen = got.get(&i).copied().unwrap_or(0);
+        if seen != 0 && seen != op.objects.len() {
+            return Err(format!("op {}: torn: {seen} of {} objects recovered", op.op, op.objects.len()));
+        }
+        if seen == 0 {
+            if matches!(op.ack, Some(a) if a <= point) {
+                return Err(format!("op {}: acknowledged (at {}) but lost (crash at {point})", op.op, op.ack.unwrap()));
+            }
+            lane_gap.entry(op.lane).or_insert(op.op);
+        } else if let Some(gap) = lane_gap.get(&op.lane) {
+            return Err(format!("lane {}: op {} recovered after op {gap} was lost (not a prefix)", op.lane, op.op));
+        }
+    }
+    Ok(())
+}
+
+/// Digest of a recovered state (to compare the explorers' outcome sets).
+fn digest(rec: &[Rec]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    rec.hash(&mut h);
+    h.finish()
+}
+
+/// One check at one crash point, with the given choices: recover and apply the oracle;
+/// at depth 2, also recover the same image again as a writer, put, and crash that at
+/// every point (each explored on its own, nested). Returns the recovered state's digest
+/// and the number of nested runs.
+pub fn check_once(
+    trace: &Trace,
+    point: usize,
+    state: &nvs_sim::State,
+    ch: &Chooser,
+    eager: bool,
+    depth2: bool,
+) -> Result<(u64, u64), String> {
+    let view = CrashView::new(state.clone(), ch.clone());
+    if eager {
+        view.resolve_all();
+    }
+    let rec = recover_all(&view)?;
+    if view.stores() != 0 {
+        return Err(format!("recovery stored {} times (opening must not write)", view.stores()));
+    }
+    oracle(&trace.issued, point, &[], &rec)?;
+    let d = digest(&rec);
+    if !depth2 {
+        return Ok((d, 0));
+    }
+    // Depth 2: the same crash image, recovered again by a writer that then puts. Words
+    // recovery observed keep their values; the rest stay undecided.
+    let m2 = SimMedia::on(view.into_view());
+    let again = recover_all(&m2)?;
+    if again != rec {
+        return Err("a second recovery of the same image gave another result".into());
+    }
+    let issued2 = continue_writing(&m2)?;
+    let mut points = vec![0];
+    points.extend(fence_points(&m2.events()));
+    points.dedup();
+    let mut nested = 0;
+    for p2 in points {
+        let state2 = m2.crash_state(p2);
+        let v = explore(BUDGET, |ch2| {
+            let rec2 = recover_all(CrashView::new(state2.clone(), ch2.clone()))?;
+            oracle(&issued2, p2, &rec, &rec2)
+        });
+        nested += v.runs();
+        match v {
+            Verdict::Pass { .. } => {}
+            Verdict::Fail { choices, message, .. } => {
+                return Err(format!("second crash at {p2} (choices {choices:?}): {message}"))
+            }
+            Verdict::Incomplete { .. } => return Err(format!("second crash at {p2}: budget exhausted (incomplete)")),
+        }
+    }
+    Ok((d, nested))
+}
+
+/// After a recovery: open as a writer and put one object on each lane.
+fn continue_writing(m2: &SimMedia) -> Result<Vec<Issued>, String> {
+    let mut pool = catch_unwind(AssertUnwindSafe(|| Pool::open(m2, HeapMemory::new())))
+        .map_err(|p| format!("reopen panicked: {}", panic_message(&p)))?
+        .map_err(|e| format!("reopen failed: {e}"))?;
+    let mut issued = Vec::new();
+    for (i, lane) in [0u32, 1].into_iter().enumerate() {
+        let start = m2.point();
+        let bytes: Vec<u8> = (0..77).map(|k| (k * 3 + i * 101 + 1) as u8).collect();
+        let name = format!("after{lane}").into_bytes();
+        match catch_unwind(AssertUnwindSafe(|| pool.put_vectored(lane, &name, &[&bytes]))) {
+            Ok(Ok(v)) => {
+                issued.push(Issued { op: 100 + i, lane, start, ack: Some(m2.point()), objects: vec![(name, v, bytes)] })
+            }
+            Ok(Err(nvs_core::Error::Full)) => {}
+            Ok(Err(e)) => return Err(format!("put after recovery failed: {e}")),
+            Err(p) => return Err(format!("put after recovery panicked: {}", panic_message(&p))),
+        }
+    }
+    Ok(issued)
+}
+
+/// A violation, with what reproduces it alone.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub workload: String,
+    pub point: usize,
+    pub choices: Vec<usize>,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn repro(&self) -> String {
+        let choices: Vec<String> = self.choices.iter().map(|c| c.to_string()).collect();
+        let mutant = match crate::mutants::selected() {
+            Some(m) => format!(" --mutant {m}"),
+            None => String::new(),
+        };
+        format!(
+            "cargo run --release -p nvs-verify -- repro {} {} {}{mutant}",
+            self.workload,
+            self.point,
+            if choices.is_empty() { "-".to_string() } else { choices.join(",") }
+        )
+    }
+}
+
+/// What one family's check found.
+#[derive(Debug, Default)]
+pub struct FamilyReport {
+    pub name: String,
+    pub workloads: usize,
+    pub points: u64,
+    /// Lazy runs (each a recovery on one crash view).
+    pub states: u64,
+    pub eager_points: u64,
+    pub eager_runs: u64,
+    /// Lazy runs at the points where the eager explorer also ran.
+    pub lazy_runs_where_eager: u64,
+    /// (lazy runs, eager runs) at the single largest point where both ran.
+    pub largest_both: (u64, u64),
+    pub failures: Vec<Failure>,
+    pub incomplete: u64,
+    pub time: Duration,
+}
+
+/// Check every crash point of one workload into `report`. Stops at the first failure
+/// if `stop_early`.
+fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<FamilyReport>) {
+    let fail = |point, choices, message| {
+        report.lock().unwrap().failures.push(Failure { workload: w.id.clone(), point, choices, message })
+    };
+    let trace = match catch_unwind(AssertUnwindSafe(|| run(w))) {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return fail(0, vec![], format!("workload failed: {e}")),
+        Err(p) => return fail(0, vec![], format!("workload panicked: {}", panic_message(&p))),
+    };
+    let events = trace.media.events();
+    let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
+    let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.format_end).collect();
+    let (mut states, mut eager_points, mut eager_runs, mut lazy_both, mut incomplete) = (0, 0, 0, 0, 0);
+    let mut largest = (0, 0);
+    for &point in &points {
+        let state = trace.media.crash_state(point);
+        let mut lazy_out = BTreeSet::new();
+        let mut nested = 0;
+        let verdict = explore(BUDGET, |ch| {
+            let (d, n) = check_once(&trace, point, &state, ch, false, fam.depth2)?;
+            lazy_out.insert(d);
+            nested += n;
+            Ok(())
+        });
+        let lazy_runs = verdict.runs();
+        states += lazy_runs + nested;
+        match verdict {
+            Verdict::Pass { .. } => {}
+            Verdict::Incomplete { .. } => incomplete += 1,
+            Verdict::Fail { choices, message, .. } => {
+                fail(point, choices, message);
+                if stop_early {
+                    break;
+                }
+                continue;
+            }
+        }
+        if !fam.depth2 && state.undecided() <= EAGER_MAX_UNDECIDED {
+            let mut eager_out = BTreeSet::new();
+            let v = explore(BUDGET, |ch| {
+                eager_out.insert(check_once(&trace, point, &state, ch, true, false)?.0);
+                Ok(())
+            });
+            eager_points += 1;
+            eager_runs += v.runs();
+            lazy_both += lazy_runs;
+            if v.runs() > largest.1 {
+                largest = (lazy_runs, v.runs());
+            }
+            if let Verdict::Fail { choices, message, .. } = v {
+                fail(point, choices, format!("eager: {message}"));
+            } else if eager_out != lazy_out {
+                fail(point, vec![], format!("lazy found {} outcomes, eager {}", lazy_out.len(), eager_out.len()));
+            }
+        }
+    }
+    let mut r = report.lock().unwrap();
+    r.points += points.len() as u64;
+    r.states += states;
+    r.eager_points += eager_points;
+    r.eager_runs += eager_runs;
+    r.lazy_runs_where_eager += lazy_both;
+    r.incomplete += incomplete;
+    if largest.1 > r.largest_both.1 {
+        r.largest_both = largest;
+    }
+}
+
+/// Check a whole family on `threads` threads.
+pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyReport {
+    let t = Instant::now();
+    let report =
+        Mutex::new(FamilyReport { name: fam.name.into(), workloads: fam.workloads.len(), ..Default::default() });
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                if stop_early && !report.lock().unwrap().failures.is_empty() {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(w) = fam.workloads.get(i) else { return };
+                check_workload(w, fam, stop_early, &report);
+            });
+        }
+    });
+    let mut r = report.into_inner().unwrap();
+    r.time = t.elapsed();
+    r
+}
+
+/// Re-run one check alone with a given choice vector.
+pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> Result<(), String> {
+    let trace = run(w)?;
+    let state = trace.media.crash_state(point);
+    nvs_sim::replay(choices, |ch| check_once(&trace, point, &state, ch, false, fam.depth2).map(|_| ()))
+}

@@ -1,0 +1,169 @@
+//! Bad media (ARCHITECTURE §4.6): committed pools with one metadata byte flipped, and
+//! forged pools whose lengths were changed with every checksum and commit word
+//! recomputed (as a buggy or hostile writer could leave). Recovery must return `Ok` or
+//! a clear error, never panic or read out of bounds; and after a flip, whatever it does
+//! return was really written (a flip may lose data, it may not invent any).
+
+use crate::check::{oracle, recover_all, Failure};
+use crate::workload::{run, Workload};
+use nvs_core::format::{
+    commit_word, decode_segment, decode_superblock, read_pod, BatchHeader, ObjectHeader, LINE, NAME_MAX,
+};
+use nvs_core::Media;
+use nvs_sim::SimMedia;
+use std::time::{Duration, Instant};
+
+/// Byte ranges of the metadata of a pool image: segment headers, batch headers, object
+/// headers and names (payloads are not checksummed unless the pool asks for it).
+fn metadata(media: &SimMedia) -> Vec<(usize, usize)> {
+    let Ok(sb) = decode_superblock(media) else { return vec![] };
+    let mut out = vec![(0, 64)];
+    for i in 0..sb.segment_count {
+        let Some(_) = decode_segment(media, &sb, i) else { continue };
+        let seg = sb.segment_off(i);
+        out.push((seg as usize, 64));
+        let (mut off, end) = (seg + LINE, seg + sb.segment_len);
+        while off + LINE <= end {
+            let h: BatchHeader = read_pod(media, off);
+            if h.unit_len == 0 || !h.unit_len.is_multiple_of(LINE) || off + h.unit_len > end || h.commit == 0 {
+                break;
+            }
+            out.push((off as usize, 64));
+            let mut obj = off + LINE;
+            for _ in 0..h.object_count {
+                let oh: ObjectHeader = read_pod(media, obj);
+                out.push((obj as usize, 48 + oh.name_len as usize));
+                obj += nvs_core::format::object_len(oh.name_len as usize, oh.payload_len);
+            }
+            off += h.unit_len;
+        }
+    }
+    out
+}
+
+/// Open a copy of `bytes`, catching panics.
+fn recover_bytes(bytes: &[u8]) -> Result<Vec<crate::check::Rec>, String> {
+    recover_all(SimMedia::from_bytes(bytes))
+}
+
+fn clear_error(msg: &str) -> bool {
+    msg.starts_with("recovery failed:") && !msg.contains("panicked")
+}
+
+/// Forge lengths in every unit and object of `bytes`, recomputing checksums and commit
+/// words so that only the bounds checks stand between them and recovery.
+fn forgeries(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let media = SimMedia::from_bytes(bytes);
+    let Ok(sb) = decode_superblock(&media) else { return vec![] };
+    let mut out = Vec::new();
+    for i in 0..sb.segment_count {
+        let Some(seg_h) = decode_segment(&media, &sb, i) else { continue };
+        let seg = sb.segment_off(i);
+        let (off, end) = (seg + LINE, seg + sb.segment_len);
+        let h: BatchHeader = read_pod(&media, off);
+        if h.unit_len == 0 || off + h.unit_len > end {
+            continue;
+        }
+        let put = |img: &mut Vec<u8>, at: u64, b: &[u8]| img[at as usize..at as usize + b.len()].copy_from_slice(b);
+        for unit_len in [end - off + LINE, 1 << 40, u64::MAX - 63] {
+            let mut f = h;
+            f.unit_len = unit_len;
+            f.checksum = f.compute_checksum(sb.pool_id);
+            f.commit = commit_word(sb.pool_id, seg_h.lane, f.seq, f.checksum);
+            let mut img = bytes.to_vec();
+            put(&mut img, off, bytemuck::bytes_of(&f));
+            out.push(img);
+        }
+        for count in [h.object_count + 1, 256] {
+            let mut f = h;
+            f.object_count = count;
+            f.checksum = f.compute_checksum(sb.pool_id);
+            f.commit = commit_word(sb.pool_id, seg_h.lane, f.seq, f.checksum);
+            let mut img = bytes.to_vec();
+            put(&mut img, off, bytemuck::bytes_of(&f));
+            out.push(img);
+        }
+        let obj = off + LINE;
+        let oh: ObjectHeader = read_pod(&media, obj);
+        let mut name = vec![0u8; (oh.name_len as usize).min(NAME_MAX)];
+        media.read(obj as usize + 48, &mut name);
+        for (payload_len, name_len) in [(h.unit_len, oh.name_len), (1 << 40, oh.name_len), (oh.payload_len, 300)] {
+            let mut f = oh;
+            f.payload_len = payload_len;
+            f.name_len = name_len;
+            f.checksum = f.compute_checksum(sb.pool_id, &name);
+            let mut img = bytes.to_vec();
+            put(&mut img, obj, bytemuck::bytes_of(&f));
+            out.push(img);
+        }
+    }
+    out
+}
+
+/// What the damage check found.
+#[derive(Debug, Default)]
+pub struct DamageReport {
+    pub workloads: usize,
+    pub images: u64,
+    pub failures: Vec<Failure>,
+    pub time: Duration,
+}
+
+/// Flip every metadata byte and forge every length of each workload's final pool.
+pub fn check_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
+    let t = Instant::now();
+    let mut r = DamageReport { workloads: workloads.len(), ..Default::default() };
+    'outer: for w in workloads {
+        let trace = match run(w) {
+            Ok(t) => t,
+            Err(e) => {
+                r.failures.push(Failure { workload: w.id.clone(), point: 0, choices: vec![], message: e });
+                if stop_early {
+                    break;
+                }
+                continue;
+            }
+        };
+        let bytes = trace.media.volatile_bytes();
+        let end = trace.media.point();
+        for (start, len) in metadata(&trace.media) {
+            for at in start..start + len {
+                let mut img = bytes.clone();
+                img[at] ^= 0x10;
+                r.images += 1;
+                let verdict = match recover_bytes(&img) {
+                    Ok(rec) => oracle(&trace.issued, end, &[], &rec)
+                        .err()
+                        .filter(|e| !e.contains("lost") && !e.contains("prefix"))
+                        .map(|e| format!("flip at byte {at}: {e}")),
+                    Err(e) if clear_error(&e) => None,
+                    Err(e) => Some(format!("flip at byte {at}: {e}")),
+                };
+                if let Some(message) = verdict {
+                    r.failures.push(Failure { workload: w.id.clone(), point: at, choices: vec![], message });
+                    if stop_early {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        for (k, img) in forgeries(&bytes).into_iter().enumerate() {
+            r.images += 1;
+            if let Err(e) = recover_bytes(&img) {
+                if !clear_error(&e) {
+                    r.failures.push(Failure {
+                        workload: w.id.clone(),
+                        point: k,
+                        choices: vec![],
+                        message: format!("forgery {k}: {e}"),
+                    });
+                    if stop_early {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    r.time = t.elapsed();
+    r
+}

@@ -1,0 +1,275 @@
+//! `nvs-verify`: the crash-consistency verdict table.
+//!
+//! ```text
+//! nvs-verify all                 crash check + damage + lazy/eager cross-check + mutants
+//! nvs-verify crash [FAMILY...]   the crash check only
+//! nvs-verify damage [WORKLOAD]   bad media only
+//! nvs-verify crosscheck [N]      lazy vs eager on N random small traces (default 10000)
+//! nvs-verify mutants [NAME...]   the mutant matrix alone
+//! nvs-verify repro WORKLOAD POINT CHOICES [--mutant NAME]   one failing case alone
+//! ```
+//! Exit status: 0 when everything passed, 1 on any violation, incomplete point or
+//! surviving mutant, 2 on a usage error.
+
+use nvs_verify::check::{check_family, repro, FamilyReport};
+use nvs_verify::crosscheck::crosscheck;
+use nvs_verify::damage::check_damage;
+use nvs_verify::mutants::{run_matrix, select};
+use nvs_verify::workload::{families, Family};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+const THREADS: usize = 2;
+const CROSSCHECK_TRACES: u64 = 10_000;
+
+fn main() -> ExitCode {
+    // Panics inside checked code are caught and reported as violations: keep the
+    // default hook from printing each one.
+    std::panic::set_hook(Box::new(|_| {}));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or(&[]).to_vec();
+    match args.first().map(String::as_str) {
+        Some("all") => all(),
+        Some("crash") => {
+            let (ok, _) = crash(&rest);
+            code(ok)
+        }
+        Some("damage") => code(damage(rest.first().map(String::as_str))),
+        Some("crosscheck") => code(cross(rest.first().and_then(|n| n.parse().ok()).unwrap_or(CROSSCHECK_TRACES))),
+        Some("mutants") => code(mutants(&rest)),
+        Some("mutants-inner") => code(mutants_inner(&rest)),
+        Some("repro") => repro_cmd(&rest),
+        _ => {
+            eprintln!("usage: nvs-verify all | crash [FAMILY...] | damage [WORKLOAD] | crosscheck [N] | mutants [NAME...] | repro WORKLOAD POINT CHOICES [--mutant NAME]");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+struct Totals {
+    workloads: usize,
+    points: u64,
+    states: u64,
+    violations: usize,
+    incomplete: u64,
+}
+
+fn row(r: &FamilyReport, what: &str) {
+    let eager = if r.eager_points > 0 { format!("{} / {}", r.lazy_runs_where_eager, r.eager_runs) } else { "-".into() };
+    println!(
+        "{:<10} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.1}s  {what}",
+        r.name,
+        r.workloads,
+        r.points,
+        r.states,
+        eager,
+        r.failures.len(),
+        r.incomplete,
+        r.time.as_secs_f64()
+    );
+    for f in r.failures.iter().take(3) {
+        println!("  VIOLATION {} at point {}: {}\n    repro: {}", f.workload, f.point, f.message, f.repro());
+    }
+}
+
+/// The crash check over the named families (all when empty).
+fn crash(names: &[String]) -> (bool, Totals) {
+    println!(
+        "{:<10} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>8}",
+        "family", "workloads", "points", "states", "lazy/eager runs", "violations", "incomplete", "time"
+    );
+    let mut t = Totals { workloads: 0, points: 0, states: 0, violations: 0, incomplete: 0 };
+    let mut largest = (0, 0, String::new());
+    for fam in families() {
+        if !names.is_empty() && !names.iter().any(|n| n == fam.name) {
+            continue;
+        }
+        let r = check_family(&fam, THREADS, false);
+        row(&r, fam.what);
+        if r.largest_both.1 > largest.1 {
+            largest = (r.largest_both.0, r.largest_both.1, fam.name.to_string());
+        }
+        t.workloads += r.workloads;
+        t.points += r.points;
+        t.states += r.states;
+        t.violations += r.failures.len();
+        t.incomplete += r.incomplete;
+    }
+    if largest.1 > 0 {
+        println!(
+            "largest point where both explorers ran ({}): lazy {} runs, eager {} runs",
+            largest.2, largest.0, largest.1
+        );
+    }
+    (t.violations == 0 && t.incomplete == 0, t)
+}
+
+fn damage_workloads() -> Vec<nvs_verify::workload::Workload> {
+    families()[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect()
+}
+
+fn damage(only: Option<&str>) -> bool {
+    let ws: Vec<_> = damage_workloads().into_iter().filter(|w| only.is_none_or(|o| o == w.id)).collect();
+    let r = check_damage(&ws, false);
+    println!(
+        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths), {} violations, {:.1}s",
+        r.workloads,
+        r.images,
+        r.failures.len(),
+        r.time.as_secs_f64()
+    );
+    for f in r.failures.iter().take(3) {
+        println!(
+            "  VIOLATION {}: {}\n    repro: cargo run --release -p nvs-verify -- damage {}",
+            f.workload, f.message, f.workload
+        );
+    }
+    r.failures.is_empty()
+}
+
+fn cross(n: u64) -> bool {
+    let t = Instant::now();
+    match crosscheck(n, 0x5EED) {
+        Ok((traces, lazy, eager)) => {
+            println!(
+                "crosscheck: {traces} random small traces, lazy and eager agree ({lazy} lazy runs, {eager} eager runs), {:.1}s",
+                t.elapsed().as_secs_f64()
+            );
+            true
+        }
+        Err(e) => {
+            println!("crosscheck: VIOLATION {e}");
+            false
+        }
+    }
+}
+
+fn all() -> ExitCode {
+    let t = Instant::now();
+    let (ok, totals) = crash(&[]);
+    let dmg = damage(None);
+    let crs = cross(CROSSCHECK_TRACES);
+    let mut_ok = mutants(&[]);
+    println!("total time {:.1}s", t.elapsed().as_secs_f64());
+    let violations = totals.violations + usize::from(!dmg) + usize::from(!crs);
+    println!(
+        "crash-check: {} workloads, {} crash points, {} states, {} violations, {} incomplete",
+        totals.workloads, totals.points, totals.states, violations, totals.incomplete
+    );
+    match MUTANT_LINE.lock().unwrap().as_ref() {
+        Some(line) => println!("{line}"),
+        None => println!("mutants: 0/0 killed, 0 equivalent (the mutant run failed)"),
+    }
+    code(ok && dmg && crs && mut_ok)
+}
+
+static MUTANT_LINE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// The mutant matrix. Mutants live only in a build with `--cfg nvs_mutant`: when this
+/// build lacks it, build one (in target/mutants) and run the matrix there.
+fn mutants(names: &[String]) -> bool {
+    if nvs_core::mutant::compiled_in() {
+        return mutants_inner(names);
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let flags = format!("{} --cfg nvs_mutant", std::env::var("RUSTFLAGS").unwrap_or_default());
+    println!("mutants: building nvs with --cfg nvs_mutant (target/mutants) ...");
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .env("RUSTFLAGS", flags.trim())
+        .env("CARGO_TARGET_DIR", root.join("target/mutants"))
+        .args(["run", "--quiet", "--release", "-p", "nvs-verify", "--", "mutants-inner"])
+        .args(names)
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            println!("mutants: could not run cargo: {e}");
+            return false;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    if !out.status.success() {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    *MUTANT_LINE.lock().unwrap() = text.lines().rev().find(|l| l.starts_with("mutants: ")).map(str::to_string);
+    out.status.success()
+}
+
+fn mutants_inner(names: &[String]) -> bool {
+    if !nvs_core::mutant::compiled_in() {
+        println!("mutants: this build lacks --cfg nvs_mutant");
+        return false;
+    }
+    println!("{:<28} {:>8} {:>7}  evidence", "mutant", "verdict", "time");
+    let results = run_matrix(names, THREADS);
+    let (mut killed, mut equivalent, mut survived) = (0, 0, 0);
+    for r in &results {
+        let (verdict, evidence) = match (&r.killed_by, r.equivalent) {
+            (Some(k), _) => {
+                killed += 1;
+                ("killed", k.clone())
+            }
+            (None, Some(why)) => {
+                equivalent += 1;
+                ("equiv.", why.to_string())
+            }
+            (None, None) => {
+                survived += 1;
+                ("SURVIVED", "no violation found".to_string())
+            }
+        };
+        println!("{:<28} {:>8} {:>6.1}s  {}", r.name, verdict, r.seconds, evidence);
+    }
+    let line = format!("mutants: {killed}/{} killed, {equivalent} equivalent", results.len());
+    println!("{line}");
+    *MUTANT_LINE.lock().unwrap() = Some(line);
+    survived == 0
+}
+
+fn repro_cmd(args: &[String]) -> ExitCode {
+    let (Some(id), Some(point), Some(choices)) = (args.first(), args.get(1), args.get(2)) else {
+        eprintln!("usage: nvs-verify repro WORKLOAD POINT CHOICES [--mutant NAME]");
+        return ExitCode::from(2);
+    };
+    if let Some(i) = args.iter().position(|a| a == "--mutant") {
+        let Some(name) = args.get(i + 1) else { return ExitCode::from(2) };
+        let Some((n, _)) = nvs_core::mutant::MUTANTS.iter().find(|(m, _)| m == name) else {
+            eprintln!("no mutant {name}");
+            return ExitCode::from(2);
+        };
+        if !nvs_core::mutant::compiled_in() {
+            eprintln!("run with RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants");
+            return ExitCode::from(2);
+        }
+        select(Some(n));
+    }
+    let Ok(point) = point.parse::<usize>() else { return ExitCode::from(2) };
+    let choices: Vec<usize> =
+        if choices == "-" { vec![] } else { choices.split(',').filter_map(|c| c.parse().ok()).collect() };
+    let fams: Vec<Family> = families();
+    let Some((fam, w)) = fams.iter().find_map(|f| f.workloads.iter().find(|w| &w.id == id).map(|w| (f, w))) else {
+        eprintln!("no workload {id}");
+        return ExitCode::from(2);
+    };
+    println!("workload {id}: {:?}", w.ops);
+    match repro(w, fam, point, choices) {
+        Ok(()) => {
+            println!("passes");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("VIOLATION: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

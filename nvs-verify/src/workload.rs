@@ -1,0 +1,276 @@
+//! Workloads: short sequences of pool operations over two lanes, run on a recording
+//! [`SimMedia`] to get a trace and the model of what each operation issued and when it
+//! was acknowledged.
+
+use nvs_core::{Error, FormatOptions, HeapMemory, Object, Pool};
+use nvs_sim::SimMedia;
+
+/// One operation of a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// One object of `size` bytes.
+    Put { lane: u32, size: usize },
+    /// One object made of several slices.
+    Vectored { lane: u32, sizes: Vec<usize> },
+    /// Several objects under one commit.
+    Batch { lane: u32, sizes: Vec<usize> },
+    /// Close the pool and open it again (recovery, no stores).
+    Reopen,
+}
+
+/// How the media is prepared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Setup {
+    pub segment_len: u64,
+    pub segments: u64,
+    pub payload_checksum: bool,
+    /// Run an earlier pool (another id, other contents, more operations) on the same
+    /// media first, and format over its bytes without zeroing.
+    pub stale: bool,
+}
+
+impl Setup {
+    pub const fn small() -> Setup {
+        Setup { segment_len: 4096, segments: 6, payload_checksum: false, stale: false }
+    }
+    pub fn media_len(&self) -> usize {
+        (4096 + self.segment_len * self.segments) as usize
+    }
+}
+
+/// A named workload.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// `family/index`: names the workload in reports and repro commands.
+    pub id: String,
+    pub setup: Setup,
+    pub ops: Vec<Op>,
+}
+
+/// What one operation issued.
+#[derive(Clone, Debug)]
+pub struct Issued {
+    pub op: usize,
+    pub lane: u32,
+    /// Trace position when the operation started (its first store is at or after it).
+    pub start: usize,
+    /// Trace position when it returned `Ok` (acknowledged); `None` if refused.
+    pub ack: Option<usize>,
+    /// (name, version, bytes) of each object.
+    pub objects: Vec<(Vec<u8>, u64, Vec<u8>)>,
+}
+
+/// A workload's recorded run.
+pub struct Trace {
+    pub media: SimMedia,
+    /// Trace position after format: crash points start here.
+    pub format_end: usize,
+    pub issued: Vec<Issued>,
+    pub setup: Setup,
+}
+
+/// Object names cycle through a few, so versions of one name come from several ops.
+fn name(op: usize, obj: usize) -> Vec<u8> {
+    format!("n{}", (op + obj) % 3).into_bytes()
+}
+
+/// Deterministic, distinct-per-(seed, op, object) payload bytes.
+fn payload(seed: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
+    let mut x = seed ^ ((op as u64) << 32) ^ ((obj as u64) << 48) ^ 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Run `ops` on `pool`; `on_op` sees each operation's outcome.
+fn apply<'m>(
+    media: &'m SimMedia,
+    mut pool: Pool<&'m SimMedia, HeapMemory>,
+    ops: &[Op],
+    seed: u64,
+    issued: &mut Vec<Issued>,
+) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
+    for (i, op) in ops.iter().enumerate() {
+        let start = media.point();
+        // Each object: its name and its payload's parts.
+        type Parts = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+        let (lane, objects): (u32, Parts) = match op {
+            Op::Reopen => {
+                let (m, _) = pool.close();
+                pool = Pool::open(m, HeapMemory::new()).map_err(|e| format!("reopen failed: {e}"))?;
+                if media.point() != start {
+                    return Err("reopen stored to the media".into());
+                }
+                continue;
+            }
+            Op::Put { lane, size } => (*lane, vec![(name(i, 0), vec![payload(seed, i, 0, *size)])]),
+            Op::Vectored { lane, sizes } => {
+                let parts = sizes.iter().enumerate().map(|(k, &s)| payload(seed, i, 100 + k, s)).collect();
+                (*lane, vec![(name(i, 0), parts)])
+            }
+            Op::Batch { lane, sizes } => {
+                (*lane, sizes.iter().enumerate().map(|(k, &s)| (name(i, k), vec![payload(seed, i, k, s)])).collect())
+            }
+        };
+        let parts: Vec<Vec<&[u8]>> = objects.iter().map(|(_, ps)| ps.iter().map(|p| &p[..]).collect()).collect();
+        let objs: Vec<Object> = objects.iter().zip(&parts).map(|((n, _), p)| Object::new(n, p)).collect();
+        match pool.put_batch(lane, &objs) {
+            Ok(versions) => issued.push(Issued {
+                op: i,
+                lane,
+                start,
+                ack: Some(media.point()),
+                objects: objects.iter().zip(versions.iter()).map(|((n, ps), v)| (n.clone(), *v, ps.concat())).collect(),
+            }),
+            Err(Error::Full) => {
+                if media.point() != start {
+                    return Err(format!("op {i}: Full after storing {} events", media.point() - start));
+                }
+            }
+            Err(e) => return Err(format!("op {i}: {e}")),
+        }
+    }
+    Ok(pool)
+}
+
+fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
+    let mut o = FormatOptions::new(pool_id);
+    o.segment_len = Some(setup.segment_len);
+    o.lanes_max = 2;
+    o.payload_checksum = setup.payload_checksum;
+    o
+}
+
+/// Run a workload on a fresh recording media.
+pub fn run(w: &Workload) -> Result<Trace, String> {
+    let mut base = vec![0u8; w.setup.media_len()];
+    if w.setup.stale {
+        // An earlier pool: the same operations and then more on both lanes, other bytes.
+        let old = SimMedia::from_bytes(&base);
+        let pool = Pool::format(&old, options(&w.setup, 0x0DD_0DD), HeapMemory::new()).map_err(|e| e.to_string())?;
+        let mut ops = w.ops.clone();
+        ops.extend([Op::Put { lane: 0, size: 100 }, Op::Put { lane: 1, size: 100 }, Op::Put { lane: 0, size: 300 }]);
+        apply(&old, pool, &ops, 0xBAD, &mut Vec::new())?;
+        base = old.volatile_bytes();
+    }
+    let media = SimMedia::from_bytes(&base);
+    let pool = Pool::format(&media, options(&w.setup, 0x600D), HeapMemory::new()).map_err(|e| e.to_string())?;
+    let format_end = media.point();
+    let mut issued = Vec::new();
+    apply(&media, pool, &w.ops, 0x5EED, &mut issued)?;
+    Ok(Trace { media, format_end, issued, setup: w.setup.clone() })
+}
+
+/// Payload sizes crossing word and cache-line boundaries, and multi-line.
+pub const SIZES: [usize; 10] = [0, 1, 7, 8, 9, 63, 64, 65, 130, 300];
+
+/// The operation kinds of the exhaustive family, sized by position.
+fn op_kind(kind: usize, pos: usize) -> Op {
+    let s = |k: usize| SIZES[(pos * 3 + k) % SIZES.len()];
+    match kind {
+        0 => Op::Put { lane: 0, size: s(0) },
+        1 => Op::Put { lane: 1, size: s(1) },
+        2 => Op::Vectored { lane: 0, sizes: vec![s(0), s(1), s(2)] },
+        3 => Op::Vectored { lane: 1, sizes: vec![s(2), s(0)] },
+        4 => Op::Batch { lane: 0, sizes: vec![s(0), s(1)] },
+        5 => Op::Batch { lane: 1, sizes: vec![s(1), s(2), s(0)] },
+        _ => Op::Reopen,
+    }
+}
+
+/// Every sequence of 1 to `max_len` operations drawn from the 7 kinds.
+pub fn sequences(max_len: usize) -> Vec<Vec<Op>> {
+    let mut out = Vec::new();
+    let mut frontier: Vec<Vec<usize>> = vec![vec![]];
+    for _ in 0..max_len {
+        let mut next = Vec::new();
+        for seq in &frontier {
+            for k in 0..7 {
+                let mut s = seq.clone();
+                s.push(k);
+                out.push(s.iter().enumerate().map(|(pos, &kind)| op_kind(kind, pos)).collect());
+                next.push(s);
+            }
+        }
+        frontier = next;
+    }
+    out
+}
+
+/// A workload family: a name and its workloads.
+pub struct Family {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub workloads: Vec<Workload>,
+    /// Check every crash point after every single event, not only before fences.
+    pub all_points: bool,
+    /// After each crash: recover, put, crash again at every point, recover, check.
+    pub depth2: bool,
+}
+
+fn family(name: &'static str, what: &'static str, setup: Setup, seqs: Vec<Vec<Op>>) -> Family {
+    let workloads = seqs
+        .into_iter()
+        .enumerate()
+        .map(|(i, ops)| Workload { id: format!("{name}/{i}"), setup: setup.clone(), ops })
+        .collect();
+    Family { name, what, workloads, all_points: false, depth2: false }
+}
+
+/// The families of the crash check.
+pub fn families() -> Vec<Family> {
+    let mut fams = Vec::new();
+    fams.push(family("ops", "every sequence of 1-3 ops over 2 lanes", Setup::small(), sequences(3)));
+    let mut stale = family(
+        "stale",
+        "the same, over an earlier pool's bytes",
+        Setup { stale: true, ..Setup::small() },
+        sequences(3),
+    );
+    stale.workloads.retain(|w| w.ops.len() <= 2 || w.ops.iter().all(|o| *o != Op::Reopen));
+    fams.push(stale);
+    let big = |kind: usize, pos: usize| {
+        let s = [1500, 2600, 3900][(kind + pos) % 3];
+        match kind {
+            0 => Op::Put { lane: 0, size: s },
+            1 => Op::Put { lane: 1, size: s },
+            2 => Op::Batch { lane: 0, sizes: vec![s / 2, s / 3] },
+            _ => Op::Vectored { lane: 1, sizes: vec![s / 3, 7, s / 2] },
+        }
+    };
+    let mut seg = Vec::new();
+    for a in 0..4 {
+        for b in 0..4 {
+            seg.push(vec![big(a, 0), big(b, 1)]);
+            for c in 0..4 {
+                seg.push(vec![big(a, 0), big(b, 1), big(c, 2)]);
+            }
+        }
+    }
+    fams.push(family("segment", "multi-line objects crossing segment boundaries", Setup::small(), seg));
+    let full_setup = Setup { segments: 3, ..Setup::small() };
+    let mut full = Vec::new();
+    for lanes in [[0u32, 0, 0, 0, 0], [0, 1, 0, 1, 0], [1, 1, 0, 0, 1]] {
+        full.push(lanes.iter().map(|&lane| Op::Put { lane, size: 2000 }).collect());
+        full.push(lanes.iter().map(|&lane| Op::Batch { lane, sizes: vec![900, 900] }).collect());
+    }
+    fams.push(family("full", "puts until the pool is full (refusals store nothing)", full_setup, full));
+    let mut depth2 = family("crash2", "crash, recover, put, crash again (depth 2)", Setup::small(), sequences(2));
+    depth2.depth2 = true;
+    fams.push(depth2);
+    let mut allp = family("allpoints", "a crash after every single event", Setup::small(), sequences(2));
+    allp.all_points = true;
+    fams.push(allp);
+    fams.push(family(
+        "checksum",
+        "payload checksums on",
+        Setup { payload_checksum: true, ..Setup::small() },
+        sequences(2),
+    ));
+    fams
+}

@@ -1,0 +1,89 @@
+//! The oracle can fail: each kind of contract violation is caught, and every state the
+//! contract allows passes. Plus a smoke run of the crash check on a few workloads.
+
+use nvs_verify::check::{oracle, Rec};
+use nvs_verify::workload::Issued;
+
+fn op(op: usize, lane: u32, start: usize, ack: Option<usize>, objs: &[(&str, u64, &[u8])]) -> Issued {
+    Issued {
+        op,
+        lane,
+        start,
+        ack,
+        objects: objs.iter().map(|(n, v, b)| (n.as_bytes().to_vec(), *v, b.to_vec())).collect(),
+    }
+}
+
+fn rec(n: &str, v: u64, lane: u32, b: &[u8]) -> Rec {
+    (n.as_bytes().to_vec(), v, lane, b.to_vec())
+}
+
+fn issued() -> Vec<Issued> {
+    vec![
+        op(0, 0, 10, Some(20), &[("a", 1, b"A1")]),
+        op(1, 0, 20, Some(30), &[("b", 1, b"B1"), ("c", 1, b"C1")]),
+        op(2, 1, 30, Some(40), &[("a", 2, b"A2")]),
+        op(3, 0, 40, Some(50), &[("a", 3, b"A3")]),
+    ]
+}
+
+/// Allowed: exactly the acknowledged ops; plus an unacknowledged started one; nothing
+/// before anything was acknowledged.
+#[test]
+fn allowed_states_pass() {
+    let is = issued();
+    let all = vec![rec("a", 1, 0, b"A1"), rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1"), rec("a", 2, 1, b"A2")];
+    assert_eq!(oracle(&is, 40, &[], &all), Ok(()));
+    let mut more = all.clone();
+    more.push(rec("a", 3, 0, b"A3"));
+    assert_eq!(oracle(&is, 45, &[], &more), Ok(()), "started, not acknowledged, recovered: allowed");
+    assert_eq!(oracle(&is, 45, &[], &all), Ok(()), "started, not acknowledged, lost: allowed");
+    assert_eq!(oracle(&is, 15, &[], &[]), Ok(()));
+}
+
+/// Each violation is named.
+#[test]
+fn violations_are_caught() {
+    let is = issued();
+    let base = vec![rec("a", 1, 0, b"A1"), rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1")];
+    let check = |point, rec: &[Rec], needle: &str| {
+        let e = oracle(&is, point, &[], rec).expect_err(needle);
+        assert!(e.contains(needle), "{e} should mention {needle}");
+    };
+    check(30, &base[..1], "acknowledged");
+    check(30, &[base[0].clone(), base[1].clone()], "torn");
+    let mut phantom = base.clone();
+    phantom.push(rec("z", 1, 0, b"Z"));
+    check(30, &phantom, "phantom");
+    let mut wrong = base.clone();
+    wrong[0].3 = b"XX".to_vec();
+    check(30, &wrong, "wrong bytes");
+    let mut lane = base.clone();
+    lane[0].2 = 1;
+    check(30, &lane, "lane");
+    check(45, &[base[0].clone(), rec("a", 3, 0, b"A3")], "acknowledged"); // op 1 acked and lost
+                                                                          // A hole: op 3 recovered without op 1 on the same lane (none acknowledged yet at 25).
+    let is2 = vec![op(0, 0, 10, None, &[("a", 1, b"A1")]), op(1, 0, 20, None, &[("a", 2, b"A2")])];
+    let e = oracle(&is2, 25, &[], &[rec("a", 2, 0, b"A2")]).unwrap_err();
+    assert!(e.contains("prefix"), "{e}");
+    // Unstarted ops' objects are phantoms.
+    let e = oracle(&is, 15, &[], &[rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1")]).unwrap_err();
+    assert!(e.contains("phantom"), "{e}");
+    // Objects recovered before an earlier crash must stay.
+    let durable = vec![rec("d", 1, 0, b"D1")];
+    let e = oracle(&[], 5, &durable, &[]).unwrap_err();
+    assert!(e.contains("lost"), "{e}");
+    assert_eq!(oracle(&[], 5, &durable, &durable), Ok(()));
+}
+
+/// The crash check passes a few real workloads and explores more than one state.
+#[test]
+fn crash_check_smoke() {
+    let fams = nvs_verify::workload::families();
+    let mut fam = fams.into_iter().next().unwrap();
+    fam.workloads.truncate(20);
+    let r = nvs_verify::check::check_family(&fam, 2, false);
+    assert!(r.failures.is_empty(), "{:?}", r.failures);
+    assert_eq!(r.incomplete, 0);
+    assert!(r.points > 40 && r.states > r.points, "{} points, {} states", r.points, r.states);
+}
