@@ -215,16 +215,12 @@ pub struct Failure {
 impl Failure {
     pub fn repro(&self) -> String {
         let choices: Vec<String> = self.choices.iter().map(|c| c.to_string()).collect();
-        let mutant = match crate::mutants::selected() {
-            Some(m) => format!(" --mutant {m}"),
-            None => String::new(),
+        let choices = if choices.is_empty() { "-".to_string() } else { choices.join(",") };
+        let (env, mutant) = match crate::mutants::selected() {
+            Some(m) => ("RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants ", format!(" --mutant {m}")),
+            None => ("", String::new()),
         };
-        format!(
-            "cargo run --release -p nvs-verify -- repro {} {} {}{mutant}",
-            self.workload,
-            self.point,
-            if choices.is_empty() { "-".to_string() } else { choices.join(",") }
-        )
+        format!("{env}cargo run --release -p nvs-verify -- repro {} {} {choices}{mutant}", self.workload, self.point)
     }
 }
 
