@@ -131,6 +131,10 @@ enum Command {
         /// `recovery`); ceilings are always run.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// Rates from each thread's CPU time (`cpu`: robust when other work shares the
+        /// machine; pwrite + fdatasync keeps wall time) or from wall time (`wall`).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "wall"])]
+        clock: String,
     },
 }
 
@@ -200,7 +204,7 @@ pub fn main() -> ExitCode {
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
         Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
-        Command::Bench { dir, sync_dir, quick, trials, json, plot, only } => bench::run(bench::Options {
+        Command::Bench { dir, sync_dir, quick, trials, json, plot, only, clock } => bench::run(bench::Options {
             dir,
             sync_dir: Some(sync_dir),
             quick,
@@ -208,6 +212,7 @@ pub fn main() -> ExitCode {
             json,
             plot,
             only,
+            clock: if clock == "wall" { bench::Clock::Wall } else { bench::Clock::Cpu },
         }),
     };
     match r {

@@ -20,6 +20,7 @@ mod report;
 mod run;
 
 use super::CliError;
+pub use run::Clock;
 use run::{Measured, Method, Slot};
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
@@ -40,6 +41,7 @@ pub struct Options {
     pub plot: Option<PathBuf>,
     /// Only these methods (by JSON name) and/or `recovery`; empty: everything.
     pub only: Vec<String>,
+    pub clock: Clock,
 }
 
 /// One row: a method at a size and thread count, measured or not available.
@@ -77,6 +79,7 @@ pub struct Setup {
     pub nvs_nt: &'static str,
     pub ceiling_nt: usize,
     pub elapsed: Duration,
+    pub clock: Clock,
 }
 
 pub fn run(opts: Options) -> Result<(), CliError> {
@@ -137,7 +140,7 @@ pub fn run(opts: Options) -> Result<(), CliError> {
             if failed[i].is_some() {
                 continue;
             }
-            match trial(&mut slots[..threads], method, size, budget, &pmdk) {
+            match trial(&mut slots[..threads], method, size, budget, opts.clock, &pmdk) {
                 Ok(m) => samples[i].push(m),
                 Err(e) => failed[i] = Some(format!("failed: {e}")),
             }
@@ -193,6 +196,7 @@ pub fn run(opts: Options) -> Result<(), CliError> {
         nvs_nt: if nvs_core::wide_stores_avx2() { "AVX2 32 B" } else { "SSE2 16 B" },
         ceiling_nt: nt::width(),
         elapsed: started.elapsed(),
+        clock: opts.clock,
     };
     let text = report::table(&setup, &rows, &rec);
     if let Some(p) = &opts.json {
@@ -217,10 +221,11 @@ fn trial(
     method: Method,
     size: usize,
     budget: Duration,
+    clock: Clock,
     pmdk: &pmdk::Pmdk,
 ) -> Result<Measured, String> {
     if slots.len() == 1 {
-        return slots[0].trial(method, size, budget, pmdk);
+        return slots[0].trial(method, size, budget, clock, pmdk);
     }
     let barrier = Barrier::new(slots.len());
     let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
@@ -230,7 +235,7 @@ fn trial(
                 let b = &barrier;
                 s.spawn(move || {
                     b.wait();
-                    slot.trial(method, size, budget, pmdk)
+                    slot.trial(method, size, budget, clock, pmdk)
                 })
             })
             .collect();

@@ -5,7 +5,7 @@ use super::run::Method;
 use super::{Row, Setup, SIZES, THREADS};
 use std::fmt::Write as _;
 
-const W: f64 = 980.0;
+const W: f64 = 1080.0;
 const H: f64 = 560.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 700.0;

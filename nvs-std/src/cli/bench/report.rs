@@ -64,7 +64,7 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
     let _ = writeln!(o, "nvs bench · {} · {} ({} CPUs) · Linux {}", setup.date, setup.cpu, setup.cpus, setup.kernel);
     let _ = writeln!(
         o,
-        "region: files in {} ({} per thread for each of pool, raw mapping, pmemlog); fdatasync file in {}",
+        "region: files in {} ({} per thread: one region file shared by nvs and the raw rows, one pmemlog pool); fdatasync file in {}",
         setup.dir.display(),
         human(setup.region as u64),
         setup.sync_dir.display()
@@ -82,6 +82,16 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
         o,
         "NT stores: nvs {}; ceiling {} B (the widest on this CPU). 2 threads: each its own files, aggregate GB/s, ns = 1/aggregate rate",
         setup.nvs_nt, setup.ceiling_nt
+    );
+    let _ = writeln!(
+        o,
+        "clock: {}",
+        match setup.clock {
+            super::Clock::Cpu => {
+                "each thread's CPU time (time descheduled by other load is not counted); wall time for pwrite + fdatasync"
+            }
+            super::Clock::Wall => "wall time",
+        }
     );
     let _ = writeln!(
         o,
@@ -171,7 +181,11 @@ fn string(s: &str) -> String {
 /// the same fields (`kind` tells them apart).
 pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
     let mut items = Vec::new();
-    let common = format!("\"date\": {}, \"cpu\": {}", string(&setup.date), string(&setup.cpu));
+    let clock = match setup.clock {
+        super::Clock::Cpu => "thread_cpu",
+        super::Clock::Wall => "wall",
+    };
+    let common = format!("\"date\": {}, \"cpu\": {}, \"clock\": \"{clock}\"", string(&setup.date), string(&setup.cpu));
     for r in rows {
         let (g, n, t, note) = match &r.result {
             Ok(x) => (Some(x.gbps), Some(x.ns_per_op), x.trials, String::new()),

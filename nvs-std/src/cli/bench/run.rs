@@ -1,11 +1,17 @@
 //! One thread's side of the benchmark: its files, its mappings, and one timed trial of
 //! any method on them.
 //!
-//! Every thread has its own files in the bench directory (same kind of region for every
-//! method): an nvs pool, a plain file that the raw methods map and `pwrite`, a pmemlog
-//! pool, and a file on the root file system for `pwrite` + `fdatasync`. Writes walk
-//! through the whole file and wrap (or reformat the pool when it is full); that
-//! bookkeeping is paused out of the timed part.
+//! Every thread has its own files in the bench directory: one region file that nvs
+//! (through `MappedMedia`) and the raw methods (through a second mapping of the same
+//! file, and `pwrite`) all use — the same physical memory for every row, because on a
+//! VM two files of the same kind can differ by 10–20% in copy speed — a pmemlog pool
+//! (PMDK makes its own file), and a file on the root file system for `pwrite` +
+//! `fdatasync`. Writes walk through the whole file and wrap (or reformat the pool when
+//! it is full); that bookkeeping is paused out of the timed part.
+//!
+//! The raw methods never run while nvs uses the region: trials run one after another,
+//! and after a raw method wrote the region the pool is formatted anew (or refilled for
+//! get) before nvs touches it again, so nvs never reads bytes it did not write.
 
 use super::nt;
 use super::pmdk::{Log, Pmdk};
@@ -109,7 +115,31 @@ impl Method {
 pub struct Measured {
     pub objects: u64,
     pub bytes: u64,
+    /// The time the rates are computed from: thread CPU time, or wall time (see
+    /// [`Clock`]).
     pub time: Duration,
+}
+
+/// Which clock a trial's rate is computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Wall time for every row.
+    Wall,
+    /// The thread's CPU time for rows that never block (every row but `pwrite` +
+    /// `fdatasync`, which waits for the disk and keeps wall time): on a machine shared
+    /// with other work, time the thread spent descheduled is not counted.
+    Cpu,
+}
+
+/// This thread's CPU time so far.
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Name of the single-put object.
@@ -126,9 +156,10 @@ pub struct Slot {
     pool_id: u64,
     /// Objects of the get trial's size the pool holds (0: not filled for get).
     filled: (usize, u64),
-    /// The plain file the raw methods map and pwrite.
+    /// A raw method wrote the region since the pool was formatted.
+    clobbered: bool,
+    /// The second mapping of the region file, for the raw methods.
     raw: MmapRaw,
-    raw_file: File,
     raw_len: usize,
     /// pmemlog pool, or why not.
     log: Result<Log, String>,
@@ -177,15 +208,12 @@ impl Slot {
         let pool_path = dir.join(format!("nvs-bench-{pid}-{k}.pool"));
         let pool_file = make_file(&pool_path, region)?;
         files.push(pool_path.clone());
-        let raw_path = dir.join(format!("nvs-bench-{pid}-{k}.raw"));
-        let raw_file = make_file(&raw_path, region)?;
-        files.push(raw_path.clone());
-        // The raw methods' mapping, pre-faulted like the pool's.
+        // The raw methods' mapping of the same file, pre-faulted like the pool's.
         let raw = MmapOptions::new()
             .len(region)
             .populate()
-            .map_raw(&raw_file)
-            .map_err(|e| format!("cannot map {}: {e}", raw_path.display()))?;
+            .map_raw(&pool_file)
+            .map_err(|e| format!("cannot map {}: {e}", pool_path.display()))?;
         let log = match &pmdk.log {
             Ok(lib) => {
                 let p = dir.join(format!("nvs-bench-{pid}-{k}.pmemlog"));
@@ -224,8 +252,8 @@ impl Slot {
             pool_seg: 0,
             pool_id: 0x6e76_7362_656e_6368 ^ ((k as u64) << 48),
             filled: (0, 0),
+            clobbered: false,
             raw,
-            raw_file,
             raw_len: region,
             log,
             sync,
@@ -267,6 +295,7 @@ impl Slot {
         self.pool = Some(pool);
         self.pool_seg = seg;
         self.filled = (0, 0);
+        self.clobbered = false;
         Ok(())
     }
 
@@ -281,7 +310,7 @@ impl Slot {
 
     fn ensure_pool(&mut self, unit: u64) -> Result<(), String> {
         let seg = self.segment_for(unit)?;
-        if self.pool.is_none() || self.pool_seg != seg {
+        if self.pool.is_none() || self.pool_seg != seg || self.clobbered {
             self.format(seg)?;
         }
         Ok(())
@@ -289,7 +318,7 @@ impl Slot {
 
     /// Fill the pool with objects of `size` bytes (for the get trial) unless it already is.
     fn fill_for_get(&mut self, size: usize) -> Result<u64, String> {
-        if self.filled.0 == size && self.filled.1 > 0 {
+        if self.filled.0 == size && self.filled.1 > 0 && !self.clobbered {
             return Ok(self.filled.1);
         }
         let seg = self.segment_for(object_len(NAME.len(), size as u64) + LINE)?;
@@ -308,10 +337,18 @@ impl Slot {
     }
 
     /// Run `method` on objects of `size` bytes for about `budget`; `Err` on failure.
-    pub fn trial(&mut self, method: Method, size: usize, budget: Duration, pmdk: &Pmdk) -> Result<Measured, String> {
+    pub fn trial(
+        &mut self,
+        method: Method,
+        size: usize,
+        budget: Duration,
+        clock: Clock,
+        pmdk: &Pmdk,
+    ) -> Result<Measured, String> {
         // Operations between clock reads: about 256 KiB of objects.
         let chunk = ((256usize << 10) / (size * method.per_op())).max(1);
         let mut paused = Duration::ZERO;
+        let mut paused_cpu = Duration::ZERO;
         let mut ops = 0u64;
         let base = self.raw.as_mut_ptr();
         let len = self.raw_len;
@@ -333,6 +370,7 @@ impl Slot {
         }
         // Nothing of the pool's state is shared with the raw methods: they use `raw`.
         let t0 = Instant::now();
+        let c0 = cpu_now();
         'outer: loop {
             for _ in 0..chunk {
                 match method {
@@ -344,7 +382,8 @@ impl Slot {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: every destination is inside the mapping (checked just
                         // above), 64-byte aligned (`off` and `step` are multiples of 64),
-                        // and the mapping is a distinct range from `src`.
+                        // and the mapping is a distinct range from `src`; nvs is not using
+                        // the region during this trial (module docs).
                         unsafe {
                             let flag = base.add(self.off);
                             for k in 0..n {
@@ -361,9 +400,10 @@ impl Slot {
                         match pool.put(NAME, &self.src[..size]) {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {
-                                let p = Instant::now();
+                                let (p, pc) = (Instant::now(), cpu_now());
                                 self.format(self.pool_seg)?;
                                 paused += p.elapsed();
+                                paused_cpu += cpu_now().saturating_sub(pc);
                                 continue;
                             }
                             Err(e) => return Err(format!("put: {e}")),
@@ -379,9 +419,10 @@ impl Slot {
                         match pool.put_batch(0, &objects) {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {
-                                let p = Instant::now();
+                                let (p, pc) = (Instant::now(), cpu_now());
                                 self.format(self.pool_seg)?;
                                 paused += p.elapsed();
+                                paused_cpu += cpu_now().saturating_sub(pc);
                                 continue;
                             }
                             Err(e) => return Err(format!("put_batch: {e}")),
@@ -398,7 +439,8 @@ impl Slot {
                             self.off = DATA_OFF as usize;
                         }
                         // SAFETY: `off + LINE + size <= len`: inside the mapping, which no
-                        // Rust reference covers and which does not overlap `src`/`dst`.
+                        // Rust reference covers, which does not overlap `src`/`dst`, and
+                        // which nvs is not using during this trial (module docs).
                         unsafe {
                             let p = base.add(self.off + LINE as usize);
                             match method {
@@ -416,9 +458,10 @@ impl Slot {
                     Method::PmemLog => {
                         let log = self.log.as_mut().map_err(|e| e.clone())?;
                         if !log.append(&self.src[..size]) {
-                            let p = Instant::now();
+                            let (p, pc) = (Instant::now(), cpu_now());
                             log.rewind();
                             paused += p.elapsed();
+                            paused_cpu += cpu_now().saturating_sub(pc);
                             if !log.append(&self.src[..size]) {
                                 return Err("pmemlog_append failed on an empty log".into());
                             }
@@ -428,7 +471,7 @@ impl Slot {
                         if self.off + step > len {
                             self.off = DATA_OFF as usize;
                         }
-                        self.raw_file
+                        self.pool_file
                             .write_all_at(&self.src[..size], self.off as u64)
                             .map_err(|e| format!("pwrite: {e}"))?;
                         self.off += step;
@@ -449,7 +492,15 @@ impl Slot {
                 break 'outer;
             }
         }
-        let time = t0.elapsed().saturating_sub(paused);
+        if matches!(
+            method,
+            Method::Ceiling | Method::CeilingBatch | Method::Memcpy | Method::PmemMemcpy | Method::PwriteTmpfs
+        ) {
+            self.clobbered = true;
+        }
+        let wall = t0.elapsed().saturating_sub(paused);
+        let cpu = cpu_now().saturating_sub(c0).saturating_sub(paused_cpu);
+        let time = if clock == Clock::Cpu && method != Method::PwriteSync && !cpu.is_zero() { cpu } else { wall };
         let objects = ops * method.per_op() as u64;
         Ok(Measured { objects, bytes: objects * size as u64, time })
     }
