@@ -369,6 +369,7 @@ impl Slot {
             _ => {}
         }
         // Nothing of the pool's state is shared with the raw methods: they use `raw`.
+        let mut version = 0u64;
         let t0 = Instant::now();
         let c0 = cpu_now();
         'outer: loop {
@@ -430,7 +431,8 @@ impl Slot {
                     }
                     Method::Get => {
                         let pool = self.pool.as_ref().ok_or("no pool")?;
-                        let version = ops % self.filled.1 + 1;
+                        // Versions 1, 2, ..., n, 1, ... (a reader walking the time steps).
+                        version = if version >= self.filled.1 { 1 } else { version + 1 };
                         let n = pool.get(NAME, version, &mut self.dst[..size]).map_err(|e| format!("get: {e}"))?;
                         debug_assert_eq!(n, size);
                     }
