@@ -76,6 +76,7 @@ mod x86 {
     const AVX2: u8 = 2;
     const CLWB: u8 = 4;
     const CLFLUSHOPT: u8 = 8;
+    const AVX512F: u8 = 16;
 
     static FEATURES: AtomicU8 = AtomicU8::new(UNKNOWN);
 
@@ -94,6 +95,10 @@ mod x86 {
             let leaf7 = __cpuid_count(7, 0); // leaf 7 exists: max_leaf checked
             if osxsave_avx && (leaf7.ebx >> 5) & 1 == 1 && xcr0() & 6 == 6 {
                 f |= AVX2;
+            }
+            // AVX-512F, with the OS saving the opmask and ZMM state (XCR0 bits 5..7).
+            if osxsave_avx && (leaf7.ebx >> 16) & 1 == 1 && xcr0() & 0xE6 == 0xE6 {
+                f |= AVX512F;
             }
             if (leaf7.ebx >> 24) & 1 == 1 {
                 f |= CLWB;
@@ -118,6 +123,10 @@ mod x86 {
 
     pub fn has_avx2() -> bool {
         features() & AVX2 != 0
+    }
+
+    pub fn has_avx512f() -> bool {
+        features() & AVX512F != 0
     }
 
     /// # Safety
@@ -146,6 +155,8 @@ mod x86 {
         // may be used, so there the copy is `movnti` only (8 B per store).
         let wide = if cfg!(target_os = "none") {
             8
+        } else if has_avx512f() {
+            64
         } else if has_avx2() {
             32
         } else {
@@ -158,7 +169,13 @@ mod x86 {
             d = unsafe { d.add(8) };
             s = &s[8..];
         }
-        let body = if wide > 8 { s.len() & !(wide * 4 - 1) } else { 0 };
+        // AVX-512: whole 64-byte lines (its body loop takes any multiple of 64); AVX2 and
+        // SSE2: multiples of four stores.
+        let body = match wide {
+            64 => s.len() & !63,
+            8 => 0,
+            _ => s.len() & !(wide * 4 - 1),
+        };
         if body > 0 {
             // SAFETY: `d` is `wide`-aligned and `d..d + body` is inside the destination;
             // AVX2 is used only when detected.
@@ -197,10 +214,10 @@ mod x86 {
     unsafe fn copy_body_wide(dst: *mut u8, src: *const u8, len: usize, wide: usize) {
         // SAFETY: forwarded contract.
         unsafe {
-            if wide == 32 {
-                copy_body_avx2(dst, src, len)
-            } else {
-                copy_body_sse2(dst, src, len)
+            match wide {
+                64 => copy_body_avx512(dst, src, len),
+                32 => copy_body_avx2(dst, src, len),
+                _ => copy_body_sse2(dst, src, len),
             }
         }
     }
@@ -209,6 +226,34 @@ mod x86 {
     /// Never called: bare-metal copies use `movnti` only.
     #[cfg(target_os = "none")]
     unsafe fn copy_body_wide(_dst: *mut u8, _src: *const u8, _len: usize, _wide: usize) {}
+
+    /// # Safety
+    /// `dst` 64-aligned, `len` a multiple of 64, both ranges valid, CPU (and OS) have
+    /// AVX-512F.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn copy_body_avx512(dst: *mut u8, src: *const u8, len: usize) {
+        let mut i = 0;
+        while i + 256 <= len {
+            // SAFETY: `i + 256 <= len`; loads are unaligned, stores 64-aligned.
+            unsafe {
+                let a = _mm512_loadu_si512(src.add(i).cast());
+                let b = _mm512_loadu_si512(src.add(i + 64).cast());
+                let c = _mm512_loadu_si512(src.add(i + 128).cast());
+                let e = _mm512_loadu_si512(src.add(i + 192).cast());
+                _mm512_stream_si512(dst.add(i).cast(), a);
+                _mm512_stream_si512(dst.add(i + 64).cast(), b);
+                _mm512_stream_si512(dst.add(i + 128).cast(), c);
+                _mm512_stream_si512(dst.add(i + 192).cast(), e);
+            }
+            i += 256;
+        }
+        while i < len {
+            // SAFETY: `i + 64 <= len` (`len` is a multiple of 64); store 64-aligned.
+            unsafe { _mm512_stream_si512(dst.add(i).cast(), _mm512_loadu_si512(src.add(i).cast())) };
+            i += 64;
+        }
+    }
 
     /// # Safety
     /// `dst` 32-aligned, `len` a multiple of 128, both ranges valid, CPU has AVX2.
@@ -283,7 +328,7 @@ mod x86 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use x86::{copy_nt, flush_lines, has_avx2, sfence, store_word_nt};
+pub use x86::{copy_nt, flush_lines, has_avx2, has_avx512f, sfence, store_word_nt};
 
 #[cfg(not(target_arch = "x86_64"))]
 mod fallback {
@@ -308,7 +353,10 @@ mod fallback {
     pub fn has_avx2() -> bool {
         false
     }
+    pub fn has_avx512f() -> bool {
+        false
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub use fallback::{copy_nt, flush_lines, has_avx2, sfence, store_word_nt};
+pub use fallback::{copy_nt, flush_lines, has_avx2, has_avx512f, sfence, store_word_nt};

@@ -39,7 +39,8 @@ pub use pool::{FormatOptions, NameInfo, Object, ObjectInfo, Pool, Versions};
 pub use recover::RecoveryStats;
 pub use region::{Region, StoreKind};
 
-/// Whether bulk NT copies use 32-byte AVX2 stores on this CPU (else 16-byte SSE2).
+/// Whether bulk NT copies use at least 32-byte AVX2 stores on this CPU (see
+/// [`region::nt_store_width`] for the width).
 pub fn wide_stores_avx2() -> bool {
     arch::has_avx2()
 }

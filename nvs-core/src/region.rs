@@ -19,6 +19,20 @@ pub enum StoreKind {
     Portable,
 }
 
+/// Bytes per store of the bulk NT copy on this CPU: 64 (AVX-512F), 32 (AVX2), 16
+/// (SSE2), or 8 (`movnti` only: bare-metal soft-float targets; portable elsewhere).
+pub fn nt_store_width() -> usize {
+    if !cfg!(all(target_arch = "x86_64", not(miri))) || cfg!(target_os = "none") {
+        8
+    } else if arch::has_avx512f() {
+        64
+    } else if arch::has_avx2() {
+        32
+    } else {
+        16
+    }
+}
+
 /// A persistent-memory range in this address space.
 #[derive(Debug)]
 pub struct Region {

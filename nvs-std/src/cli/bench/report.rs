@@ -80,7 +80,7 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
     );
     let _ = writeln!(
         o,
-        "NT stores: nvs {}; ceiling {} B (the widest on this CPU). 2 threads: each its own files, aggregate GB/s, ns = 1/aggregate rate",
+        "NT stores: nvs {} B, ceiling {} B (the widest on this CPU). 2 threads: each its own files, aggregate GB/s, ns = 1/aggregate rate",
         setup.nvs_nt, setup.ceiling_nt
     );
     let _ = writeln!(
