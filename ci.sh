@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command). Needs: rustfmt, clippy and the
-# x86_64-unknown-none target (.ci/run installs them when missing).
+# x86_64-unknown-none target; for the miri and fuzz steps a nightly toolchain with miri
+# and cargo-fuzz (.ci/run installs them all when missing; without them those two steps
+# say SKIPPED).
 set -euo pipefail
 cd "$(dirname "$0")"
 step() { printf '\n== %s\n' "$*"; }
@@ -15,4 +17,18 @@ cargo build -p nvs-core --target x86_64-unknown-none
 cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings
 step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
 cargo run --release -q -p nvs-std --bin nvs -- bench --quick
+step "miri: nvs-core on the portable media path (slow tests shrunk or skipped under miri)"
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  cargo +nightly miri test -p nvs-core
+else
+  echo "SKIPPED: no nightly toolchain with miri here (.ci/run installs it)"
+fi
+step "fuzz: recover_image, decode, ops_crash, ${FUZZ_SECONDS:-60} s each (FUZZ_SECONDS=0 skips)"
+if [ "${FUZZ_SECONDS:-60}" = 0 ]; then
+  echo "SKIPPED: FUZZ_SECONDS=0"
+elif command -v cargo-fuzz >/dev/null 2>&1; then
+  ./fuzz/run.sh "${FUZZ_SECONDS:-60}"
+else
+  echo "SKIPPED: cargo-fuzz not installed here (.ci/run installs it)"
+fi
 step "ok"

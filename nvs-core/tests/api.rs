@@ -85,6 +85,7 @@ fn round_trip_every_api_and_reopen() {
 
 /// Many versions of many names across segments: every one comes back after reopen.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn many_records_across_segments_survive_reopen() {
     let mut ram = Ram::new(2 << 20, 0);
     let mut pool = format(&mut ram, 16 << 10);
@@ -112,6 +113,7 @@ fn many_records_across_segments_survive_reopen() {
 
 /// A full pool returns `Full`; everything committed before stays readable, then and after reopen.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn full_pool_is_an_error_and_harms_nothing() {
     let mut ram = Ram::new(4096 + 4 * 4096, 0);
     let mut pool = format(&mut ram, 4096);
@@ -141,6 +143,7 @@ fn full_pool_is_an_error_and_harms_nothing() {
 /// Limits: 0-byte objects, 255-byte names, 256 refused, too-large objects refused with
 /// the maximum, the largest allowed object works, batch bounds, lanes, read-only.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn limits() {
     let mut ram = Ram::new(1 << 20, 0);
     let mut pool = format(&mut ram, 64 << 10);
@@ -169,6 +172,7 @@ fn limits() {
 
 /// Opening read-only writes nothing, even over a pool with a torn tail.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn read_only_open_writes_nothing() {
     let mut ram = Ram::new(256 << 10, 0x5A);
     let mut pool = format(&mut ram, 16 << 10);

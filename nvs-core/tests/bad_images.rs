@@ -25,11 +25,14 @@ fn open_bytes(bytes: &[u8]) -> nvs_core::Result<u64> {
     Ok(n)
 }
 
+/// Objects in `good_pool` (fewer under miri, where every byte costs).
+const PUTS: u32 = if cfg!(miri) { 12 } else { 40 };
+
 fn good_pool() -> Vec<u8> {
     let mut ram = Ram::new(4096 + 6 * 4096, 0);
     let mut pool = format(&mut ram, 4096);
     let mut rng = Rng(3);
-    for i in 0..40u32 {
+    for i in 0..PUTS {
         let len = rng.below(300) as usize;
         let data = rng.bytes(len);
         pool.put_vectored(i % 3, format!("o{}", i % 5).as_bytes(), &[&data]).unwrap();
@@ -41,8 +44,9 @@ fn good_pool() -> Vec<u8> {
 /// Zeroed, random, too-small and empty media are "not formatted".
 #[test]
 fn not_a_pool() {
-    assert_eq!(open_bytes(&vec![0u8; 64 << 10]), Err(Error::NotFormatted));
-    assert_eq!(open_bytes(&Rng(1).bytes(64 << 10)), Err(Error::NotFormatted));
+    let len = if cfg!(miri) { 8 << 10 } else { 64 << 10 };
+    assert_eq!(open_bytes(&vec![0u8; len]), Err(Error::NotFormatted));
+    assert_eq!(open_bytes(&Rng(1).bytes(len)), Err(Error::NotFormatted));
     assert_eq!(open_bytes(&[]), Err(Error::NotFormatted));
 }
 
@@ -50,7 +54,7 @@ fn not_a_pool() {
 #[test]
 fn truncated_damaged_and_newer_superblocks() {
     let img = good_pool();
-    assert_eq!(open_bytes(&img).unwrap(), 40);
+    assert_eq!(open_bytes(&img).unwrap(), PUTS as u64);
     assert_eq!(open_bytes(&img[..img.len() - 4096]), Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry }));
     let mut flipped = img.clone();
     flipped[20] ^= 4;
@@ -67,6 +71,7 @@ fn truncated_damaged_and_newer_superblocks() {
 
 /// Every single-byte flip anywhere in the data area: `Ok` or `Corrupted`, never a panic.
 #[test]
+#[cfg_attr(miri, ignore = "thousands of recoveries: too slow under miri (fuzzed instead)")]
 fn every_byte_flip_is_ok_or_corrupted() {
     let img = good_pool();
     for i in 64..img.len() {
@@ -76,7 +81,7 @@ fn every_byte_flip_is_ok_or_corrupted() {
         let mut bad = img.clone();
         bad[i] ^= 0x10;
         match open_bytes(&bad) {
-            Ok(n) => assert!(n <= 40),
+            Ok(n) => assert!(n <= PUTS as u64),
             Err(Error::Corrupted { .. }) => {}
             Err(e) => panic!("flip at {i}: unexpected {e:?}"),
         }
@@ -85,6 +90,7 @@ fn every_byte_flip_is_ok_or_corrupted() {
 
 /// Random bytes behind a valid superblock: every open returns, none panics.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn random_segments_behind_a_valid_superblock() {
     let img = good_pool();
     let mut rng = Rng(77);
@@ -102,6 +108,7 @@ fn random_segments_behind_a_valid_superblock() {
 /// Reformatting the same media (no zeroing) shows none of the old pool's records, even
 /// where the new pool reuses the same segments and lanes.
 #[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
 fn stale_pool_is_invisible() {
     let mut ram = Ram::from_bytes(&good_pool());
     let mut o = FormatOptions::new(0x1234_5678_9abc_def0); // same id as the old pool: format must change it

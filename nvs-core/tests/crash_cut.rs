@@ -119,6 +119,7 @@ fn cut_everywhere(last: Last, history: usize) {
 /// Cut at every byte of a small put, a multi-line put, a put claiming a new segment,
 /// a vectored put and a batch.
 #[test]
+#[cfg_attr(miri, ignore = "thousands of recoveries: too slow under miri")]
 fn cut_at_every_byte_of_the_last_unit() {
     cut_everywhere(Last::Put(b"k", 0), 3);
     cut_everywhere(Last::Put(b"k", 9), 3);
@@ -131,6 +132,7 @@ fn cut_at_every_byte_of_the_last_unit() {
 /// Words stored before the commit fence persist in any subset: without the commit word
 /// recovery gives the old state; with all of them and the commit word, the new one.
 #[test]
+#[cfg_attr(miri, ignore = "thousands of recoveries: too slow under miri")]
 fn random_subsets_of_pending_words() {
     let mut rng = Rng(5);
     for (i, last) in

@@ -53,6 +53,7 @@ fn workload(payload_checksum: bool) -> (u64, Vec<String>) {
 
 /// The media bytes and every result of a mixed workload are exactly as pinned.
 #[test]
+#[cfg_attr(miri, ignore = "hashes 8 MiB images: too slow under miri")]
 fn put_path_leaves_pinned_bytes() {
     for (checksum, want_media, want_log) in [
         (false, 0xb625_5cfc_2fab_b07c_u64, 0xff84_9358_fa02_6b4e_u64),

@@ -7,23 +7,31 @@ use nvs_core::{Media, Region, StoreKind};
 
 fn check_kind(kind: StoreKind) {
     let mut rng = Rng(9);
-    for len in (0..300).chain([1000, 4096 + 24, 10_000]) {
-        for off in [0usize, 8, 16, 24, 32, 40, 56, 64, 72, 4096 - 8] {
-            let mut ram = Ram::new(32 << 10, 0xEE);
-            let src = rng.bytes(len);
-            // SAFETY: `ram` is 64-aligned, valid for its length, and outlives `region`.
-            let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), 32 << 10, kind) };
-            region.store_nt(off, &src);
-            region.fence();
-            let mut back = vec![0u8; len];
-            region.read(off, &mut back);
-            assert_eq!(back, src, "{kind:?} len {len} off {off}");
-            let img = ram.bytes();
-            let padded = len.next_multiple_of(8);
-            assert!(img[off + len..off + padded].iter().all(|&b| b == 0), "padding {len}@{off}");
-            assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
-            assert!(img[off + padded..].iter().all(|&b| b == 0xEE), "after {len}@{off}");
-        }
+    // Under miri (portable stores only) a sample in small regions: every length up to
+    // 17, the ones around a word and a line, and one long store near a page end.
+    let cases: Vec<(usize, usize)> = if cfg!(miri) {
+        let lens = (0..=17).chain([31, 32, 33, 63, 64, 65, 255]);
+        lens.flat_map(|l| [0usize, 56].map(|o| (l, o))).chain([(4096 + 24, 4096 - 8)]).collect()
+    } else {
+        let lens = (0..300).chain([1000, 4096 + 24, 10_000]);
+        lens.flat_map(|l| [0usize, 8, 16, 24, 32, 40, 56, 64, 72, 4096 - 8].map(|o| (l, o))).collect()
+    };
+    for (len, off) in cases {
+        let size = if cfg!(miri) { (off + len + 64).next_multiple_of(64) } else { 32 << 10 };
+        let mut ram = Ram::new(size, 0xEE);
+        let src = rng.bytes(len);
+        // SAFETY: `ram` is 64-aligned, valid for its length, and outlives `region`.
+        let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), size, kind) };
+        region.store_nt(off, &src);
+        region.fence();
+        let mut back = vec![0u8; len];
+        region.read(off, &mut back);
+        assert_eq!(back, src, "{kind:?} len {len} off {off}");
+        let img = ram.bytes();
+        let padded = len.next_multiple_of(8);
+        assert!(img[off + len..off + padded].iter().all(|&b| b == 0), "padding {len}@{off}");
+        assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
+        assert!(img[off + padded..].iter().all(|&b| b == 0xEE), "after {len}@{off}");
     }
     let mut ram = Ram::new(4096, 0);
     // SAFETY: as above.

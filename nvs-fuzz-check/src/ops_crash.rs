@@ -9,8 +9,8 @@
 //!    versions), vectored puts (slices of any length, so words straddle slices),
 //!    batches, reopens. The model predicts each op: its versions, or the errors it may
 //!    fail with (any order of checks is allowed; `Full` only when nothing else
-//!    applies). An op that fails must store nothing. A reopen must recover exactly the
-//!    model and store nothing (§4.5).
+//!    applies). An op that fails must store nothing. A reopen or a refresh must recover
+//!    exactly the model and store nothing (§4.5).
 //! 3. The crash: `SimMedia::crash_state(point)` for a point after the format (any
 //!    event, or just before a fence), and a [`CrashView`] whose undecided words are
 //!    resolved by the input's choice bits (one bit per undecided word, in the order
@@ -29,8 +29,9 @@ use nvs_sim::{fence_points, Chooser, CrashView, SimMedia};
 use std::collections::BTreeMap;
 use std::mem::discriminant;
 
-/// The fuzz input, as the fuzzer writes it: fixed-size fields first, then the ops to
-/// the end of the data (so random bytes already make long workloads).
+/// The fuzz input, as the fuzzer writes it (see [`Raw::parse`]): fixed-size fields,
+/// then six bytes per op to the end of the data, so any bytes make a workload and a
+/// mutation of one op's bytes changes that op alone.
 #[derive(Arbitrary, Debug)]
 pub struct Raw {
     pub geometry: u8,
@@ -40,8 +41,23 @@ pub struct Raw {
     pub persist_bits: [u8; 16],
     pub persist_rest: u8,
     pub after: Option<(u8, u16)>,
-    pub stale: Vec<RawOp>,
-    pub ops: Vec<RawOp>,
+    /// How many of the ops (mod 7) belong to the stale pool.
+    pub stale: u8,
+}
+
+impl Raw {
+    /// The header, then `RawOp`s while at least one op's bytes are left (`arbitrary`'s
+    /// own collections would spend a continuation byte per element).
+    pub fn parse(data: &[u8]) -> Option<(Raw, Vec<RawOp>, Vec<RawOp>)> {
+        let mut u = Unstructured::new(data);
+        let raw = Raw::arbitrary(&mut u).ok()?;
+        let mut ops = Vec::new();
+        while u.len() >= 6 && ops.len() < MAX_STALE + MAX_OPS {
+            ops.push(RawOp::arbitrary(&mut u).ok()?);
+        }
+        let stale = ops.drain(..(raw.stale as usize % (MAX_STALE + 1)).min(ops.len())).collect();
+        Some((raw, stale, ops))
+    }
 }
 
 /// One op in six bytes; see [`RawOp::op`] for the mapping.
@@ -55,7 +71,8 @@ pub struct RawOp {
 }
 
 impl RawOp {
-    /// 40% puts, 20% vectored puts, 30% batches, 10% reopens; mostly automatic versions.
+    /// 40% puts, 20% vectored puts, 30% batches, 5% reopens, 5% refreshes; mostly
+    /// automatic versions.
     pub fn op(&self) -> Op {
         let RawOp { kind, lane, name, len, extra } = *self;
         let ver = |x: u8| match x % 16 {
@@ -80,7 +97,8 @@ impl RawOp {
                     .collect();
                 Op::Batch { lane, objects }
             }
-            _ => Op::Reopen,
+            18 => Op::Reopen,
+            _ => Op::Refresh,
         }
     }
 }
@@ -115,13 +133,13 @@ pub struct Input {
     pub after: Option<(u8, u16)>,
 }
 
-impl From<&Raw> for Input {
-    fn from(r: &Raw) -> Input {
+impl Input {
+    pub fn from_raw(r: &Raw, stale: &[RawOp], ops: &[RawOp]) -> Input {
         Input {
             geometry: r.geometry,
             pool_id: r.pool_id,
-            stale: r.stale.iter().map(RawOp::op).collect(),
-            ops: r.ops.iter().map(RawOp::op).collect(),
+            stale: stale.iter().map(RawOp::op).collect(),
+            ops: ops.iter().map(RawOp::op).collect(),
             crash: if r.crash & 1 == 0 { Crash::AtEvent(r.crash >> 1) } else { Crash::BeforeFence(r.crash >> 1) },
             persist_bits: r.persist_bits.to_vec(),
             persist_rest: r.persist_rest,
@@ -132,10 +150,25 @@ impl From<&Raw> for Input {
 
 #[derive(Debug, Clone)]
 pub enum Op {
-    Put { lane: u8, name: u8, len: u16, version: Ver },
-    Vectored { lane: u8, name: u8, parts: Vec<u16> },
-    Batch { lane: u8, objects: Vec<Obj> },
+    Put {
+        lane: u8,
+        name: u8,
+        len: u16,
+        version: Ver,
+    },
+    Vectored {
+        lane: u8,
+        name: u8,
+        parts: Vec<u16>,
+    },
+    Batch {
+        lane: u8,
+        objects: Vec<Obj>,
+    },
+    /// Close the pool and open it again (recovery from the media).
     Reopen,
+    /// `Pool::refresh`: recovery again into the open pool (its caches and hints stay).
+    Refresh,
 }
 
 #[derive(Debug, Clone)]
@@ -161,8 +194,8 @@ const MAX_PARTS: usize = 6;
 const MAX_BATCH: usize = 8;
 
 pub fn run(data: &[u8]) {
-    if let Ok(raw) = Raw::arbitrary_take_rest(Unstructured::new(data)) {
-        check(&Input::from(&raw));
+    if let Some((raw, stale, ops)) = Raw::parse(data) {
+        check(&Input::from_raw(&raw, &stale, &ops));
     }
 }
 
@@ -332,7 +365,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
                 .collect();
             Req { call: Call::Batch, lane: *lane as u32 % (model.lanes + 1), objs }
         }
-        Op::Reopen => return None,
+        Op::Reopen | Op::Refresh => return None,
     })
 }
 
@@ -434,13 +467,17 @@ pub fn check(input: &Input) {
     let mut done: Vec<Done> = Vec::new();
     for (i, op) in input.ops.iter().take(MAX_OPS).enumerate() {
         let Some(req) = request(op, &model, (i as u64) << 48 | 0x1000) else {
-            // Reopen: recovery stores nothing and finds exactly the model.
-            let (media, _) = pool.close();
+            // Reopen or refresh: recovery stores nothing and finds exactly the model.
             sim.freeze();
-            let reopened = Pool::open(media, HeapMemory::new());
+            if let Op::Refresh = op {
+                pool.refresh().unwrap_or_else(|e| panic!("refresh without a crash failed: {e}"));
+            } else {
+                let (media, _) = pool.close();
+                pool = Pool::open(media, HeapMemory::new())
+                    .unwrap_or_else(|e| panic!("reopen without a crash failed: {e}"));
+            }
             assert_eq!(sim.thaw(), 0, "recovery stored");
-            pool = reopened.unwrap_or_else(|e| panic!("reopen without a crash failed: {e}"));
-            assert_eq!(contents(&pool), model.objects, "reopen (no crash) recovered something else");
+            assert_eq!(contents(&pool), model.objects, "{op:?} (no crash) recovered something else");
             continue;
         };
         let plan = model.plan(&req);
@@ -577,6 +614,7 @@ mod tests {
             },
             Op::Reopen,
             Op::Put { lane: 0, name: 4, len: 3000, version: Ver::Max },
+            Op::Refresh,
             Op::Put { lane: 0, name: 4, len: 1, version: Ver::Auto },
             Op::Put { lane: 0, name: 6, len: 1, version: Ver::Auto },
             Op::Put { lane: 1, name: 0, len: 2000, version: Ver::Auto },

@@ -6,8 +6,9 @@
 //! 2. if `Ok`: every name, every version, `stat`, `get`, `latest`, `verify_all` agree with
 //!    each other and with the recovery statistics, and every payload lies inside the
 //!    pool; the bytes are unchanged afterwards (opening for read never stores);
-//! 3. recovery is deterministic: a second read-only open gives the same answer, and one
-//!    with a small fixed index gives the same answer or `IndexFull`;
+//! 3. recovery is deterministic: a refresh of the open pool and a second read-only open
+//!    give the same answer, and one with a small fixed index the same answer or
+//!    `IndexFull`;
 //! 4. if `Ok`: open for writing (same answer, no store), put an object and a batch
 //!    (`Ok` or a clean refusal), read them back, reopen: `Ok` with every put present
 //!    byte-exact and everything recovered before still there, or a `Corrupted` error —
@@ -53,10 +54,14 @@ pub fn run(data: &[u8]) {
 /// Open result → outcome, checking everything a successful open claims.
 fn outcome<M: Media, X: IndexMemory>(r: nvs_core::Result<Pool<M, X>>, media_len: u64) -> Outcome {
     match r {
-        Ok(pool) => {
+        Ok(mut pool) => {
             assert!(!pool.media().is_empty());
             let seen = walk(&pool);
-            Outcome::Ok { stats: pool.stats(), seen }
+            let stats = pool.stats();
+            // Recovery again into the same pool (a reader catching up): the same answer.
+            pool.refresh().unwrap_or_else(|e| panic!("refresh failed where open succeeded: {e:?}"));
+            assert_eq!((pool.stats(), walk(&pool)), (stats, seen.clone()), "refresh recovered something else");
+            Outcome::Ok { stats, seen }
         }
         Err(e) => {
             check_open_error(e, media_len);
