@@ -58,6 +58,10 @@ pub const NAME_MAX: usize = 255;
 /// Most objects in one batch (one commit).
 pub const BATCH_MAX: usize = 256;
 
+/// Batch header flag: the lane's writer closed its stream here (a unit of no objects).
+/// A later unit on the lane reopens it.
+pub const UNIT_END_OF_STREAM: u64 = 1;
+
 /// Superblock flag: every object carries a payload checksum, verified on read.
 pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
 
@@ -109,7 +113,9 @@ pub struct BatchHeader {
     pub unit_len: u64,
     pub object_count: u32,
     pub lane: u32,
-    pub reserved: [u64; 3],
+    /// `UNIT_END_OF_STREAM`, or 0.
+    pub flags: u64,
+    pub reserved: [u64; 2],
     /// `nvs-hash64(pool_id, bytes 8..56)`.
     pub checksum: u64,
 }
@@ -329,7 +335,8 @@ pub fn decode_unit<M: Media + ?Sized>(
     let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
     let in_bounds = h.seq == seq
         && h.lane == lane
-        && h.object_count >= 1
+        && (h.object_count >= 1 || h.flags == UNIT_END_OF_STREAM)
+        && (h.flags == 0 || (h.flags == UNIT_END_OF_STREAM && h.object_count == 0))
         && h.object_count as usize <= BATCH_MAX
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len

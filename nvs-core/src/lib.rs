@@ -35,7 +35,7 @@ pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
 pub use media::Media;
-pub use pool::{FormatOptions, NameInfo, Object, ObjectInfo, Pool, Versions};
+pub use pool::{FormatOptions, LaneInfo, NameInfo, Object, ObjectInfo, Pool, Versions};
 pub use recover::RecoveryStats;
 pub use region::{Region, StoreKind};
 

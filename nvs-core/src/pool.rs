@@ -77,6 +77,17 @@ pub(crate) struct Lane {
     pub seg_end: u64,
     /// Sequence number of the next unit.
     pub next_seq: u64,
+    /// The last committed unit was an end-of-stream marker.
+    pub closed: bool,
+}
+
+/// A lane as recovery (and this writer's puts) left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneInfo {
+    /// Units committed on the lane (its next sequence number).
+    pub units: u64,
+    /// The lane's last unit is an end-of-stream marker ([`Pool::close_lane`]).
+    pub closed: bool,
 }
 
 /// Facts about one committed object.
@@ -343,7 +354,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 unit_len,
                 object_count: objects.len() as u32,
                 lane,
-                reserved: [0; 3],
+                flags: 0,
+                reserved: [0; 2],
                 checksum: 0,
             };
             bh.checksum = bh.compute_checksum(pool_id);
@@ -388,6 +400,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let seq = l.next_seq;
         l.tail = unit_off + unit_len;
         l.next_seq += 1;
+        l.closed = false;
         self.lanes[lane as usize] = l;
         let mut obj_off = unit_off + LINE;
         for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
@@ -476,6 +489,49 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
     }
 
+    /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
+    /// the same protocol as a put. Followers see the end of the stream; a later put on
+    /// the lane reopens it.
+    pub fn close_lane(&mut self, lane: u32) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        if lane >= self.sb.lanes_max {
+            return Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max });
+        }
+        let mut l = self.lanes[lane as usize];
+        if !l.active || l.tail + LINE > l.seg_end {
+            l = self.claim_segment(lane, l)?;
+        }
+        let mut bh = BatchHeader {
+            commit: 0,
+            seq: l.next_seq,
+            unit_len: LINE,
+            object_count: 0,
+            lane,
+            flags: format::UNIT_END_OF_STREAM,
+            reserved: [0; 2],
+            checksum: 0,
+        };
+        bh.checksum = bh.compute_checksum(self.sb.pool_id);
+        self.media.store_nt(l.tail as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        self.media.fence();
+        self.media.store_word_nt(l.tail as usize, commit_word(self.sb.pool_id, lane, l.next_seq, bh.checksum));
+        self.media.fence();
+        l.tail += LINE;
+        l.next_seq += 1;
+        l.closed = true;
+        self.lanes[lane as usize] = l;
+        self.stats.units += 1;
+        Ok(())
+    }
+
+    /// What recovery (and this writer's puts) found on `lane`; `None` if it holds no segment.
+    pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
+        let l = self.lanes.get(lane as usize)?;
+        l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed })
+    }
+
     /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
     fn claim_segment(&mut self, lane: u32, old: Lane) -> Result<Lane> {
         let count = self.sb.segment_count;
@@ -520,6 +576,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             tail: seg_off + LINE,
             seg_end: seg_off + self.sb.segment_len,
             next_seq: old.next_seq,
+            closed: false,
         })
     }
 

@@ -138,8 +138,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                 stats.units += 1;
                 next_seq += 1;
                 off = unit_end;
+                lane.closed = h.flags == format::UNIT_END_OF_STREAM;
             }
-            lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq };
+            lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq, closed: lane.closed };
             if mutant::on("resume_at_segment_start") {
                 lane.tail = seg_off + LINE;
             }

@@ -230,3 +230,26 @@ fn payload_checksum_catches_damage() {
     ));
     assert!(matches!(pool.verify_all(), Err(Error::Corrupted { .. })));
 }
+
+/// Closing a lane commits an end-of-stream marker that recovery reports; a later put
+/// reopens the lane; other lanes are unaffected.
+#[test]
+fn close_lane_marks_end_of_stream() {
+    let mut ram = Ram::new(256 << 10, 0x77);
+    let mut pool = format(&mut ram, 16 << 10);
+    assert_eq!(pool.lane_info(1), None);
+    pool.put_vectored(1, b"a", &[b"one"]).unwrap();
+    pool.put(b"b", b"zero").unwrap();
+    pool.close_lane(1).unwrap();
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
+    drop(pool);
+    let mut pool = open(&mut ram).unwrap();
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 1, closed: false }));
+    assert_eq!(pool.stats().objects, 2);
+    pool.put_vectored(1, b"a", &[b"two"]).unwrap();
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 3, closed: false }));
+    assert_eq!(pool.latest(b"a"), Ok(2));
+}

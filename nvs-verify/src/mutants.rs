@@ -64,7 +64,15 @@ pub fn run_matrix(names: &[String], threads: usize) -> Vec<MutantResult> {
         for fam in &fams {
             let r = check_family(fam, threads, true);
             if let Some(f) = r.failures.first() {
-                killed_by = Some(format!("{}: {} at point {} — {}\n{:>46}repro: {}", fam.name, f.workload, f.point, f.message, "", f.repro()));
+                killed_by = Some(format!(
+                    "{}: {} at point {} — {}\n{:>46}repro: {}",
+                    fam.name,
+                    f.workload,
+                    f.point,
+                    f.message,
+                    "",
+                    f.repro()
+                ));
                 break;
             }
         }

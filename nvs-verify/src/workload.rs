@@ -16,6 +16,8 @@ pub enum Op {
     Batch { lane: u32, sizes: Vec<usize> },
     /// Close the pool and open it again (recovery, no stores).
     Reopen,
+    /// Commit an end-of-stream marker on the lane (no objects).
+    Close { lane: u32 },
 }
 
 /// How the media is prepared.
@@ -106,6 +108,10 @@ fn apply<'m>(
                 if media.point() != start {
                     return Err("reopen stored to the media".into());
                 }
+                continue;
+            }
+            Op::Close { lane } => {
+                pool.close_lane(*lane).map_err(|e| format!("op {i}: close: {e}"))?;
                 continue;
             }
             Op::Put { lane, size } => (*lane, vec![(name(i, 0), vec![payload(seed, i, 0, *size)])]),
@@ -260,6 +266,21 @@ pub fn families() -> Vec<Family> {
         full.push(lanes.iter().map(|&lane| Op::Batch { lane, sizes: vec![900, 900] }).collect());
     }
     fams.push(family("full", "puts until the pool is full (refusals store nothing)", full_setup, full));
+    let close_kinds = |k: usize, pos: usize| match k {
+        0 => Op::Close { lane: 0 },
+        1 => Op::Close { lane: 1 },
+        k => op_kind(k - 2, pos),
+    };
+    let mut close = Vec::new();
+    for a in 0..5 {
+        for b in 0..5 {
+            close.push(vec![close_kinds(a, 0), close_kinds(b, 1)]);
+            for c in 0..5 {
+                close.push(vec![close_kinds(a, 0), close_kinds(b, 1), close_kinds(c, 2)]);
+            }
+        }
+    }
+    fams.push(family("close", "end-of-stream markers between puts", Setup::small(), close));
     let mut depth2 = family("crash2", "crash, recover, put, crash again (depth 2)", Setup::small(), sequences(2));
     depth2.depth2 = true;
     fams.push(depth2);
