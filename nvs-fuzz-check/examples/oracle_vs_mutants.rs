@@ -4,7 +4,7 @@
 //! reports, per target, the first input that catches the mutant. Needs a mutant build:
 //!
 //! ```sh
-//! RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutant \
+//! RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants \
 //!     cargo run --release -p nvs-fuzz-check --example oracle_vs_mutants [TRIES]
 //! ```
 use nvs_core::mutant;

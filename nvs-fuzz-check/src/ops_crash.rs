@@ -428,19 +428,22 @@ fn options(pool_id: u64, segment_len: u64, lanes: u32, payload_checksum: bool) -
     o
 }
 
-/// The stale background: an earlier pool's bytes (another id) after `ops`.
+/// The stale background: an earlier pool's bytes (another id) after `ops`, written
+/// through a plain [`Region`](nvs_core::Region) (nothing to record there).
 fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u8> {
-    let sim = SimMedia::from_bytes(&fill(input.pool_id ^ 0x5157_4c45, len));
-    let mut pool = Pool::format(&sim, options(input.pool_id ^ 1, segment_len, lanes, false), HeapMemory::new())
-        .expect("format the stale pool");
-    let model = Model { segment_len, lanes, objects: Objects::new(), latest: BTreeMap::new(), next_seq: vec![0; 4] };
-    for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
-        if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
-            let _ = issue(&mut pool, &req);
+    let mut img = crate::Image::from_bytes(&fill(input.pool_id ^ 0x5157_4c45, len));
+    {
+        let opts = options(input.pool_id ^ 1, segment_len, lanes, false);
+        let mut pool = Pool::format(img.region(), opts, HeapMemory::new()).expect("format the stale pool");
+        let model =
+            Model { segment_len, lanes, objects: Objects::new(), latest: BTreeMap::new(), next_seq: vec![0; 4] };
+        for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
+            if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
+                let _ = issue(&mut pool, &req);
+            }
         }
     }
-    drop(pool);
-    sim.volatile_bytes()
+    img.bytes()
 }
 
 /// Run the whole check on one input.
