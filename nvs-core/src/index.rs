@@ -11,6 +11,15 @@
 //! Invariants: the table's usable size is a power of two at least twice the number of
 //! keys (names + entries), so probing ends; slot values below `NAME_TAG` are entry
 //! indices, values with `NAME_TAG` set are name indices, `EMPTY` is free.
+//!
+//! Media bytes: the only code here that reads the media is `media_eq` (a name's bytes,
+//! at an offset recovery checked against its unit, or the put path computed), and it
+//! is compiled with the decoders' lints denied (`indexing_slicing`, `unwrap_used`,
+//! `panic`, as in `format` and `recover`). Everything else indexes the caller's arrays
+//! by ids this index handed out, never by a value read from the media (versions, name
+//! hashes and lengths from the media are compared, hashed and masked, not used as
+//! indices), so a panic there would be an nvs bug, not a consequence of bad media; those
+//! lints are not denied module-wide.
 
 use crate::hash::{finish, hash64};
 use crate::media::Media;
@@ -568,22 +577,27 @@ fn free_slot(table: &[u32], key: u64) -> usize {
 
 /// `media[off..off + name.len()] == name`, compared a word at a time with aligned loads
 /// when `off` is word-aligned (a name always follows its 48-byte object header), masking
-/// the bytes past the name's end (padding, never trusted); else a chunk at a time.
+/// the bytes past the name's end (padding, never trusted); else a chunk at a time. A
+/// name that would end past the media is not there.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
     let at = off as usize;
     let end = at.checked_add(name.len().next_multiple_of(8));
     if at.is_multiple_of(8) && end.is_some_and(|e| e <= media.len()) {
         return name.chunks(8).enumerate().all(|(k, chunk)| {
             let mut want = [0u8; 8];
-            want[..chunk.len()].copy_from_slice(chunk);
+            want.iter_mut().zip(chunk).for_each(|(w, c)| *w = *c);
             let mask = if chunk.len() == 8 { u64::MAX } else { (1u64 << (8 * chunk.len())) - 1 };
             (media.load_word(at + 8 * k) ^ u64::from_le_bytes(want)) & mask == 0
         });
     }
+    if at.checked_add(name.len()).is_none_or(|e| e > media.len()) {
+        return false;
+    }
     let mut buf = [0u8; 32];
     let mut at = at;
     for chunk in name.chunks(buf.len()) {
-        let b = &mut buf[..chunk.len()];
+        let Some(b) = buf.get_mut(..chunk.len()) else { return false };
         media.read(at, b);
         if b != chunk {
             return false;
