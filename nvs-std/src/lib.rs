@@ -10,16 +10,20 @@
 //!   honest defaults chosen from what the file is.
 //! - [`FilePool`]: create/open a pool file, with the writer's `flock`, a random pool id
 //!   and a growable heap index.
+//! - [`Follower`]: a reader following live writers (objects as they commit, end of
+//!   stream, writer gone), in this process or another.
 //! - [`Error`]: every refusal, naming the path it concerns.
 //!
 //! Linux is the target: the shim uses `flock`, `fstatfs` and `posix_fallocate`.
 
 mod durability;
 mod error;
+mod follow;
 mod media;
 mod pool;
 
 pub use durability::{Backing, Durability};
 pub use error::{Error, Result};
+pub use follow::{stress_len, stress_payload, Committed, Followed, Follower};
 pub use media::MappedMedia;
 pub use pool::{Access, CorePool, CreateOptions, FilePool};

@@ -62,7 +62,7 @@ pub struct FilePool {
     pool: CorePool,
     path: PathBuf,
     // Keeps the writer's flock; the mapping (in `pool`) also keeps the open file alive.
-    _file: File,
+    file: File,
     open_time: Duration,
 }
 
@@ -105,7 +105,7 @@ impl FilePool {
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         cleanup.0 = None;
-        Ok(FilePool { pool, path: path.to_path_buf(), _file: file, open_time: start.elapsed() })
+        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed() })
     }
 
     /// Open an existing pool with the default durability for what it is; recovery runs.
@@ -136,7 +136,7 @@ impl FilePool {
             Access::ReadOnly => Pool::open_read_only(media, mem),
         }
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
-        Ok(FilePool { pool, path: path.to_path_buf(), _file: file, open_time: start.elapsed() })
+        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed() })
     }
 
     /// The pool's path.
@@ -205,6 +205,16 @@ impl FilePool {
         r.map_err(|source| Error::Core { path: self.path.clone(), source })
     }
 
+    /// Is a writer (in any process) holding this pool open right now?
+    pub fn writer_alive(&self) -> bool {
+        writer_alive(&self.file)
+    }
+
+    /// Close `lane`'s stream: followers see its end (a later put reopens it).
+    pub fn close_lane(&mut self, lane: u32) -> Result<()> {
+        self.write(|p| p.close_lane(lane))
+    }
+
     fn check_sync(&self) -> Result<()> {
         match self.pool.media().sync_error() {
             Some(source) => Err(Error::Sync { path: self.path.clone(), source }),
@@ -220,13 +230,43 @@ impl Deref for FilePool {
     }
 }
 
-/// Take the writer's exclusive flock without waiting.
+/// Take the writer's exclusive flock without waiting, and mark the writer alive for
+/// followers with an open-file-description write lock on byte 0 (see [`writer_alive`]).
 fn lock(file: &File, path: &Path) -> Result<()> {
     match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => Err(Error::Locked { path: path.to_path_buf() }),
-        Err(TryLockError::Error(source)) => Err(Error::Io { op: "lock", path: path.to_path_buf(), source }),
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Err(Error::Locked { path: path.to_path_buf() }),
+        Err(TryLockError::Error(source)) => return Err(Error::Io { op: "lock", path: path.to_path_buf(), source }),
     }
+    // The kernel drops this lock when the writer's file is closed — including when the
+    // process dies — so a follower can tell a live writer from a dead one without taking
+    // any lock itself. If the file system refuses OFD locks, followers only see "no writer".
+    let mut fl = ofd_byte0(libc::F_WRLCK);
+    // SAFETY: `fl` is a valid, initialised `struct flock`; the fd is open for the call.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
+    Ok(())
+}
+
+/// A `struct flock` covering byte 0 for open-file-description locks.
+fn ofd_byte0(kind: libc::c_int) -> libc::flock {
+    // SAFETY: `flock` is plain data; all-zero is a valid value, completed below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    fl.l_pid = 0; // required for OFD locks
+    fl
+}
+
+/// Does some writer hold the pool at `file` open right now? Asks the kernel whether an
+/// open-file-description write lock on byte 0 exists (`F_OFD_GETLK`), which takes no
+/// lock and so never gets in a writer's way.
+pub fn writer_alive(file: &File) -> bool {
+    let mut fl = ofd_byte0(libc::F_RDLCK);
+    // SAFETY: as in `lock`.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+    r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short
 }
 
 /// Open `path` read-write if it is a device-DAX device (the one thing `create` formats

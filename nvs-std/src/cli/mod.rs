@@ -13,6 +13,7 @@
 mod bench;
 mod commands;
 mod demo;
+mod follow;
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -24,7 +25,7 @@ use std::process::ExitCode;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 ok; 1 corruption found (or not a pool, or a verification mismatch); \
-2 usage, I/O, lock or other error.
+2 usage, I/O, lock or other error; 3 (follow) the writer died without closing.
 Durability (--durability): dax on /dev/dax devices, msync by default on a disk file \
 (power-loss durable), process by default on tmpfs such as /dev/shm (survives a \
 process crash only; choose it on a disk file for speed without power-loss durability).";
@@ -107,6 +108,34 @@ enum Command {
         #[arg(long, default_value = "256K", value_parser = size::parse_size)]
         size: u64,
     },
+    /// Print every object as it is committed (lane, name, version, size) until the
+    /// writers close their lanes (exit 0) or the writer dies (exit 3).
+    Follow {
+        pool: PathBuf,
+        /// Only this name.
+        name: Option<OsString>,
+        /// Give up after this many seconds without news (exit 2).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Check every object against the stress writer's pattern (exit 1 on a mismatch).
+        #[arg(long, hide = true)]
+        verify_stress: bool,
+    },
+    /// Put test objects continuously, printing each acknowledged (name, version).
+    #[command(hide = true)]
+    StressWriter {
+        pool: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        lane: u32,
+        /// Stop after this many puts and close the lane (default: until killed).
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long, default_value = "16K", value_parser = size::parse_size)]
+        max_size: u64,
+        /// Pause between puts, in microseconds.
+        #[arg(long, default_value_t = 0)]
+        pause_us: u64,
+    },
     /// Benchmark nvs next to the hardware ceiling, memcpy, PMDK, tmpfs and fsync.
     Bench {
         /// Directory for the regions (default: /dev/shm, else the temp dir).
@@ -153,6 +182,8 @@ pub enum CliError {
     Usage(String),
     /// A verification found bytes that differ from what was written.
     Mismatch(String),
+    /// `follow`: the writer died without closing its lanes.
+    WriterGone,
 }
 
 impl CliError {
@@ -160,6 +191,7 @@ impl CliError {
         match self {
             CliError::Pool(e) if e.is_corruption() => 1,
             CliError::Mismatch(_) => 1,
+            CliError::WriterGone => 3,
             _ => 2,
         }
     }
@@ -181,6 +213,7 @@ impl fmt::Display for CliError {
             CliError::Pool(e) => e.fmt(f),
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
             CliError::Usage(m) | CliError::Mismatch(m) => f.write_str(m),
+            CliError::WriterGone => f.write_str("writer gone: no writer holds the pool and a lane was never closed"),
         }
     }
 }
@@ -203,6 +236,15 @@ pub fn main() -> ExitCode {
         Command::Ls { pool, long } => commands::ls(&pool, long, d),
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
+        Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
+            &pool,
+            name.as_ref().map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str())),
+            timeout,
+            verify_stress,
+        ),
+        Command::StressWriter { pool, lane, count, max_size, pause_us } => {
+            follow::stress_writer(&pool, lane, count, max_size, pause_us, d)
+        }
         Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
         Command::Bench { dir, sync_dir, quick, trials, json, plot, only, clock } => bench::run(bench::Options {
             dir,

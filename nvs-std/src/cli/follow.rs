@@ -1,0 +1,73 @@
+//! `nvs follow`: print every object as its writer commits it, until the stream ends;
+//! and the hidden `nvs stress-writer` that the real-process crash test kills.
+
+use super::commands::show_name;
+use super::CliError;
+use nvs_std::{stress_len, stress_payload, Access, Durability, FilePool, Followed, Follower};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// Follow `pool` (only `name`, if given): one line `lane<TAB>name<TAB>version<TAB>size`
+/// per committed object. Ends with exit 0 at end of stream, 3 when the writer is gone
+/// (died without closing), 2 on timeout. With `verify_stress`, each object is read back
+/// and compared with the stress writer's pattern (exit 1 on a mismatch).
+pub fn follow(pool: &Path, name: Option<&[u8]>, timeout: Option<f64>, verify_stress: bool) -> Result<(), CliError> {
+    let mut f = Follower::open(pool, name.map(<[u8]>::to_vec))?;
+    let timeout = timeout.map(Duration::from_secs_f64);
+    let mut out = std::io::stdout().lock();
+    loop {
+        match f.wait(timeout, Duration::from_millis(2))? {
+            Followed::Objects(objs) => {
+                for o in objs {
+                    if verify_stress {
+                        let bytes = f.pool().get_vec(&o.name, o.version)?;
+                        if bytes != stress_payload(&o.name, o.version, bytes.len()) {
+                            return Err(CliError::Mismatch(format!(
+                                "BAD: {} v{} (lane {}) does not hold what the stress writer put",
+                                show_name(&o.name),
+                                o.version,
+                                o.lane
+                            )));
+                        }
+                    }
+                    let line = format!("{}\t{}\t{}\t{}\n", o.lane, show_name(&o.name), o.version, o.len_bytes);
+                    out.write_all(line.as_bytes()).and_then(|_| out.flush()).map_err(|e| CliError::io("stdout", e))?;
+                }
+            }
+            Followed::EndOfStream => return Ok(()),
+            Followed::WriterGone => return Err(CliError::WriterGone),
+            Followed::Timeout => return Err(CliError::Usage("timed out waiting for the writer".into())),
+        }
+    }
+}
+
+/// Put stress objects on `lane` forever (or `count` times, then close the lane),
+/// printing `name<TAB>version` after each put returns: a line means acknowledged.
+pub fn stress_writer(
+    pool: &Path,
+    lane: u32,
+    count: Option<u64>,
+    max_size: u64,
+    pause_us: u64,
+    d: Option<Durability>,
+) -> Result<(), CliError> {
+    let mut p = FilePool::open_with(pool, Access::ReadWrite, d)?;
+    let mut out = std::io::stdout().lock();
+    let names: [&[u8]; 3] = [b"s0", b"s1", b"s2"];
+    let mut i = 0u64;
+    while count.is_none_or(|c| i < c) {
+        let name = names[(i % 3) as usize];
+        let version = p.latest(name).map_or(1, |v| v + 1);
+        let data = stress_payload(name, version, stress_len(name, version, max_size));
+        let v = p.put_version(lane, name, version, &data)?;
+        let line = format!("{}\t{v}\n", show_name(name));
+        out.write_all(line.as_bytes()).and_then(|_| out.flush()).map_err(|e| CliError::io("stdout", e))?;
+        if pause_us > 0 {
+            std::thread::sleep(Duration::from_micros(pause_us));
+        }
+        i += 1;
+    }
+    p.close_lane(lane)?;
+    Ok(())
+}

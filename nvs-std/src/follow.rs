@@ -1,0 +1,154 @@
+//! [`Follower`]: a reader in another process (or this one) following a pool's writers
+//! while they write: every object as it commits, end of stream when the writers close
+//! their lanes, and "writer gone" when a writer died without closing.
+//!
+//! A follower opens the pool read-only (it never writes, and takes no lock) and polls:
+//! each poll re-runs recovery on the live mapping, which sees exactly the units whose
+//! commit word it reads (an Acquire load), so only committed objects ever appear. It
+//! remembers, per lane, the next unit sequence number it has not yet reported, and
+//! reports each object once, in lane order. A poll costs one recovery (a scan of the
+//! segment headers and unit headers); that is fine for analytics that poll every few
+//! milliseconds, and the index it rebuilds serves the follower's gets.
+
+use crate::error::Result;
+use crate::pool::{Access, FilePool};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One committed object, as a follower reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub lane: u32,
+    /// The lane sequence number of the unit that committed it.
+    pub seq: u64,
+    pub name: Vec<u8>,
+    pub version: u64,
+    pub len_bytes: u64,
+}
+
+/// What a follower learnt from a wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// Newly committed objects, in lane order.
+    Objects(Vec<Committed>),
+    /// Every lane that was written is closed and nothing new remains: end of stream.
+    EndOfStream,
+    /// No writer holds the pool, some lane was never closed, and nothing new remains.
+    WriterGone,
+    /// Nothing happened before the timeout.
+    Timeout,
+}
+
+/// Follows a pool's writers. See the module docs.
+pub struct Follower {
+    pool: FilePool,
+    /// Next unreported unit sequence number, per lane.
+    next_seq: BTreeMap<u32, u64>,
+    /// Only this name, if set.
+    only: Option<Vec<u8>>,
+}
+
+impl Follower {
+    /// Open `path` read-only to follow it (every object already committed is reported
+    /// by the first poll).
+    pub fn open(path: impl AsRef<Path>, only: Option<Vec<u8>>) -> Result<Follower> {
+        Ok(Follower { pool: FilePool::open(path, Access::ReadOnly)?, next_seq: BTreeMap::new(), only })
+    }
+
+    /// The pool as of the last poll (for gets).
+    pub fn pool(&self) -> &FilePool {
+        &self.pool
+    }
+
+    /// Catch up with the writers: every object committed since the last poll.
+    pub fn poll(&mut self) -> Result<Vec<Committed>> {
+        self.pool.refresh()?;
+        let mut out = Vec::new();
+        let mut name_buf = [0u8; nvs_core::NAME_MAX];
+        let names: Vec<_> = self.pool.names().collect();
+        for n in names {
+            let name = self.pool.name_bytes(n.id, &mut name_buf).to_vec();
+            if self.only.as_ref().is_some_and(|o| *o != name) {
+                continue;
+            }
+            let Ok(versions) = self.pool.versions(&name) else { continue };
+            for v in versions {
+                if v.seq >= self.next_seq.get(&v.lane).copied().unwrap_or(0) {
+                    out.push(Committed {
+                        lane: v.lane,
+                        seq: v.seq,
+                        name: name.clone(),
+                        version: v.version,
+                        len_bytes: v.len_bytes,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.lane, a.seq, &a.name, a.version).cmp(&(b.lane, b.seq, &b.name, b.version)));
+        for lane in 0..self.pool.superblock().lanes_max {
+            if let Some(info) = self.pool.lane_info(lane) {
+                self.next_seq.insert(lane, info.units);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the stream has ended (every written lane closed), its writer is gone, or
+    /// it is live — as of the last poll.
+    fn status(&self) -> Option<Followed> {
+        let lanes: Vec<_> = (0..self.pool.superblock().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
+        if !lanes.is_empty() && lanes.iter().all(|l| l.closed) {
+            return Some(Followed::EndOfStream);
+        }
+        if !self.pool.writer_alive() {
+            return Some(Followed::WriterGone);
+        }
+        None
+    }
+
+    /// Poll until something is committed, the stream ends, the writer is gone, or
+    /// `timeout` passes (`None`: wait as long as it takes). Polls every `interval`.
+    pub fn wait(&mut self, timeout: Option<Duration>, interval: Duration) -> Result<Followed> {
+        let start = Instant::now();
+        loop {
+            // Read the writer's liveness *before* polling: if it was gone before the
+            // poll, that poll saw everything it ever committed.
+            let alive_before = self.pool.writer_alive();
+            let objects = self.poll()?;
+            if !objects.is_empty() {
+                return Ok(Followed::Objects(objects));
+            }
+            match self.status() {
+                Some(Followed::EndOfStream) => return Ok(Followed::EndOfStream),
+                Some(Followed::WriterGone) if !alive_before => return Ok(Followed::WriterGone),
+                _ => {}
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                return Ok(Followed::Timeout);
+            }
+            std::thread::sleep(interval);
+        }
+    }
+}
+
+/// Deterministic test payload of `len` bytes for `(name, version)` (the stress writer
+/// puts these; a follower or a test can recompute and compare them).
+#[doc(hidden)]
+pub fn stress_payload(name: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut x = nvs_core::hash::hash64(version, name) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Length of the stress writer's object `(name, version)`, 1 ..= `max`.
+#[doc(hidden)]
+pub fn stress_len(name: &[u8], version: u64, max: u64) -> usize {
+    (1 + nvs_core::hash::hash64(version ^ 0x5555, name) % max.max(1)) as usize
+}
