@@ -326,9 +326,11 @@ fn expected_unit(
     if h.checksum != hash64(sb.pool_id, &raw[8..56]) {
         return Some(UnitOutcome::Corrupt(CorruptKind::RecordChecksum));
     }
+    // FORMAT.md: 1..=256 objects, flags 0; or an end-of-stream unit: flags 1, no objects.
+    let kind_ok = (h.flags == 0 && (1..=256).contains(&h.object_count)) || (h.flags == 1 && h.object_count == 0);
     let ok = h.seq == seq
         && h.lane == lane
-        && (1..=256).contains(&h.object_count)
+        && kind_ok
         && h.unit_len.is_multiple_of(64)
         && h.unit_len >= 64 + 64 * h.object_count as u64
         && h.unit_len <= seg_end - off;
@@ -381,6 +383,7 @@ fn unit_raw(b: &mut Bytes) {
         }
         if fix & 2 != 0 {
             h.object_count = count_fix as u32 % 9;
+            h.flags = (count_fix as u64 >> 4) & 3;
             h.unit_len = (h.unit_len % (segment_len + 128)) & !(LINE - 1);
         }
         if fix & 4 != 0 {
@@ -470,6 +473,10 @@ fn unit_round_trip(b: &mut Bytes) {
             }
         })
         .collect();
+    if sel & 2 != 0 {
+        close_marker_round_trip(&media, pool, lane, pre as u64, flip);
+        return;
+    }
     let vs = match pool.put_batch(lane, &objects) {
         Ok(vs) => vs,
         Err(Error::VersionNotIncreasing { .. } | Error::TooLarge { .. }) => return,
@@ -529,6 +536,73 @@ fn unit_round_trip(b: &mut Bytes) {
         // Padding or payload: not covered by any header checksum.
         None => assert_eq!(objs2.len(), n),
     }
+}
+
+/// An end-of-stream unit written by `Pool::close_lane` after `seq` units: decoded as a
+/// committed unit of no objects, then one bit flipped.
+fn close_marker_round_trip(
+    media: &VecMedia,
+    mut pool: Pool<&VecMedia, HeapMemory>,
+    lane: u32,
+    seq: u64,
+    flip: (u16, u8),
+) {
+    let before = pool.lane_info(lane).map_or(0, |i| i.units);
+    assert_eq!(before, seq);
+    pool.close_lane(lane).expect("close_lane");
+    assert_eq!(pool.lane_info(lane).map(|i| (i.units, i.closed)), Some((seq + 1, true)));
+    let sb = *pool.superblock();
+    drop(pool);
+    // The marker is the last unit of the lane: find it by walking the lane's units.
+    let (off, seg_end) = find_unit(media, &sb, lane, seq).expect("the close marker is on the media");
+    match decode_unit_outcome(media, &sb, lane, seq, off, seg_end) {
+        UnitOutcome::Committed(h) => {
+            assert_eq!((h.object_count, h.flags, h.unit_len), (0, format::UNIT_END_OF_STREAM, LINE));
+            assert!(check_objects(media, &sb, &h, off).is_empty());
+        }
+        o => panic!("a close marker just written does not decode: {o:?}"),
+    }
+    let rel = flip.0 as u64 % LINE;
+    let mut byte = media.peek((off + rel) as usize, 1);
+    byte[0] ^= 1 << (flip.1 % 8);
+    media.poke((off + rel) as usize, &byte);
+    let got = decode_unit_outcome(media, &sb, lane, seq, off, seg_end);
+    if !(8..56).contains(&rel) {
+        assert_eq!(got, UnitOutcome::End, "flip at marker+{rel}");
+    } else {
+        assert_eq!(got, UnitOutcome::Corrupt(CorruptKind::RecordChecksum), "flip at marker+{rel}");
+    }
+    // Recovery agrees: the lane ends before the marker (End) or the pool is corrupted.
+    match Pool::open_read_only(media, HeapMemory::new()) {
+        Ok(p) => assert_eq!(p.lane_info(lane).map(|i| (i.units, i.closed)), Some((seq, false))),
+        Err(e) => assert!(matches!(e, Error::Corrupted { .. }), "{e:?}"),
+    }
+}
+
+/// Where unit `seq` of `lane` is: walk the lane's segments (by chain) and units.
+fn find_unit(media: &VecMedia, sb: &Superblock, lane: u32, seq: u64) -> Option<(u64, u64)> {
+    let mut segs: Vec<SegmentHeader> = (0..sb.segment_count)
+        .filter_map(|i| format::decode_segment(media, sb, i).map(|h| (i, h)))
+        .filter(|(_, h)| h.lane == lane)
+        .map(|(i, mut h)| {
+            h.reserved[0] = sb.segment_off(i); // remember the offset
+            h
+        })
+        .collect();
+    segs.sort_by_key(|h| h.chain_seq);
+    let mut next = 0;
+    for h in segs {
+        let (seg_off, seg_end) = (h.reserved[0], h.reserved[0] + sb.segment_len);
+        let mut off = seg_off + LINE;
+        while let Ok(UnitSlot::Committed(u)) = format::decode_unit(media, sb, lane, next, off, seg_end) {
+            if next == seq {
+                return Some((off, seg_end));
+            }
+            next += 1;
+            off += u.unit_len;
+        }
+    }
+    None
 }
 
 /// Case 5: the streaming hasher equals the one-shot hash for every cut.

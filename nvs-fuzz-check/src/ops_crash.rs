@@ -71,8 +71,8 @@ pub struct RawOp {
 }
 
 impl RawOp {
-    /// 40% puts, 20% vectored puts, 30% batches, 5% reopens, 5% refreshes; mostly
-    /// automatic versions.
+    /// 40% puts, 20% vectored puts, 25% batches, 5% end-of-stream markers, 5% reopens,
+    /// 5% refreshes; mostly automatic versions.
     pub fn op(&self) -> Op {
         let RawOp { kind, lane, name, len, extra } = *self;
         let ver = |x: u8| match x % 16 {
@@ -87,7 +87,7 @@ impl RawOp {
                 let parts = (0..extra % 7).map(|j| derived(j as u64, 700) as u16).collect();
                 Op::Vectored { lane, name, parts }
             }
-            12..=17 => {
+            12..=16 => {
                 let objects = (0..extra % 9)
                     .map(|j| Obj {
                         name: name.wrapping_add(j * 5),
@@ -97,6 +97,7 @@ impl RawOp {
                     .collect();
                 Op::Batch { lane, objects }
             }
+            17 => Op::Close { lane },
             18 => Op::Reopen,
             _ => Op::Refresh,
         }
@@ -164,6 +165,10 @@ pub enum Op {
     Batch {
         lane: u8,
         objects: Vec<Obj>,
+    },
+    /// `Pool::close_lane`: an end-of-stream unit (no objects) on the lane.
+    Close {
+        lane: u8,
     },
     /// Close the pool and open it again (recovery from the media).
     Reopen,
@@ -235,6 +240,7 @@ enum Call {
     Put,
     Vectored,
     Batch,
+    Close,
 }
 
 #[derive(Clone, Debug)]
@@ -258,7 +264,25 @@ type Objects = BTreeMap<(Vec<u8>, u64), Stored>;
 struct Done {
     start: usize,
     end: usize,
+    lane: u32,
+    /// An end-of-stream unit (no objects).
+    close: bool,
     objects: Objects,
+}
+
+/// Per lane: (units, last unit is an end-of-stream marker), from committed ops in order.
+fn lane_infos<'a>(lanes: u32, done: impl Iterator<Item = &'a Done>) -> Vec<(u64, bool)> {
+    let mut out = vec![(0u64, false); lanes as usize];
+    for d in done {
+        let l = &mut out[d.lane as usize];
+        *l = (l.0 + 1, d.close);
+    }
+    out
+}
+
+/// What the pool says of each lane (a lane without a segment: no units, open).
+fn pool_lane_infos<M: Media>(pool: &Pool<M, HeapMemory>, lanes: u32) -> Vec<(u64, bool)> {
+    (0..lanes).map(|l| pool.lane_info(l).map_or((0, false), |i| (i.units, i.closed))).collect()
 }
 
 /// The plain model: acknowledged objects, each lane's next sequence number.
@@ -276,6 +300,9 @@ impl Model {
         let mut errs = Vec::new();
         if req.lane >= self.lanes {
             errs.push(Error::NoSuchLane { lane: req.lane, lanes_max: self.lanes });
+        }
+        if req.call == Call::Close {
+            return if errs.is_empty() { Ok(Vec::new()) } else { Err(errs) };
         }
         if req.objs.is_empty() || req.objs.len() > nvs_core::BATCH_MAX {
             errs.push(Error::BatchSize { count: req.objs.len() });
@@ -365,6 +392,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
                 .collect();
             Req { call: Call::Batch, lane: *lane as u32 % (model.lanes + 1), objs }
         }
+        Op::Close { lane } => Req { call: Call::Close, lane: *lane as u32 % (model.lanes + 1), objs: Vec::new() },
         Op::Reopen | Op::Refresh => return None,
     })
 }
@@ -372,6 +400,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
 /// Issue `req` through the API entry point it names.
 fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
     match (req.call, &req.objs[..]) {
+        (Call::Close, _) => pool.close_lane(req.lane).map(|()| Vec::new()),
         (Call::Put, [o]) => {
             let b = o.bytes();
             match o.version {
@@ -481,6 +510,7 @@ pub fn check(input: &Input) {
             }
             assert_eq!(sim.thaw(), 0, "recovery stored");
             assert_eq!(contents(&pool), model.objects, "{op:?} (no crash) recovered something else");
+            assert_eq!(pool_lane_infos(&pool, lanes), lane_infos(lanes, done.iter()), "{op:?}: lane infos");
             continue;
         };
         let plan = model.plan(&req);
@@ -499,7 +529,7 @@ pub fn check(input: &Input) {
                     model.latest.insert(o.name.clone(), v);
                 }
                 model.objects.extend(objects.clone());
-                done.push(Done { start, end, objects });
+                done.push(Done { start, end, lane: req.lane, close: req.call == Call::Close, objects });
             }
             (Ok(vs), Err(errs)) => panic!("{req:?} succeeded with {vs:?}, expected one of {errs:?}"),
             (Err(e), plan) => {
@@ -541,35 +571,36 @@ pub fn check(input: &Input) {
         let c = contents(&pool);
         let units = pool.stats().units;
         // What the contract allows.
+        let acked: Vec<&Done> = done.iter().filter(|d| d.end <= point).collect();
+        let interrupted = done.iter().find(|d| d.start < point && point < d.end);
         let mut want = Objects::new();
-        let mut acked_units = 0;
-        let mut interrupted = None;
-        for d in &done {
-            if d.end <= point {
-                want.extend(d.objects.clone());
-                acked_units += 1;
-            } else if d.start < point {
-                interrupted = Some(&d.objects);
-            }
-        }
+        acked.iter().for_each(|d| want.extend(d.objects.clone()));
         let extra: Objects =
             c.iter().filter(|(k, _)| !want.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         for (k, v) in &want {
             assert_eq!(c.get(k), Some(v), "acknowledged {k:?} not recovered intact (crash at {point} of {total})");
         }
-        match interrupted {
-            Some(objs) if !extra.is_empty() => {
-                assert_eq!(&extra, objs, "the interrupted op recovered in part or wrong (crash at {point} of {total})");
-                assert_eq!(units, acked_units + 1);
+        let acked_units = acked.len() as u64;
+        // The interrupted op counts if its unit was recovered: whole, or not at all.
+        let whole = match interrupted {
+            Some(d) if units == acked_units + 1 => {
+                assert_eq!(
+                    extra, d.objects,
+                    "the interrupted op recovered in part or wrong (crash at {point} of {total})"
+                );
+                Some(d)
             }
             _ => {
                 assert!(
                     extra.is_empty(),
                     "recovered what was never committed: {extra:?} (crash at {point} of {total})"
                 );
-                assert_eq!(units, acked_units);
+                assert_eq!(units, acked_units, "units recovered (crash at {point} of {total})");
+                None
             }
-        }
+        };
+        let lanes_want = lane_infos(lanes, acked.iter().copied().chain(whole));
+        assert_eq!(pool_lane_infos(&pool, lanes), lanes_want, "lane infos (crash at {point} of {total})");
         c
     };
     assert_eq!(view.stores(), 0, "recovery stored to the crash image");
@@ -581,7 +612,9 @@ pub fn check(input: &Input) {
     assert_eq!(contents(&pool), recovered, "a writable open recovered something else");
     let lane = lane as u32 % lanes;
     let bytes = fill(0xAF7E_0000 ^ len as u64, len as usize % 2000);
-    let lane_seq = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
+    let lane_seq = pool.lane_info(lane).map_or(0, |i| i.units);
+    let last = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
+    assert!(last <= lane_seq, "lane {lane}: objects of unit {last} but {lane_seq} units");
     let mut want = recovered.clone();
     match pool.put_vectored(lane, b"after", &[&bytes]) {
         Ok(v) => {
@@ -618,6 +651,8 @@ mod tests {
             Op::Reopen,
             Op::Put { lane: 0, name: 4, len: 3000, version: Ver::Max },
             Op::Refresh,
+            Op::Close { lane: 0 },
+            Op::Close { lane: 1 },
             Op::Put { lane: 0, name: 4, len: 1, version: Ver::Auto },
             Op::Put { lane: 0, name: 6, len: 1, version: Ver::Auto },
             Op::Put { lane: 1, name: 0, len: 2000, version: Ver::Auto },
