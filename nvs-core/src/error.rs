@@ -33,6 +33,8 @@ pub enum Error {
     NoSuchLane { lane: u32, lanes_max: u32 },
     /// The pool was opened read-only.
     ReadOnly,
+    /// Another writer holds this lane ([`crate::Pool::lane`]).
+    LaneBusy { lane: u32 },
     /// The index memory given to the pool is full and cannot grow.
     IndexFull { records: usize },
     /// The media or the format options cannot hold a pool (`what` says why).
@@ -104,6 +106,7 @@ impl fmt::Display for Error {
             }
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),
+            Error::LaneBusy { lane } => write!(f, "lane {lane} already has a writer"),
             Error::IndexFull { records } => write!(f, "index memory full at {records} records"),
             Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
         }

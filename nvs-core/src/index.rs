@@ -58,6 +58,9 @@ pub struct NameSlot {
     pub count: u32,
     pub name_len: u16,
     pub pad: u16,
+    /// The highest version a writer has taken for this name, committed or not: lanes
+    /// writing one name concurrently never take the same version.
+    pub reserved: u64,
 }
 
 /// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
@@ -72,7 +75,7 @@ pub struct SegSlot {
 }
 
 const_assert_eq!(core::mem::size_of::<Entry>(), 56);
-const_assert_eq!(core::mem::size_of::<NameSlot>(), 32);
+const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);
 const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
 
 /// "No entry" in `next`/`first`/`last`.
@@ -142,7 +145,8 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 pad: 0,
                 payload_sum: 0,
             }; R],
-            names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0 }; N],
+            names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };
+                N],
             table: [0; T],
             segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0 }; S],
         }
@@ -435,6 +439,10 @@ impl<X: IndexMemory> Index<X> {
         &self.mem.parts_ref().entries[i as usize]
     }
 
+    pub fn name_mut(&mut self, i: u32) -> &mut NameSlot {
+        &mut self.mem.parts().names[i as usize]
+    }
+
     pub fn name(&self, i: u32) -> &NameSlot {
         &self.mem.parts_ref().names[i as usize]
     }
@@ -461,8 +469,16 @@ impl<X: IndexMemory> Index<X> {
             None => {
                 let id = self.names as u32;
                 let p = self.mem.parts();
-                p.names[id as usize] =
-                    NameSlot { hash, name_off, first: NONE, last: NONE, count: 0, name_len: name.len() as u16, pad: 0 };
+                p.names[id as usize] = NameSlot {
+                    hash,
+                    name_off,
+                    first: NONE,
+                    last: NONE,
+                    count: 0,
+                    name_len: name.len() as u16,
+                    pad: 0,
+                    reserved: 0,
+                };
                 let cap = usable(p.table.len());
                 let slot = free_slot(&p.table[..cap], hash);
                 p.table[slot] = id | NAME_TAG;

@@ -28,6 +28,7 @@ pub mod mutant;
 pub mod pool;
 pub mod recover;
 pub mod region;
+pub mod sync;
 
 pub use error::{CorruptKind, Error, Result};
 pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
@@ -35,7 +36,7 @@ pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
 pub use media::Media;
-pub use pool::{FormatOptions, LaneInfo, NameInfo, Object, ObjectInfo, Pool, Versions};
+pub use pool::{FormatOptions, LaneInfo, LaneWriter, NameInfo, Object, ObjectInfo, Pool, Versions, VersionsIter};
 pub use recover::RecoveryStats;
 pub use region::{Region, StoreKind};
 

@@ -17,12 +17,12 @@ use crate::format::{
     FORMAT_VERSION, LANES_MAX, LINE, NAME_MAX, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
 };
 use crate::hash::{hash64, Hasher};
-use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, FREE, NONE};
+use crate::index::{name_hash, Entry, Index, IndexMemory, FREE, NONE};
 use crate::media::Media;
 use crate::mutant;
 use crate::recover::{recover, RecoveryStats};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, ReadGuard, RwLock, UnsafeCell};
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 /// How to format a pool.
 #[derive(Clone, Copy, Debug)]
@@ -129,23 +129,54 @@ type Plan<const N: usize> = heapless::Vec<Planned, N>;
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
 
+/// What every lane and reader of a pool shares, behind one lock: the index, segment
+/// allocation, the statistics and each lane as readers see it. Writers hold the lock
+/// only to plan a unit (versions, index room, a segment) and to publish it after its
+/// commit — never while they copy or fence, unless the unit creates a new name (see
+/// [`LaneWriter`]).
+pub(crate) struct Shared<X: IndexMemory> {
+    pub index: Index<X>,
+    pub alloc_cursor: u32,
+    pub stats: RecoveryStats,
+    /// Index entries planned by units not yet published (room reserved for them).
+    pub pending_entries: usize,
+    /// Per lane: units committed and whether closed, as published.
+    pub lane_infos: [Option<LaneInfo>; LANES_MAX as usize],
+    /// Name slot used by the object at each position of the last unit: a put of the
+    /// same names again (a time step) checks the hint against the media instead of
+    /// hashing the name and probing the table. A stale hint only misses.
+    pub name_hints: [u32; BATCH_MAX],
+}
+
+/// A lane's write position, touched only by whoever writes the lane: the `&mut Pool`,
+/// or the one [`LaneWriter`] holding `claimed`.
+struct LaneCell {
+    claimed: AtomicBool,
+    state: UnsafeCell<Lane>,
+}
+
 /// A pool on some media, with its index.
+///
+/// Single-threaded use goes through `&mut self` (`put`, `put_batch`, ... take a lane
+/// number). Several threads write at once through [`Pool::lane`]: each takes a
+/// [`LaneWriter`] for its own lane and puts with no lock held during the copy and the
+/// fences; readers in the same process use the `&self` methods meanwhile.
 pub struct Pool<M: Media, X: IndexMemory> {
     media: M,
     sb: Superblock,
     writable: bool,
-    lanes: [Lane; LANES_MAX as usize],
-    index: Index<X>,
-    alloc_cursor: u32,
-    stats: RecoveryStats,
-    /// Name slot used by the object at each position of the last unit: a put of the
-    /// same names again (a time step) checks the hint against the media instead of
-    /// hashing the name and probing the table. A stale hint only misses.
-    name_hints: [u32; BATCH_MAX],
+    lanes: [LaneCell; LANES_MAX as usize],
+    shared: RwLock<Shared<X>>,
     /// The last entry a get found (name slot << 32 | entry), for readers walking a
     /// name's versions in order. Relaxed: a hint, checked on every use.
     read_hint: AtomicU64,
 }
+
+// SAFETY: the only non-Sync part is each lane's `UnsafeCell<Lane>`, which is touched
+// only through `&mut Pool` or by the single `LaneWriter` that won the lane's `claimed`
+// flag (an Acquire swap; released with Release on drop), so no two threads ever access
+// one lane's state at once; everything else is behind `RwLock` or atomic.
+unsafe impl<M: Media + Sync, X: IndexMemory + Send + Sync> Sync for Pool<M, X> {}
 
 impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Format `media` as an empty pool and open it for writing. Existing contents are not
@@ -196,26 +227,56 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             media,
             sb,
             writable,
-            lanes: [Lane::default(); LANES_MAX as usize],
-            index: Index::new(mem),
-            alloc_cursor: 0,
-            stats: RecoveryStats::default(),
-            name_hints: [NONE; BATCH_MAX],
+            lanes: core::array::from_fn(|_| LaneCell {
+                claimed: AtomicBool::new(false),
+                state: UnsafeCell::new(Lane::default()),
+            }),
+            shared: RwLock::new(Shared {
+                index: Index::new(mem),
+                alloc_cursor: 0,
+                stats: RecoveryStats::default(),
+                pending_entries: 0,
+                lane_infos: [None; LANES_MAX as usize],
+                name_hints: [NONE; BATCH_MAX],
+            }),
             read_hint: AtomicU64::new(u64::MAX),
         };
-        pool.stats = recover(&pool.media, &pool.sb, &mut pool.index, &mut pool.lanes)?;
+        pool.refresh()?;
         Ok(pool)
     }
 
     /// Re-run recovery from the media (a reader catching up with a writer, or a test).
     pub fn refresh(&mut self) -> Result<()> {
-        self.stats = recover(&self.media, &self.sb, &mut self.index, &mut self.lanes)?;
+        let mut lanes = [Lane::default(); LANES_MAX as usize];
+        let shared = self.shared.get_mut();
+        shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
+        shared.name_hints = [NONE; BATCH_MAX];
+        for (i, (cell, l)) in self.lanes.iter_mut().zip(lanes).enumerate() {
+            *cell.state.get_mut() = l;
+            shared.lane_infos[i] = l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed });
+        }
         Ok(())
     }
 
     /// Close the pool, giving back the media and the index memory.
     pub fn close(self) -> (M, X) {
-        (self.media, self.index.into_memory())
+        (self.media, self.shared.into_inner().index.into_memory())
+    }
+
+    /// Take lane `lane` for writing from this thread (one writer per lane at a time):
+    /// several threads each with their own lane put concurrently.
+    pub fn lane(&self, lane: u32) -> Result<LaneWriter<'_, M, X>> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let cell = self.lanes.get(lane as usize).filter(|_| lane < self.sb.lanes_max);
+        let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
+        // Acquire: this writer sees every change the lane's previous writer made to
+        // its state (published by that writer's Release store in `drop`).
+        if cell.claimed.swap(true, Ordering::Acquire) {
+            return Err(Error::LaneBusy { lane });
+        }
+        Ok(LaneWriter { pool: self, lane })
     }
 
     pub fn media(&self) -> &M {
@@ -232,18 +293,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// What the last recovery found, updated by every put since.
     pub fn stats(&self) -> RecoveryStats {
-        self.stats
+        self.shared.read().stats
     }
 
     /// Free segments.
     pub fn free_segments(&self) -> u32 {
-        self.sb.segment_count - self.stats.segments_used
+        self.sb.segment_count - self.stats().segments_used
     }
 
     /// Largest payload one object with a `name_len`-byte name can have.
     pub fn max_object_bytes(&self, name_len: usize) -> u64 {
-        let room = self.sb.segment_len - LINE - LINE - object_head_len(name_len);
-        room & !(LINE - 1)
+        max_object_bytes(&self.sb, name_len)
     }
 
     /// Put `bytes` as the next version of `name` on lane 0. Returns the version, after
@@ -255,14 +315,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Put several non-contiguous slices as one object on `lane`.
     pub fn put_vectored(&mut self, lane: u32, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
         let mut plan = Plan::<1>::new();
-        self.commit_unit(lane, &[Object::new(name, parts)], &mut plan)?;
+        self.commit_own(lane, &[Object::new(name, parts)], &mut plan)?;
         Ok(plan.first().map_or(0, |p| p.version))
     }
 
     /// Put `bytes` as version `version` of `name` on `lane` (must exceed the latest).
     pub fn put_version(&mut self, lane: u32, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
         let mut plan = Plan::<1>::new();
-        self.commit_unit(lane, &[Object::new(name, &[bytes]).with_version(version)], &mut plan)?;
+        self.commit_own(lane, &[Object::new(name, &[bytes]).with_version(version)], &mut plan)?;
         Ok(plan.first().map_or(0, |p| p.version))
     }
 
@@ -270,14 +330,71 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// are recovered or none. Returns their versions, after the commit is durable.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
         let mut plan = Plan::<BATCH_MAX>::new();
-        self.commit_unit(lane, objects, &mut plan)?;
+        self.commit_own(lane, objects, &mut plan)?;
         Ok(plan.iter().map(|p| p.version).collect())
     }
 
+    /// A unit on `lane` through `&mut self`: no other writer exists, so no lock.
+    fn commit_own<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+        let cell = self.lanes.get_mut(lane as usize).filter(|_| lane < self.sb.lanes_max);
+        let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
+        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+        w.commit_unit(&mut Own(self.shared.get_mut()), cell.state.get_mut(), lane, objects, plan)
+    }
+}
+
+/// Access to the [`Shared`] state: owned (`&mut Pool`) or behind the lock (a
+/// [`LaneWriter`]); `with` runs a closure on it, taking the write lock if needed.
+pub(crate) trait SharedAccess<X: IndexMemory> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R;
+}
+
+/// Exclusive access: no lock.
+struct Own<'a, X: IndexMemory>(&'a mut Shared<X>);
+
+impl<X: IndexMemory> SharedAccess<X> for Own<'_, X> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
+        f(self.0)
+    }
+}
+
+/// Shared access: the write lock, held for the closure only. Its Release on unlock
+/// publishes the index entries of a committed unit to readers, whose read lock (an
+/// Acquire) then also sees the payload stores fenced before the commit.
+struct Locked<'a, X: IndexMemory>(&'a RwLock<Shared<X>>);
+
+impl<X: IndexMemory> SharedAccess<X> for Locked<'_, X> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
+        f(&mut self.0.write())
+    }
+}
+
+/// What the commit path needs of a pool besides the shared state and the lane: the
+/// media and the superblock (both immutable once open).
+struct Writer<'a, M: Media> {
+    media: &'a M,
+    sb: &'a Superblock,
+    writable: bool,
+}
+
+impl<M: Media> Writer<'_, M> {
     /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
     /// empty on entry and holds one [`Planned`] per object on success; on error nothing
     /// was written.
-    fn commit_unit<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+    ///
+    /// Locking: planning (versions, index room, a segment) and publishing (the index
+    /// learns the committed objects) each run under `shared` — no lock is held while the
+    /// unit is copied and fenced. A unit that creates a new name holds `shared` from
+    /// planning to publishing instead: a name's bytes are on the media only once its
+    /// unit is written, so no other lane may plan the same new name meanwhile.
+    fn commit_unit<X: IndexMemory, const N: usize>(
+        &self,
+        shared: &mut impl SharedAccess<X>,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut Plan<N>,
+    ) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
@@ -287,6 +404,35 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if objects.is_empty() || objects.len() > BATCH_MAX || objects.len() > N {
             return Err(Error::BatchSize { count: objects.len() });
         }
+        let unlocked = shared.with(|s| -> Result<Option<u64>> {
+            let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan)?;
+            if new_names == 0 {
+                return Ok(Some(unit_len));
+            }
+            let warm = |p: &Planned| s.index.touch_for_append(p.name_id, p.version);
+            let (_, unit_off) = self.write_unit(l, lane, objects, plan, unit_len, warm);
+            self.publish(s, l, lane, unit_off, objects, plan);
+            Ok(None)
+        })?;
+        if let Some(unit_len) = unlocked {
+            let (_, unit_off) = self.write_unit(l, lane, objects, plan, unit_len, |_| 0);
+            shared.with(|s| self.publish(s, l, lane, unit_off, objects, plan));
+        }
+        Ok(())
+    }
+
+    /// Step 1–2 of the protocol under the shared state: validate, take versions, make
+    /// index room, claim a segment if the unit does not fit. Returns the unit's length
+    /// and how many names it creates. Nothing is written to the media except a claimed
+    /// segment's header.
+    fn plan_unit<X: IndexMemory, const N: usize>(
+        &self,
+        s: &mut Shared<X>,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut Plan<N>,
+    ) -> Result<(u64, usize)> {
         // 1. Validate and resolve versions; count new names; size the unit. Each name is
         // hashed once; its index slot, found here, is reused when the index learns it.
         let mut new_names = 0usize;
@@ -298,12 +444,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             if o.name.len() > NAME_MAX {
                 return Err(Error::NameTooLong { len_bytes: o.name.len() });
             }
-            let hint = self.name_hints.get(i).copied().unwrap_or(NONE);
-            let (hash, found) = match self.index.name_is(&self.media, hint, o.name) {
+            let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
+            let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {
                 Some(hash) => (hash, Some(hint)),
                 None => {
                     let hash = name_hash(o.name);
-                    (hash, self.index.find_name(&self.media, hash, o.name))
+                    (hash, s.index.find_name(&self.media, hash, o.name))
                 }
             };
             // The last earlier object of this unit with the same name holds its latest
@@ -312,7 +458,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let in_unit = plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name);
             let (name_id, latest) = match (in_unit, found) {
                 (Some((p, _)), _) => (p.name_id, Some(p.version)),
-                (None, Some(id)) => (id, Some(self.index.entry(self.index.name(id).last).version)),
+                (None, Some(id)) => {
+                    let n = s.index.name(id);
+                    let committed = (n.last != NONE).then(|| s.index.entry(n.last).version);
+                    (id, committed.max((n.reserved != 0).then_some(n.reserved)))
+                }
                 (None, None) => {
                     new_names += 1;
                     (NONE, None)
@@ -325,7 +475,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 (None, None) => 1,
             };
             let len = o.len_bytes();
-            let max = self.max_object_bytes(o.name.len());
+            let max = max_object_bytes(self.sb, o.name.len());
             if len > max {
                 return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
@@ -336,12 +486,35 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if unit_len > self.sb.segment_len - LINE {
             return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
         }
-        self.index.reserve(objects.len(), new_names).map_err(|_| Error::IndexFull { records: self.index.len() })?;
+        // Room for this unit beside the units other lanes planned but have not published.
+        let room = objects.len() + s.pending_entries;
+        s.index.reserve(room, new_names).map_err(|_| Error::IndexFull { records: s.index.len() })?;
         // 2. Space: the lane's segment, or a newly claimed one.
-        let mut l = self.lanes[lane as usize];
         if !l.active || l.tail + unit_len > l.seg_end {
-            l = self.claim_segment(lane, l)?;
+            *l = self.claim_segment(s, lane, *l)?;
         }
+        // Take the versions: no other lane may take them now (a new name's versions are
+        // guarded by the lock its unit holds to the end).
+        for p in plan.iter().filter(|p| p.name_id != NONE) {
+            let n = s.index.name_mut(p.name_id);
+            n.reserved = n.reserved.max(p.version);
+        }
+        s.pending_entries += objects.len();
+        Ok((unit_len, new_names))
+    }
+
+    /// Steps 3–6: store the unit, fence, store the commit word, fence. Returns the
+    /// unit's sequence number and offset; the lane's position moves past it. `warm` runs while the
+    /// NT stores drain (to pull index lines into the cache; 0 when not under the lock).
+    fn write_unit(
+        &self,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut [Planned],
+        unit_len: u64,
+        warm: impl Fn(&Planned) -> u64,
+    ) -> (u64, u64) {
         // 3. Payloads and headers, all by NT stores. The batch header and commit word
         // are computed after the payloads are stored: work done while the NT stores
         // drain (before the fence) is nearly free, work done before them is not.
@@ -373,7 +546,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // While the NT stores drain, pull the index slots the commit will fill into the
         // cache (reads only: the index learns nothing before the commit is durable).
         for p in plan.iter().filter(|p| p.name_id != NONE) {
-            core::hint::black_box(self.index.touch_for_append(p.name_id, p.version));
+            core::hint::black_box(warm(p));
         }
         // 4. Everything but the commit word is durable after this fence.
         if !mutant::on("no_fence_before_commit") {
@@ -396,12 +569,25 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if !mutant::on("no_final_fence") {
             self.media.fence();
         }
-        // Committed: now the lane and the index may learn it.
         let seq = l.next_seq;
         l.tail = unit_off + unit_len;
         l.next_seq += 1;
         l.closed = false;
-        self.lanes[lane as usize] = l;
+        (seq, unit_off)
+    }
+
+    /// After the commit: the index, the statistics and the lane's published state learn
+    /// the unit.
+    fn publish<X: IndexMemory>(
+        &self,
+        s: &mut Shared<X>,
+        l: &Lane,
+        lane: u32,
+        unit_off: u64,
+        objects: &[Object<'_>],
+        plan: &[Planned],
+    ) {
+        let seq = l.next_seq - 1; // write_unit moved the lane past this unit
         let mut obj_off = unit_off + LINE;
         for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
             let payload_off = obj_off + object_head_len(o.name.len());
@@ -417,27 +603,23 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 payload_sum: p.payload_sum,
             };
             let r = if p.name_id != NONE {
-                self.index.append(p.name_id, entry)
+                s.index.append(p.name_id, entry)
             } else {
                 let name_off = obj_off + size_of::<ObjectHeader>() as u64;
-                self.index.insert(&self.media, p.hash, o.name, name_off, entry)
+                s.index.insert(self.media, p.hash, o.name, name_off, entry)
             };
-            debug_assert!(r.is_ok(), "index room was reserved and versions checked: {r:?}");
-            let e_id = match r {
-                Ok(e_id) => e_id,
-                Err(InsertError::Full | InsertError::Duplicate) => {
-                    return Err(Error::IndexFull { records: self.index.len() })
-                }
-            };
-            if let Some(h) = self.name_hints.get_mut(i) {
-                *h = self.index.entry(e_id).name;
+            debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
+            let Ok(e_id) = r else { continue };
+            if let Some(h) = s.name_hints.get_mut(i) {
+                *h = s.index.entry(e_id).name;
             }
-            self.stats.objects += 1;
-            self.stats.payload_bytes += p.len;
+            s.stats.objects += 1;
+            s.stats.payload_bytes += p.len;
             obj_off = payload_off + line_up(p.len);
         }
-        self.stats.units += 1;
-        Ok(())
+        s.stats.units += 1;
+        s.pending_entries -= plan.len();
+        s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false });
     }
 
     /// NT-store every object of a unit starting at `unit_off`: each payload, then its
@@ -489,54 +671,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
     }
 
-    /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
-    /// the same protocol as a put. Followers see the end of the stream; a later put on
-    /// the lane reopens it.
-    pub fn close_lane(&mut self, lane: u32) -> Result<()> {
-        if !self.writable {
-            return Err(Error::ReadOnly);
-        }
-        if lane >= self.sb.lanes_max {
-            return Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max });
-        }
-        let mut l = self.lanes[lane as usize];
-        if !l.active || l.tail + LINE > l.seg_end {
-            l = self.claim_segment(lane, l)?;
-        }
-        let mut bh = BatchHeader {
-            commit: 0,
-            seq: l.next_seq,
-            unit_len: LINE,
-            object_count: 0,
-            lane,
-            flags: format::UNIT_END_OF_STREAM,
-            reserved: [0; 2],
-            checksum: 0,
-        };
-        bh.checksum = bh.compute_checksum(self.sb.pool_id);
-        self.media.store_nt(l.tail as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
-        self.media.fence();
-        self.media.store_word_nt(l.tail as usize, commit_word(self.sb.pool_id, lane, l.next_seq, bh.checksum));
-        self.media.fence();
-        l.tail += LINE;
-        l.next_seq += 1;
-        l.closed = true;
-        self.lanes[lane as usize] = l;
-        self.stats.units += 1;
-        Ok(())
-    }
-
-    /// What recovery (and this writer's puts) found on `lane`; `None` if it holds no segment.
-    pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
-        let l = self.lanes.get(lane as usize)?;
-        l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed })
-    }
-
     /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
-    fn claim_segment(&mut self, lane: u32, old: Lane) -> Result<Lane> {
+    fn claim_segment<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane) -> Result<Lane> {
         let count = self.sb.segment_count;
-        let cursor = self.alloc_cursor;
-        let segs = self.index.segments(count as usize).ok_or(Error::IndexFull { records: 0 })?;
+        let cursor = s.alloc_cursor;
+        let segs = s.index.segments(count as usize).ok_or(Error::IndexFull { records: 0 })?;
         let free = if mutant::on("alloc_ignores_owner") {
             cursor
         } else {
@@ -565,11 +704,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             self.media.fence();
         }
         segs[free as usize] = crate::index::SegSlot { chain_seq, first_seq, lane, index: free };
-        self.alloc_cursor = (free + 1) % count;
+        s.alloc_cursor = (free + 1) % count;
         if !old.active {
-            self.stats.lanes += 1;
+            s.stats.lanes += 1;
         }
-        self.stats.segments_used += 1;
+        s.stats.segments_used += 1;
         Ok(Lane {
             active: true,
             chain_seq,
@@ -580,78 +719,126 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         })
     }
 
-    fn lookup(&self, name: &[u8], version: u64) -> Result<&Entry> {
+    /// Steps 2–6 for an end-of-stream marker: a unit of no objects.
+    fn close_unit<X: IndexMemory>(&self, shared: &mut impl SharedAccess<X>, l: &mut Lane, lane: u32) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        if !l.active || l.tail + LINE > l.seg_end {
+            *l = shared.with(|s| self.claim_segment(s, lane, *l))?;
+        }
+        let mut bh = BatchHeader {
+            commit: 0,
+            seq: l.next_seq,
+            unit_len: LINE,
+            object_count: 0,
+            lane,
+            flags: format::UNIT_END_OF_STREAM,
+            reserved: [0; 2],
+            checksum: 0,
+        };
+        bh.checksum = bh.compute_checksum(self.sb.pool_id);
+        self.media.store_nt(l.tail as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        self.media.fence();
+        self.media.store_word_nt(l.tail as usize, commit_word(self.sb.pool_id, lane, l.next_seq, bh.checksum));
+        self.media.fence();
+        l.tail += LINE;
+        l.next_seq += 1;
+        l.closed = true;
+        shared.with(|s| {
+            s.stats.units += 1;
+            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: true });
+        });
+        Ok(())
+    }
+}
+
+impl<M: Media, X: IndexMemory> Pool<M, X> {
+    /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
+    /// the same protocol as a put. Followers see the end of the stream; a later put on
+    /// the lane reopens it.
+    pub fn close_lane(&mut self, lane: u32) -> Result<()> {
+        let cell = self.lanes.get_mut(lane as usize).filter(|_| lane < self.sb.lanes_max);
+        let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
+        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+        w.close_unit(&mut Own(self.shared.get_mut()), cell.state.get_mut(), lane)
+    }
+
+    /// What recovery (and the puts since) left on `lane`; `None` if it holds no segment.
+    pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
+        *self.shared.read().lane_infos.get(lane as usize)?
+    }
+
+    /// The entry of (`name`, `version`) in `s`'s index.
+    fn lookup<'s>(&self, s: &'s Shared<X>, name: &[u8], version: u64) -> Result<&'s Entry> {
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
-        let id = match self.index.name_is(&self.media, hint_name, name) {
+        let id = match s.index.name_is(&self.media, hint_name, name) {
             Some(_) => hint_name,
-            None => self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
+            None => s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
         };
-        let e = match self.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
+        let e = match s.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
             Some(e) => e,
-            None => self.index.find_version(id, version).ok_or(Error::NotFound)?,
+            None => s.index.find_version(id, version).ok_or(Error::NotFound)?,
         };
         self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
-        Ok(self.index.entry(e))
+        Ok(s.index.entry(e))
     }
 
     /// Copy version `version` of `name` into `buf`; returns its length.
     pub fn get(&self, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
-        let e = *self.lookup(name, version)?;
+        // The read lock's Acquire pairs with the publishing writer's Release: an entry
+        // seen here belongs to a committed unit whose payload stores came before.
+        let e = *self.lookup(&self.shared.read(), name, version)?;
         let len = e.len_bytes as usize;
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         self.media.read(e.payload_off as usize, dst);
-        if self.sb.has_payload_checksum() {
-            self.verify_payload(&e, dst)?;
+        if self.sb.has_payload_checksum() && hash64(self.sb.pool_id, dst) != e.payload_sum {
+            return Err(Error::Corrupted { offset: e.payload_off, kind: crate::error::CorruptKind::PayloadChecksum });
         }
         Ok(len)
     }
 
-    fn verify_payload(&self, e: &Entry, bytes: &[u8]) -> Result<()> {
-        if hash64(self.sb.pool_id, bytes) != e.payload_sum {
-            return Err(Error::Corrupted { offset: e.payload_off, kind: crate::error::CorruptKind::PayloadChecksum });
-        }
-        Ok(())
-    }
-
-    /// The latest version of `name`.
+    /// The latest (committed) version of `name`.
     pub fn latest(&self, name: &[u8]) -> Result<u64> {
-        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
-        Ok(self.index.entry(self.index.name(id).last).version)
+        let s = self.shared.read();
+        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let last = s.index.name(id).last;
+        if last == NONE {
+            return Err(Error::NotFound);
+        }
+        Ok(s.index.entry(last).version)
     }
 
     /// Facts about version `version` of `name`.
     pub fn stat(&self, name: &[u8], version: u64) -> Result<ObjectInfo> {
-        let e = self.lookup(name, version)?;
-        Ok(info(e))
+        let s = self.shared.read();
+        Ok(info(self.lookup(&s, name, version)?))
     }
 
-    /// Every version of `name`, oldest first.
-    pub fn versions(&self, name: &[u8]) -> Result<impl Iterator<Item = ObjectInfo> + '_> {
-        let id = self.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
-        let n = *self.index.name(id);
-        let mut at = n.first;
-        Ok((0..n.count).map_while(move |_| {
-            if at == NONE {
-                return None;
-            }
-            let e = self.index.entry(at);
-            at = e.next;
-            Some(info(e))
-        }))
+    /// Every version of `name`, oldest first. The iterator holds the index's read lock:
+    /// drop it before putting from this thread.
+    pub fn versions(&self, name: &[u8]) -> Result<VersionsIter<'_, X>> {
+        let s = self.shared.read();
+        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let n = *s.index.name(id);
+        Ok(VersionsIter { shared: s, at: n.first, left: n.count })
     }
 
     /// Every distinct name, in the order first committed (recovered).
     pub fn names(&self) -> impl Iterator<Item = NameInfo> + '_ {
-        (0..self.index.name_count() as u32).map(|id| {
-            let n = self.index.name(id);
-            NameInfo { id, versions: n.count, latest: self.index.entry(n.last).version }
+        let s = self.shared.read();
+        let count = s.index.name_count() as u32;
+        (0..count).filter_map(move |id| {
+            let n = s.index.name(id);
+            (n.last != NONE).then(|| NameInfo { id, versions: n.count, latest: s.index.entry(n.last).version })
         })
     }
 
     /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`.
     pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
-        let n = self.index.name(id);
+        let s = self.shared.read();
+        let n = s.index.name(id);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
         dst
@@ -660,12 +847,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Read every committed payload and verify its checksum (if the pool has them).
     /// Returns the number of objects checked.
     pub fn verify_all(&self) -> Result<u64> {
+        let s = self.shared.read();
         let mut chunk = [0u8; 4096];
         let mut checked = 0;
-        for id in 0..self.index.name_count() as u32 {
-            let mut at = self.index.name(id).first;
+        for id in 0..s.index.name_count() as u32 {
+            let mut at = s.index.name(id).first;
             while at != NONE {
-                let e = *self.index.entry(at);
+                let e = *s.index.entry(at);
                 if self.sb.has_payload_checksum() {
                     let mut h = Hasher::new(self.sb.pool_id);
                     let (mut off, end) = (e.payload_off, e.payload_off + e.len_bytes);
@@ -688,6 +876,97 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
         Ok(checked)
     }
+}
+
+/// The versions of one name, oldest first (see [`Pool::versions`]).
+pub struct VersionsIter<'a, X: IndexMemory> {
+    shared: ReadGuard<'a, Shared<X>>,
+    at: u32,
+    left: u32,
+}
+
+impl<X: IndexMemory> Iterator for VersionsIter<'_, X> {
+    type Item = ObjectInfo;
+    fn next(&mut self) -> Option<ObjectInfo> {
+        if self.left == 0 || self.at == NONE {
+            return None;
+        }
+        self.left -= 1;
+        let e = self.shared.index.entry(self.at);
+        self.at = e.next;
+        Some(info(e))
+    }
+}
+
+/// One thread's writer for one lane (from [`Pool::lane`]): puts with no lock held
+/// while it copies and fences, beside other lanes' writers and readers.
+pub struct LaneWriter<'p, M: Media, X: IndexMemory> {
+    pool: &'p Pool<M, X>,
+    lane: u32,
+}
+
+impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
+    pub fn lane(&self) -> u32 {
+        self.lane
+    }
+
+    fn commit<const N: usize>(&mut self, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+        let p = self.pool;
+        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable };
+        let cell = &p.lanes[self.lane as usize];
+        // SAFETY: this writer holds the lane's claim (taken in `Pool::lane`, released in
+        // `drop`), and `&mut self` keeps it from re-entering: nothing else touches the
+        // lane's state meanwhile.
+        unsafe { cell.state.with_mut(|l| w.commit_unit(&mut Locked(&p.shared), l, self.lane, objects, plan)) }
+    }
+
+    /// Put `bytes` as the next version of `name`.
+    pub fn put(&mut self, name: &[u8], bytes: &[u8]) -> Result<u64> {
+        self.put_vectored(name, &[bytes])
+    }
+
+    /// Put several slices as one object.
+    pub fn put_vectored(&mut self, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
+        let mut plan = Plan::<1>::new();
+        self.commit(&[Object::new(name, parts)], &mut plan)?;
+        Ok(plan.first().map_or(0, |p| p.version))
+    }
+
+    /// Put `bytes` as version `version` of `name` (must exceed every version taken).
+    pub fn put_version(&mut self, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
+        let mut plan = Plan::<1>::new();
+        self.commit(&[Object::new(name, &[bytes]).with_version(version)], &mut plan)?;
+        Ok(plan.first().map_or(0, |p| p.version))
+    }
+
+    /// Commit every object together (all or nothing after a crash).
+    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+        let mut plan = Plan::<BATCH_MAX>::new();
+        self.commit(objects, &mut plan)?;
+        Ok(plan.iter().map(|p| p.version).collect())
+    }
+
+    /// Close the lane's stream (an end-of-stream marker).
+    pub fn close(&mut self) -> Result<()> {
+        let p = self.pool;
+        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable };
+        let cell = &p.lanes[self.lane as usize];
+        // SAFETY: as in `commit`.
+        unsafe { cell.state.with_mut(|l| w.close_unit(&mut Locked(&p.shared), l, self.lane)) }
+    }
+}
+
+impl<M: Media, X: IndexMemory> Drop for LaneWriter<'_, M, X> {
+    fn drop(&mut self) {
+        // Release: the next writer of this lane (its Acquire swap) sees the lane state
+        // this one left.
+        self.pool.lanes[self.lane as usize].claimed.store(false, Ordering::Release);
+    }
+}
+
+/// Largest payload one object with a `name_len`-byte name can have in a pool.
+fn max_object_bytes(sb: &Superblock, name_len: usize) -> u64 {
+    (sb.segment_len - LINE - LINE - object_head_len(name_len)) & !(LINE - 1)
 }
 
 fn info(e: &Entry) -> ObjectInfo {
