@@ -68,6 +68,7 @@ fn commands(p: &str) -> Vec<Vec<&str>> {
         vec!["ls", p],
         vec!["info", p],
         vec!["check", p],
+        vec!["follow", p, "--timeout", "5"],
     ]
 }
 
