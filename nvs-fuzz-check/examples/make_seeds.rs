@@ -110,7 +110,15 @@ fn main() {
             p.put_vectored(lane, b"lane", &[&fill(lane as u64, 5000)]).unwrap();
         }
     });
+    let closed = pool(3, None, opts(0x77, 4096, 4, false), |p| {
+        p.put(b"before", b"closing").unwrap();
+        p.close_lane(0).unwrap();
+        p.close_lane(2).unwrap();
+        p.put_vectored(2, b"reopened", &[b"after a close"]).unwrap();
+        p.close_lane(3).unwrap();
+    });
     for (n, b) in [
+        ("seed-closed-lanes", &closed),
         ("seed-empty", &empty),
         ("seed-busy", &busy_img),
         ("seed-payload-checksums", &sums),

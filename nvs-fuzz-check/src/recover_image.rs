@@ -132,7 +132,9 @@ fn walk<M: Media, X: IndexMemory>(pool: &Pool<M, X>) -> Seen {
     }
     assert_eq!((objects, bytes), (stats.objects, stats.payload_bytes), "statistics disagree with the index");
     assert!(stats.segments_used <= sb.segment_count && stats.lanes <= sb.lanes_max);
-    assert!(stats.units <= stats.objects);
+    // Units: one per put or batch (at least one object each), or an end-of-stream marker.
+    let lane_units: u64 = (0..sb.lanes_max).filter_map(|l| pool.lane_info(l)).map(|i| i.units).sum();
+    assert_eq!(lane_units, stats.units, "lanes' units disagree with the statistics");
     match pool.verify_all() {
         Ok(n) => {
             assert_eq!(n, objects);
