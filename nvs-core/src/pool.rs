@@ -27,8 +27,9 @@ use core::mem::size_of;
 /// How to format a pool.
 #[derive(Clone, Copy, Debug)]
 pub struct FormatOptions {
-    /// Identity of this pool; must differ from any earlier pool on the same media (use
-    /// random bits). If the media holds a valid pool with the same id, it is changed.
+    /// Identity of this pool (use random bits). Over an earlier pool the id actually used
+    /// is derived from this one and the earlier pool's, so it never repeats an id of an
+    /// earlier generation whose segments may still be on the media.
     pub pool_id: u64,
     /// Segment size in bytes; `None` picks [`format::default_segment_len`].
     pub segment_len: Option<u64>,
@@ -187,9 +188,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
         let segment_len = opts.segment_len.unwrap_or_else(|| format::default_segment_len(media.len() as u64));
         let g = format::geometry(media.len() as u64, segment_len)?;
+        // Over an earlier pool, the new id is derived from the caller's and the old one,
+        // so formatting again with the ids of earlier generations (A, B, A, ...) never
+        // brings back an id whose segments may still lie on the media.
         let mut pool_id = opts.pool_id;
         if let Ok(old) = format::decode_superblock(&media) {
-            if old.pool_id == pool_id {
+            pool_id = crate::hash::mix(&[opts.pool_id, old.pool_id, old.checksum]);
+            if pool_id == old.pool_id {
                 pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
             }
         }

@@ -125,3 +125,26 @@ fn stale_pool_is_invisible() {
     assert_eq!(pool.get(b"o1", 1, &mut b), Ok(3));
     assert_eq!(pool.latest(b"o1"), Ok(1));
 }
+
+/// Formatting one media again and again with ids of earlier generations (A, B, A) never
+/// revives an earlier generation's segments.
+#[test]
+fn alternating_ids_never_revive_old_generations() {
+    let mut ram = Ram::new(4096 + 8 * 4096, 0);
+    for (round, id) in [0xA, 0xB, 0xA, 0xB, 0xA].into_iter().enumerate() {
+        let mut o = FormatOptions::new(id);
+        o.segment_len = Some(4096);
+        o.lanes_max = 2;
+        let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+        assert_eq!(pool.stats().objects, 0, "round {round}: an old generation came back");
+        // The first generation writes both lanes (two segments), later ones lane 0 only
+        // (one segment): the first generation's lane-1 segment stays on the media.
+        let lanes = if round == 0 { 2 } else { 1 };
+        for i in 0..(round as u32 * 3 + 2) {
+            pool.put_vectored(i % lanes, b"g", &[&[round as u8; 500]]).unwrap();
+        }
+        drop(pool);
+        let pool = open(&mut ram).unwrap();
+        assert_eq!(pool.stats().objects, round as u64 * 3 + 2, "round {round}");
+    }
+}
