@@ -352,6 +352,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 /// [`LaneWriter`]); `with` runs a closure on it, taking the write lock if needed.
 pub(crate) trait SharedAccess<X: IndexMemory> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R;
+    /// The state without locking, when access is exclusive anyway.
+    fn peek(&self) -> Option<&Shared<X>>;
 }
 
 /// Exclusive access: no lock.
@@ -360,6 +362,9 @@ struct Own<'a, X: IndexMemory>(&'a mut Shared<X>);
 impl<X: IndexMemory> SharedAccess<X> for Own<'_, X> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
         f(self.0)
+    }
+    fn peek(&self) -> Option<&Shared<X>> {
+        Some(self.0)
     }
 }
 
@@ -371,6 +376,9 @@ struct Locked<'a, X: IndexMemory>(&'a RwLock<Shared<X>>);
 impl<X: IndexMemory> SharedAccess<X> for Locked<'_, X> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
         f(&mut self.0.write())
+    }
+    fn peek(&self) -> Option<&Shared<X>> {
+        None
     }
 }
 
@@ -415,12 +423,18 @@ impl<M: Media> Writer<'_, M> {
                 return Ok(Some(unit_len));
             }
             let warm = |p: &Planned| s.index.touch_for_append(p.name_id, p.version);
-            let (_, unit_off) = self.write_unit(l, lane, objects, plan, unit_len, warm);
+            let unit_off = self.write_unit(l, lane, objects, plan, unit_len, warm);
             self.publish(s, l, lane, unit_off, objects, plan);
             Ok(None)
         })?;
         if let Some(unit_len) = unlocked {
-            let (_, unit_off) = self.write_unit(l, lane, objects, plan, unit_len, |_| 0);
+            // Exclusive access may warm the index lines while the stores drain; a lane
+            // writer must not touch the index without the lock.
+            let unit_off = match shared.peek() {
+                Some(s) => self
+                    .write_unit(l, lane, objects, plan, unit_len, |p| s.index.touch_for_append(p.name_id, p.version)),
+                None => self.write_unit(l, lane, objects, plan, unit_len, |_| 0),
+            };
             shared.with(|s| self.publish(s, l, lane, unit_off, objects, plan));
         }
         Ok(())
@@ -509,7 +523,7 @@ impl<M: Media> Writer<'_, M> {
     }
 
     /// Steps 3–6: store the unit, fence, store the commit word, fence. Returns the
-    /// unit's sequence number and offset; the lane's position moves past it. `warm` runs while the
+    /// unit's offset; the lane's position moves past it. `warm` runs while the
     /// NT stores drain (to pull index lines into the cache; 0 when not under the lock).
     fn write_unit(
         &self,
@@ -519,7 +533,7 @@ impl<M: Media> Writer<'_, M> {
         plan: &mut [Planned],
         unit_len: u64,
         warm: impl Fn(&Planned) -> u64,
-    ) -> (u64, u64) {
+    ) -> u64 {
         // 3. Payloads and headers, all by NT stores. The batch header and commit word
         // are computed after the payloads are stored: work done while the NT stores
         // drain (before the fence) is nearly free, work done before them is not.
@@ -574,11 +588,10 @@ impl<M: Media> Writer<'_, M> {
         if !mutant::on("no_final_fence") {
             self.media.fence();
         }
-        let seq = l.next_seq;
         l.tail = unit_off + unit_len;
         l.next_seq += 1;
         l.closed = false;
-        (seq, unit_off)
+        unit_off
     }
 
     /// After the commit: the index, the statistics and the lane's published state learn
