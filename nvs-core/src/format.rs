@@ -61,6 +61,9 @@ pub const BATCH_MAX: usize = 256;
 /// Batch header flag: the lane's writer closed its stream here (a unit of no objects).
 /// A later unit on the lane reopens it.
 pub const UNIT_END_OF_STREAM: u64 = 1;
+/// Batch header flag: the lane released its segments below chain position
+/// `reserved[0]` (retention); a unit of no objects. Recovery skips those segments.
+pub const UNIT_TRUNCATE: u64 = 2;
 
 /// Superblock flag: every object carries a payload checksum, verified on read.
 pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
@@ -113,7 +116,7 @@ pub struct BatchHeader {
     pub unit_len: u64,
     pub object_count: u32,
     pub lane: u32,
-    /// `UNIT_END_OF_STREAM`, or 0.
+    /// `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`, or 0.
     pub flags: u64,
     pub reserved: [u64; 2],
     /// `nvs-hash64(pool_id, bytes 8..56)`.
@@ -335,8 +338,10 @@ pub fn decode_unit<M: Media + ?Sized>(
     let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
     let in_bounds = h.seq == seq
         && h.lane == lane
-        && (h.object_count >= 1 || h.flags == UNIT_END_OF_STREAM)
-        && (h.flags == 0 || (h.flags == UNIT_END_OF_STREAM && h.object_count == 0))
+        && (h.flags == 0) == (h.object_count >= 1)
+        && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
+        && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
+        && h.reserved[1] == 0
         && h.object_count as usize <= BATCH_MAX
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len

@@ -247,6 +247,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             read_hint: AtomicU64::new(u64::MAX),
         };
         pool.refresh()?;
+        if writable {
+            pool.invalidate_released();
+        }
         Ok(pool)
     }
 
@@ -739,6 +742,19 @@ impl<M: Media> Writer<'_, M> {
 
     /// Steps 2–6 for an end-of-stream marker: a unit of no objects.
     fn close_unit<X: IndexMemory>(&self, shared: &mut impl SharedAccess<X>, l: &mut Lane, lane: u32) -> Result<()> {
+        self.marker_unit(shared, l, lane, format::UNIT_END_OF_STREAM, 0)
+    }
+
+    /// A unit of no objects (`flags`: end of stream, or truncate with retention base
+    /// `base`) by the whole commit protocol.
+    fn marker_unit<X: IndexMemory>(
+        &self,
+        shared: &mut impl SharedAccess<X>,
+        l: &mut Lane,
+        lane: u32,
+        flags: u64,
+        base: u64,
+    ) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
@@ -751,8 +767,8 @@ impl<M: Media> Writer<'_, M> {
             unit_len: LINE,
             object_count: 0,
             lane,
-            flags: format::UNIT_END_OF_STREAM,
-            reserved: [0; 2],
+            flags,
+            reserved: [base, 0],
             checksum: 0,
         };
         bh.checksum = bh.compute_checksum(self.sb.pool_id);
@@ -762,10 +778,12 @@ impl<M: Media> Writer<'_, M> {
         self.media.fence();
         l.tail += LINE;
         l.next_seq += 1;
-        l.closed = true;
+        if flags == format::UNIT_END_OF_STREAM {
+            l.closed = true;
+        }
         shared.with(|s| {
             s.stats.units += 1;
-            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: true });
+            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed });
         });
         Ok(())
     }
@@ -780,6 +798,101 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
         let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
         w.close_unit(&mut Own(self.shared.get_mut()), cell.state.get_mut(), lane)
+    }
+
+    /// Retention: on every lane, release the oldest segments whose objects all have at
+    /// least `keep_versions` newer versions of their name — never a lane's current
+    /// segment, and only a prefix of each lane's chain. Returns the segments freed.
+    ///
+    /// Crash-safe in two steps: a truncate unit (committed like a put) records the lane's
+    /// new base; then the released segments' headers are invalidated, oldest first, each
+    /// fenced. A crash between them leaves released segments with valid headers, which
+    /// recovery skips and the next writer's open invalidates before any is reused. The
+    /// index forgets the released objects (a recovery runs at the end).
+    pub fn reclaim(&mut self, keep_versions: u32) -> Result<u32> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let lanes_max = self.sb.lanes_max as usize;
+        let mut base = [u64::MAX; LANES_MAX as usize];
+        let mut lowest = [u64::MAX; LANES_MAX as usize];
+        {
+            let s = self.shared.get_mut();
+            let count = self.sb.segment_count as usize;
+            let segs = s.index.segments(count).ok_or(Error::IndexFull { records: 0 })?;
+            for seg in segs.iter().filter(|g| g.lane != FREE && g.first_seq != crate::recover::RELEASED) {
+                if let Some(l) = lowest.get_mut(seg.lane as usize) {
+                    *l = (*l).min(seg.chain_seq);
+                }
+            }
+            // A lane's current segment bounds its base; so does every segment holding one
+            // of the last `keep_versions` versions of some name.
+            for (lane, cell) in self.lanes.iter_mut().enumerate().take(lanes_max) {
+                let l = *cell.state.get_mut();
+                if l.active {
+                    base[lane] = l.chain_seq;
+                }
+            }
+            for id in 0..s.index.name_count() as u32 {
+                let n = *s.index.name(id);
+                let mut at = n.first;
+                for i in 0..n.count {
+                    if at == NONE {
+                        break;
+                    }
+                    let e = *s.index.entry(at);
+                    if n.count - 1 - i < keep_versions {
+                        let seg = ((e.payload_off - self.sb.data_off) / self.sb.segment_len) as usize;
+                        let chain = s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq);
+                        if let Some(b) = base.get_mut(e.lane as usize) {
+                            *b = (*b).min(chain);
+                        }
+                    }
+                    at = e.next;
+                }
+            }
+        }
+        let mut freed = 0;
+        for lane in 0..lanes_max {
+            if base[lane] == u64::MAX || base[lane] <= lowest[lane] {
+                continue;
+            }
+            let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+            let l = self.lanes[lane].state.get_mut();
+            w.marker_unit(&mut Own(self.shared.get_mut()), l, lane as u32, format::UNIT_TRUNCATE, base[lane])?;
+            freed += (base[lane] - lowest[lane]) as u32;
+        }
+        if freed > 0 {
+            // Mark the released segments as recovery would, then invalidate them.
+            self.refresh()?;
+            self.invalidate_released();
+            self.refresh()?;
+        }
+        Ok(freed)
+    }
+
+    /// Invalidate the headers of segments retention released (a crash may have left them
+    /// valid), oldest first per lane, each fenced, so a lane's chain stays contiguous at
+    /// every step; then they are free.
+    fn invalidate_released(&mut self) {
+        let count = self.sb.segment_count as usize;
+        let s = self.shared.get_mut();
+        let Some(segs) = s.index.segments(count) else { return };
+        for _ in 0..count {
+            // The oldest released segment left (lane, chain order): O(n) per step, and
+            // released segments are few.
+            let next = segs
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.lane != FREE && g.first_seq == crate::recover::RELEASED)
+                .min_by_key(|(_, g)| (g.lane, g.chain_seq))
+                .map(|(i, _)| i);
+            let Some(i) = next else { break };
+            self.media.store_word_nt(self.sb.segment_off(i as u32) as usize, 0);
+            self.media.fence();
+            segs[i].lane = FREE;
+            segs[i].first_seq = 0;
+        }
     }
 
     /// What recovery (and the puts since) left on `lane`; `None` if it holds no segment.
@@ -811,10 +924,27 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let len = e.len_bytes as usize;
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         self.media.read(e.payload_off as usize, dst);
+        if !self.writable && !self.still_there(&e) {
+            // A writer in another process released and reused the object's segment
+            // while this reader's index still listed it: the bytes may be someone else's.
+            return Err(Error::NotFound);
+        }
         if self.sb.has_payload_checksum() && hash64(self.sb.pool_id, dst) != e.payload_sum {
             return Err(Error::Corrupted { offset: e.payload_off, kind: crate::error::CorruptKind::PayloadChecksum });
         }
         Ok(len)
+    }
+
+    /// For a reader beside a writer in another process: is the segment holding `e` still
+    /// the one the index saw? Checked after the payload was copied (the Acquire fence
+    /// keeps the header read after the copy): retention invalidates a segment's header
+    /// before anything in it is overwritten, so an unchanged header means a clean copy.
+    fn still_there(&self, e: &Entry) -> bool {
+        crate::sync::fence_acquire();
+        let seg = ((e.payload_off - self.sb.data_off) / self.sb.segment_len) as u32;
+        let slot = self.shared.read().index.segments_ref().get(seg as usize).copied();
+        let Some(slot) = slot else { return false };
+        matches!(format::decode_segment(&self.media, &self.sb, seg), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
     }
 
     /// The latest (committed) version of `name`.

@@ -73,7 +73,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
             break;
         }
         if s.lane != prev_lane {
-            expected_chain = 0;
+            // A chain may start above 0 once retention released its head; pass 3
+            // checks that a truncate unit of the lane says so.
+            expected_chain = s.chain_seq;
             prev_lane = s.lane;
             stats.lanes += 1;
         }
@@ -91,7 +93,25 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
             break;
         }
         let lane_id = first.lane;
-        let mut next_seq = 0u64;
+        // 3a: the lane's retention base (its latest truncate unit), by a walk of unit
+        // headers with the same continuity checks; segments below it are released.
+        let truncated = truncate_base(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), i)?;
+        // A chain starting above 0 must have been released to there by a truncate unit;
+        // otherwise its head was lost.
+        if first.chain_seq > 0 && truncated.is_none_or(|b| b < first.chain_seq) {
+            return Err(Error::Corrupted { offset: sb.segment_off(first.index), kind: CorruptKind::SegmentChain });
+        }
+        let base = truncated.unwrap_or(0);
+        // Released segments stay owned (not free) until a writer invalidates them.
+        while let Some(s) = index.segments(count).and_then(|v| v.get_mut(i)) {
+            if s.lane != lane_id || s.chain_seq >= base {
+                break;
+            }
+            s.first_seq = RELEASED;
+            stats.segments_used -= 1;
+            i += 1;
+        }
+        let mut next_seq = index.segments_ref().get(i).map_or(0, |s| s.first_seq);
         let mut lane = Lane::default();
         while let Some(s) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
             if s.lane != lane_id {
@@ -138,7 +158,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                 stats.units += 1;
                 next_seq += 1;
                 off = unit_end;
-                lane.closed = h.flags == format::UNIT_END_OF_STREAM;
+                if h.flags != format::UNIT_TRUNCATE {
+                    lane.closed = h.flags == format::UNIT_END_OF_STREAM;
+                }
             }
             lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq, closed: lane.closed };
             if mutant::on("resume_at_segment_start") {
@@ -161,4 +183,40 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
         segs.sort_unstable_by_key(|s| s.index);
     }
     Ok(stats)
+}
+
+/// `SegSlot::first_seq` of a segment that retention released but whose header is still
+/// valid on the media (a writer invalidates it before the segment is reused).
+pub const RELEASED: u64 = u64::MAX;
+
+/// The retention base of the lane whose segments start at `segs[start]` (sorted by
+/// lane, chain): the largest `reserved[0]` of its truncate units, `None` if it has none.
+/// Walks unit headers only, with recovery's checks.
+fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot], start: usize) -> Result<Option<u64>> {
+    let Some(first) = segs.get(start) else { return Ok(None) };
+    let (lane_id, mut base) = (first.lane, None);
+    let mut next_seq = first.first_seq;
+    for s in segs.get(start..).unwrap_or(&[]).iter().take_while(|s| s.lane == lane_id) {
+        let seg_off = sb.segment_off(s.index);
+        if s.first_seq != next_seq {
+            return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
+        }
+        let (mut off, seg_end) = (seg_off + LINE, seg_off + sb.segment_len);
+        for _ in 0..sb.segment_len / LINE {
+            let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
+                UnitSlot::End => break,
+                UnitSlot::Committed(h) => h,
+            };
+            if h.flags == format::UNIT_TRUNCATE {
+                // A truncate unit never releases its own segment.
+                if h.reserved[0] > s.chain_seq {
+                    return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
+                }
+                base = Some(base.unwrap_or(0).max(h.reserved[0]));
+            }
+            next_seq += 1;
+            off += h.unit_len;
+        }
+    }
+    Ok(base)
 }

@@ -11,6 +11,14 @@ pub use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// An Acquire fence: later reads stay after earlier ones.
+pub fn fence_acquire() {
+    #[cfg(not(loom))]
+    core::sync::atomic::fence(Ordering::Acquire);
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::Acquire);
+}
+
 /// A reader-writer lock whose guards come back directly (no poisoning).
 #[derive(Debug, Default)]
 pub struct RwLock<T> {

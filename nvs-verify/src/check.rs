@@ -23,7 +23,7 @@ pub type Rec = (Vec<u8>, u64, u32, Vec<u8>);
 pub fn recover_all<M: Media>(media: M) -> Result<Vec<Rec>, String> {
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Rec>, String> {
         let media_len = media.len() as u64;
-        let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
+        let pool = Pool::open_read_only(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
         let mut out = Vec::new();
         let names: Vec<_> = pool.names().collect();
         for n in names {
@@ -75,10 +75,22 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
             }
         }
     }
+    // Objects a reclaim released: gone for good once it was acknowledged, either way
+    // while it ran.
+    let mut gone: BTreeMap<(&[u8], u64), bool> = BTreeMap::new();
+    for op in issued.iter().filter(|op| op.start < point) {
+        let acked = matches!(op.ack, Some(a) if a <= point);
+        for (n, v) in &op.released {
+            gone.insert((n, *v), acked);
+        }
+    }
     let mut got: BTreeMap<usize, usize> = BTreeMap::new();
     let mut durable_seen = 0;
     for (n, v, lane, b) in rec {
         let name = String::from_utf8_lossy(n);
+        if gone.get(&(&n[..], *v)) == Some(&true) {
+            return Err(format!("{name} v{v} came back after a reclaim released it"));
+        }
         let Some((op, want_lane, want)) = expect.get(&(&n[..], *v)) else {
             return Err(format!("phantom: {name} v{v} was never written"));
         };
@@ -102,6 +114,11 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
     }
     let mut lane_gap: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, op) in issued.iter().enumerate() {
+        // Reclaims write no objects; puts whose objects a reclaim released (a unit's
+        // objects share a segment, so all or none) are no longer owed.
+        if op.objects.is_empty() || op.objects.iter().any(|(n, v, _)| gone.contains_key(&(&n[..], *v))) {
+            continue;
+        }
         let seen = got.get(&i).copied().unwrap_or(0);
         if seen != 0 && seen != op.objects.len() {
             return Err(format!("op {}: torn: {seen} of {} objects recovered", op.op, op.objects.len()));
@@ -192,9 +209,14 @@ fn continue_writing(m2: &SimMedia) -> Result<Vec<Issued>, String> {
         let bytes: Vec<u8> = (0..77).map(|k| (k * 3 + i * 101 + 1) as u8).collect();
         let name = format!("after{lane}").into_bytes();
         match catch_unwind(AssertUnwindSafe(|| pool.put_vectored(lane, &name, &[&bytes]))) {
-            Ok(Ok(v)) => {
-                issued.push(Issued { op: 100 + i, lane, start, ack: Some(m2.point()), objects: vec![(name, v, bytes)] })
-            }
+            Ok(Ok(v)) => issued.push(Issued {
+                op: 100 + i,
+                lane,
+                start,
+                ack: Some(m2.point()),
+                objects: vec![(name, v, bytes)],
+                released: vec![],
+            }),
             Ok(Err(nvs_core::Error::Full)) => {}
             Ok(Err(e)) => return Err(format!("put after recovery failed: {e}")),
             Err(p) => return Err(format!("put after recovery panicked: {}", panic_message(&p))),

@@ -30,11 +30,6 @@ pub const EQUIVALENT: &[(&str, &str)] = &[
          'uncommitted'; and the halves are flushed and fenced before the put returns",
     ),
     (
-        "no_seq_check",
-        "the commit word binds the pool id, so only this pool's own units could be confused; a lane never \
-         reuses space within one pool (no reclaim yet), so no older unit of the lane lies at its tail",
-    ),
-    (
         "commit_without_checksum",
         "the header is fenced before the commit word is stored, so a matching commit word always sits on a \
          complete header; the checksum binding only matters for damaged media",

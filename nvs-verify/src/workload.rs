@@ -18,6 +18,8 @@ pub enum Op {
     Reopen,
     /// Commit an end-of-stream marker on the lane (no objects).
     Close { lane: u32 },
+    /// Retention: keep the last `keep` versions of each name, release older segments.
+    Reclaim { keep: u32 },
 }
 
 /// How the media is prepared.
@@ -60,6 +62,8 @@ pub struct Issued {
     pub ack: Option<usize>,
     /// (name, version, bytes) of each object.
     pub objects: Vec<(Vec<u8>, u64, Vec<u8>)>,
+    /// A reclaim: the (name, version) it released (must be gone once acknowledged).
+    pub released: Vec<(Vec<u8>, u64)>,
 }
 
 /// A workload's recorded run.
@@ -114,6 +118,21 @@ fn apply<'m>(
                 pool.close_lane(*lane).map_err(|e| format!("op {i}: close: {e}"))?;
                 continue;
             }
+            Op::Reclaim { keep } => {
+                let before = present(&pool);
+                pool.reclaim(*keep).map_err(|e| format!("op {i}: reclaim: {e}"))?;
+                let after = present(&pool);
+                let released: Vec<_> = before.into_iter().filter(|o| !after.contains(o)).collect();
+                issued.push(Issued {
+                    op: i,
+                    lane: u32::MAX,
+                    start,
+                    ack: Some(media.point()),
+                    objects: vec![],
+                    released,
+                });
+                continue;
+            }
             Op::Put { lane, size } => (*lane, vec![(name(i, 0), vec![payload(seed, i, 0, *size)])]),
             Op::Vectored { lane, sizes } => {
                 let parts = sizes.iter().enumerate().map(|(k, &s)| payload(seed, i, 100 + k, s)).collect();
@@ -132,6 +151,7 @@ fn apply<'m>(
                 start,
                 ack: Some(media.point()),
                 objects: objects.iter().zip(versions.iter()).map(|((n, ps), v)| (n.clone(), *v, ps.concat())).collect(),
+                released: vec![],
             }),
             Err(Error::Full) => {
                 if media.point() != start {
@@ -142,6 +162,19 @@ fn apply<'m>(
         }
     }
     Ok(pool)
+}
+
+/// Every (name, version) the pool holds.
+fn present(pool: &Pool<&SimMedia, HeapMemory>) -> Vec<(Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    let mut nb = [0u8; nvs_core::NAME_MAX];
+    for n in pool.names().collect::<Vec<_>>() {
+        let name = pool.name_bytes(n.id, &mut nb).to_vec();
+        if let Ok(vs) = pool.versions(&name) {
+            out.extend(vs.map(|v| (name.clone(), v.version)));
+        }
+    }
+    out
 }
 
 fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
@@ -281,6 +314,40 @@ pub fn families() -> Vec<Family> {
         }
     }
     fams.push(family("close", "end-of-stream markers between puts", Setup::small(), close));
+    // Retention: puts big enough to fill segments, reclaims between them, reopens.
+    let keep_kinds = |k: usize, pos: usize| match k {
+        0 => Op::Reclaim { keep: 1 },
+        1 => Op::Reopen,
+        2 => Op::Put { lane: 0, size: 1500 + 300 * pos },
+        3 => Op::Put { lane: 1, size: 2500 },
+        _ => Op::Batch { lane: 0, sizes: vec![1200, 900] },
+    };
+    let mut keep = Vec::new();
+    for a in [2usize, 4] {
+        for b in 0..5 {
+            for c in 0..5 {
+                for d in 0..5 {
+                    keep.push(vec![
+                        keep_kinds(a, 0),
+                        keep_kinds(2, 1),
+                        keep_kinds(b, 2),
+                        keep_kinds(c, 3),
+                        keep_kinds(d, 4),
+                        Op::Reclaim { keep: 1 },
+                    ]);
+                }
+            }
+        }
+    }
+    // Same-size units, so a lane reusing its own released segment leaves old units of
+    // that lane exactly at its new tail.
+    for size in [1500, 1800, 900] {
+        let put = Op::Put { lane: 0, size };
+        let mut ops = vec![put.clone(); 6];
+        ops.extend([Op::Reclaim { keep: 1 }, put.clone(), put.clone(), Op::Reopen, put.clone()]);
+        keep.push(ops);
+    }
+    fams.push(family("retention", "reclaims (keep 1) between puts filling segments", Setup::small(), keep));
     let mut depth2 = family("crash2", "crash, recover, put, crash again (depth 2)", Setup::small(), sequences(2));
     depth2.depth2 = true;
     fams.push(depth2);
