@@ -515,16 +515,17 @@ impl<X: IndexMemory> Index<X> {
     pub fn touch_for_append(&self, name_id: u32, version: u64) -> u64 {
         let p = self.mem.parts_ref();
         let cap = usable(p.table.len());
+        // Wrapping: the sum only keeps the reads alive (versions and hashes are any u64).
         let mut sum = 0u64;
         if cap > 0 {
-            sum += p.table[version_key(name_id, version) as usize & (cap - 1)] as u64;
+            sum = sum.wrapping_add(p.table[version_key(name_id, version) as usize & (cap - 1)] as u64);
         }
         // The next entry may straddle two lines: read its first and last words.
         if let Some(e) = p.entries.get(self.entries) {
-            sum += e.version + e.payload_sum;
+            sum = sum.wrapping_add(e.version).wrapping_add(e.payload_sum);
         }
         if let Some(n) = p.names.get(name_id as usize) {
-            sum += n.hash + p.entries.get(n.last as usize).map_or(0, |e| e.version);
+            sum = sum.wrapping_add(n.hash).wrapping_add(p.entries.get(n.last as usize).map_or(0, |e| e.version));
         }
         sum
     }

@@ -326,8 +326,17 @@ fn expected_unit(
     if h.checksum != hash64(sb.pool_id, &raw[8..56]) {
         return Some(UnitOutcome::Corrupt(CorruptKind::RecordChecksum));
     }
-    // FORMAT.md: 1..=256 objects, flags 0; or an end-of-stream unit: flags 1, no objects.
-    let kind_ok = (h.flags == 0 && (1..=256).contains(&h.object_count)) || (h.flags == 1 && h.object_count == 0);
+    // FORMAT.md: 1..=256 objects and flags 0; or a marker unit of no objects: flags 1
+    // (end of stream) or 2 (truncate, the only one with a nonzero base); reserved 0.
+    // (FORMAT.md also says a marker's unit_len is 64; the decoder accepts any length
+    // that fits, like for other units, and so does this predicate.)
+    let [base, reserved] = h.reserved;
+    let kind_ok = match h.flags {
+        0 => (1..=256).contains(&h.object_count) && base == 0,
+        1 => h.object_count == 0 && base == 0,
+        2 => h.object_count == 0,
+        _ => false,
+    } && reserved == 0;
     let ok = h.seq == seq
         && h.lane == lane
         && kind_ok
@@ -384,6 +393,9 @@ fn unit_raw(b: &mut Bytes) {
         if fix & 2 != 0 {
             h.object_count = count_fix as u32 % 9;
             h.flags = (count_fix as u64 >> 4) & 3;
+            if count_fix & 0x40 != 0 {
+                h.reserved = [0, 0];
+            }
             h.unit_len = (h.unit_len % (segment_len + 128)) & !(LINE - 1);
         }
         if fix & 4 != 0 {

@@ -71,8 +71,8 @@ pub struct RawOp {
 }
 
 impl RawOp {
-    /// 40% puts, 20% vectored puts, 25% batches, 5% end-of-stream markers, 5% reopens,
-    /// 5% refreshes; mostly automatic versions.
+    /// 40% puts, 20% vectored puts, 20% batches, 5% end-of-stream markers, 5%
+    /// reclaims, 5% reopens, 5% refreshes; mostly automatic versions.
     pub fn op(&self) -> Op {
         let RawOp { kind, lane, name, len, extra } = *self;
         let ver = |x: u8| match x % 16 {
@@ -87,7 +87,7 @@ impl RawOp {
                 let parts = (0..extra % 7).map(|j| derived(j as u64, 700) as u16).collect();
                 Op::Vectored { lane, name, parts }
             }
-            12..=16 => {
+            12..=15 => {
                 let objects = (0..extra % 9)
                     .map(|j| Obj {
                         name: name.wrapping_add(j * 5),
@@ -97,6 +97,7 @@ impl RawOp {
                     .collect();
                 Op::Batch { lane, objects }
             }
+            16 => Op::Reclaim { keep: extra % 4 },
             17 => Op::Close { lane },
             18 => Op::Reopen,
             _ => Op::Refresh,
@@ -169,6 +170,11 @@ pub enum Op {
     /// `Pool::close_lane`: an end-of-stream unit (no objects) on the lane.
     Close {
         lane: u8,
+    },
+    /// `Pool::reclaim(keep)`: retention releases each lane's oldest segments whose
+    /// objects all have `keep` newer versions (a truncate unit per lane trimmed).
+    Reclaim {
+        keep: u8,
     },
     /// Close the pool and open it again (recovery from the media).
     Reopen,
@@ -260,24 +266,51 @@ struct Stored {
 
 type Objects = BTreeMap<(Vec<u8>, u64), Stored>;
 
-/// A committed op: its event span and objects.
+/// One committed unit, as the model sees it.
+#[derive(Clone, Debug)]
+struct Unit {
+    lane: u32,
+    kind: UnitKind,
+}
+
+#[derive(Clone, Debug)]
+enum UnitKind {
+    /// A put or batch: these objects appear.
+    Data(Objects),
+    /// An end-of-stream marker: the lane is closed.
+    Close,
+    /// A truncate unit of retention: these objects (of this lane) are released. It
+    /// neither closes nor reopens the lane.
+    Truncate(Objects),
+}
+
+/// A committed op: its event span and its units, in commit order (one per lane at
+/// most; after a crash inside the op, a prefix of them is durable).
 struct Done {
     start: usize,
     end: usize,
-    lane: u32,
-    /// An end-of-stream unit (no objects).
-    close: bool,
-    objects: Objects,
+    units: Vec<Unit>,
 }
 
-/// Per lane: (units, last unit is an end-of-stream marker), from committed ops in order.
-fn lane_infos<'a>(lanes: u32, done: impl Iterator<Item = &'a Done>) -> Vec<(u64, bool)> {
-    let mut out = vec![(0u64, false); lanes as usize];
-    for d in done {
-        let l = &mut out[d.lane as usize];
-        *l = (l.0 + 1, d.close);
+/// Objects and per-lane (units, closed) after applying `units` in order.
+fn apply<'a>(lanes: u32, units: impl Iterator<Item = &'a Unit>) -> (Objects, Vec<(u64, bool)>) {
+    let mut objects = Objects::new();
+    let mut infos = vec![(0u64, false); lanes as usize];
+    for u in units {
+        let l = &mut infos[u.lane as usize];
+        l.0 += 1;
+        match &u.kind {
+            UnitKind::Data(o) => {
+                objects.extend(o.clone());
+                l.1 = false;
+            }
+            UnitKind::Close => l.1 = true,
+            UnitKind::Truncate(o) => o.keys().for_each(|k| {
+                objects.remove(k);
+            }),
+        }
     }
-    out
+    (objects, infos)
 }
 
 /// What the pool says of each lane (a lane without a segment: no units, open).
@@ -290,11 +323,18 @@ struct Model {
     segment_len: u64,
     lanes: u32,
     objects: Objects,
-    latest: BTreeMap<Vec<u8>, u64>,
-    next_seq: Vec<u64>,
 }
 
 impl Model {
+    fn new(segment_len: u64, lanes: u32) -> Model {
+        Model { segment_len, lanes, objects: Objects::new() }
+    }
+
+    /// The name's latest version held (retention may have released older ones, or all).
+    fn latest(&self, name: &[u8]) -> Option<u64> {
+        self.objects.range((name.to_vec(), 0)..=(name.to_vec(), u64::MAX)).next_back().map(|((_, v), _)| *v)
+    }
+
     /// The versions `req` gets, or every error it may legitimately fail with.
     fn plan(&self, req: &Req) -> Result<Vec<u64>, Vec<Error>> {
         let mut errs = Vec::new();
@@ -317,7 +357,7 @@ impl Model {
                 errs.push(Error::NameTooLong { len_bytes: o.name.len() });
             }
             let in_batch = req.objs[..i].iter().zip(&versions).filter(|(e, _)| e.name == o.name).map(|(_, v)| *v).max();
-            let latest = in_batch.max(self.latest.get(&o.name).copied());
+            let latest = in_batch.max(self.latest(&o.name));
             let v = match (o.version, latest) {
                 (Some(v), Some(l)) if v <= l => {
                     errs.push(Error::VersionNotIncreasing { latest: l, given: v });
@@ -354,7 +394,7 @@ impl Model {
 fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
     let explicit = |name: &[u8], v: Ver| match v {
         Ver::Auto => None,
-        Ver::Bump(k) => Some(model.latest.get(name).copied().unwrap_or(0).wrapping_add(k as u64)),
+        Ver::Bump(k) => Some(model.latest(name).unwrap_or(0).wrapping_add(k as u64)),
         Ver::Max => Some(u64::MAX),
     };
     Some(match op {
@@ -393,7 +433,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
             Req { call: Call::Batch, lane: *lane as u32 % (model.lanes + 1), objs }
         }
         Op::Close { lane } => Req { call: Call::Close, lane: *lane as u32 % (model.lanes + 1), objs: Vec::new() },
-        Op::Reopen | Op::Refresh => return None,
+        Op::Reopen | Op::Refresh | Op::Reclaim { .. } => return None,
     })
 }
 
@@ -464,8 +504,7 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
     {
         let opts = options(input.pool_id ^ 1, segment_len, lanes, false);
         let mut pool = Pool::format(img.region(), opts, HeapMemory::new()).expect("format the stale pool");
-        let model =
-            Model { segment_len, lanes, objects: Objects::new(), latest: BTreeMap::new(), next_seq: vec![0; 4] };
+        let model = Model::new(segment_len, lanes);
         for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
             if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
                 let _ = issue(&mut pool, &req);
@@ -473,6 +512,65 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
         }
     }
     img.bytes()
+}
+
+/// `Pool::reclaim(keep)` on the live pool, checked against the model: only objects with
+/// at least `keep` newer versions of their name are released, nothing else changes, at
+/// most one truncate unit per lane; and recorded as units for the crash check.
+fn reclaim(sim: &SimMedia, pool: &mut Pool<&SimMedia, HeapMemory>, model: &mut Model, done: &mut Vec<Done>, keep: u32) {
+    let lanes = model.lanes;
+    let before = pool_lane_infos(pool, lanes);
+    let start = sim.point();
+    let r = pool.reclaim(keep);
+    let end = sim.point();
+    let after_infos = pool_lane_infos(pool, lanes);
+    let after = contents(pool);
+    match r {
+        Ok(_) => {}
+        // Out of space for a truncate unit: nothing may have happened.
+        Err(Error::Full) => assert_eq!(
+            (start, &after_infos, &after),
+            (end, &before, &model.objects),
+            "a refused reclaim changed the pool"
+        ),
+        Err(e) => panic!("reclaim({keep}): {e:?}"),
+    }
+    for (key, v) in &after {
+        assert_eq!(model.objects.get(key), Some(v), "reclaim changed or invented {key:?}");
+    }
+    let released: Objects = model
+        .objects
+        .iter()
+        .filter(|(key, _)| !after.contains_key(*key))
+        .map(|(key, v)| (key.clone(), v.clone()))
+        .collect();
+    for (name, v) in released.keys() {
+        use std::ops::Bound::{Excluded, Included};
+        let newer = model.objects.range((Excluded((name.clone(), *v)), Included((name.clone(), u64::MAX)))).count();
+        assert!(newer >= keep as usize, "reclaim({keep}) released {name:?} v{v} with only {newer} newer versions");
+    }
+    let mut units = Vec::new();
+    for l in 0..lanes {
+        let (b, a) = (before[l as usize], after_infos[l as usize]);
+        let mine: Objects =
+            released.iter().filter(|(_, s)| s.lane == l).map(|(key, v)| (key.clone(), v.clone())).collect();
+        match a.0 - b.0 {
+            0 => assert!(mine.is_empty(), "lane {l}: objects released without a truncate unit"),
+            1 => {
+                assert_eq!(a.1, b.1, "lane {l}: a truncate unit changed whether the lane is closed");
+                units.push(Unit { lane: l, kind: UnitKind::Truncate(mine) });
+            }
+            n => panic!("lane {l}: {n} units from one reclaim"),
+        }
+    }
+    for key in released.keys() {
+        model.objects.remove(key);
+    }
+    if !units.is_empty() {
+        done.push(Done { start, end, units });
+    } else {
+        assert_eq!(start, end, "a reclaim that released nothing stored");
+    }
 }
 
 /// Run the whole check on one input.
@@ -489,15 +587,14 @@ pub fn check(input: &Input) {
     let opts = options(input.pool_id, segment_len, lanes, g & 0x40 != 0);
     let mut pool = Pool::format(&sim, opts, HeapMemory::new()).expect("format");
     let formatted = sim.point();
-    let mut model = Model {
-        segment_len,
-        lanes,
-        objects: Objects::new(),
-        latest: BTreeMap::new(),
-        next_seq: vec![0; lanes as usize],
-    };
+    let mut model = Model::new(segment_len, lanes);
     let mut done: Vec<Done> = Vec::new();
+    let committed = |done: &[Done]| apply(lanes, done.iter().flat_map(|d| d.units.iter()));
     for (i, op) in input.ops.iter().take(MAX_OPS).enumerate() {
+        if let Op::Reclaim { keep } = op {
+            reclaim(&sim, &mut pool, &mut model, &mut done, *keep as u32);
+            continue;
+        }
         let Some(req) = request(op, &model, (i as u64) << 48 | 0x1000) else {
             // Reopen or refresh: recovery stores nothing and finds exactly the model.
             sim.freeze();
@@ -509,8 +606,10 @@ pub fn check(input: &Input) {
                     .unwrap_or_else(|e| panic!("reopen without a crash failed: {e}"));
             }
             assert_eq!(sim.thaw(), 0, "recovery stored");
-            assert_eq!(contents(&pool), model.objects, "{op:?} (no crash) recovered something else");
-            assert_eq!(pool_lane_infos(&pool, lanes), lane_infos(lanes, done.iter()), "{op:?}: lane infos");
+            let (objects, infos) = committed(&done);
+            assert_eq!(objects, model.objects);
+            assert_eq!(contents(&pool), objects, "{op:?} (no crash) recovered something else");
+            assert_eq!(pool_lane_infos(&pool, lanes), infos, "{op:?}: lane infos");
             continue;
         };
         let plan = model.plan(&req);
@@ -520,16 +619,19 @@ pub fn check(input: &Input) {
         match (got, plan) {
             (Ok(vs), Ok(want)) => {
                 assert_eq!(vs, want, "versions of {req:?}");
-                let seq = model.next_seq[req.lane as usize];
-                model.next_seq[req.lane as usize] += 1;
-                let mut objects = Objects::new();
-                for (o, v) in req.objs.iter().zip(vs) {
-                    let s = Stored { bytes: o.bytes(), lane: req.lane, seq };
-                    objects.insert((o.name.clone(), v), s);
-                    model.latest.insert(o.name.clone(), v);
-                }
-                model.objects.extend(objects.clone());
-                done.push(Done { start, end, lane: req.lane, close: req.call == Call::Close, objects });
+                let seq = pool.lane_info(req.lane).map_or(0, |l| l.units) - 1;
+                let kind = if req.call == Call::Close {
+                    UnitKind::Close
+                } else {
+                    let mut objects = Objects::new();
+                    for (o, v) in req.objs.iter().zip(vs) {
+                        objects.insert((o.name.clone(), v), Stored { bytes: o.bytes(), lane: req.lane, seq });
+                    }
+                    model.objects.extend(objects.clone());
+                    UnitKind::Data(objects)
+                };
+                done.push(Done { start, end, units: vec![Unit { lane: req.lane, kind }] });
+                assert_eq!(pool_lane_infos(&pool, lanes), committed(&done).1, "lane infos after {req:?}");
             }
             (Ok(vs), Err(errs)) => panic!("{req:?} succeeded with {vs:?}, expected one of {errs:?}"),
             (Err(e), plan) => {
@@ -569,38 +671,37 @@ pub fn check(input: &Input) {
         let pool = Pool::open_read_only(&view, HeapMemory::new())
             .unwrap_or_else(|e| panic!("recovery failed on the crash image at event {point} of {total}: {e}"));
         let c = contents(&pool);
-        let units = pool.stats().units;
-        // What the contract allows.
-        let acked: Vec<&Done> = done.iter().filter(|d| d.end <= point).collect();
-        let interrupted = done.iter().find(|d| d.start < point && point < d.end);
-        let mut want = Objects::new();
-        acked.iter().for_each(|d| want.extend(d.objects.clone()));
-        let extra: Objects =
-            c.iter().filter(|(k, _)| !want.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        for (k, v) in &want {
-            assert_eq!(c.get(k), Some(v), "acknowledged {k:?} not recovered intact (crash at {point} of {total})");
-        }
+        // Units committed (retention's released segments take theirs out of the walk,
+        // not out of the lanes' sequence numbers).
+        let units: u64 = pool_lane_infos(&pool, lanes).iter().map(|l| l.0).sum();
+        // What the contract allows: every acknowledged op's units, and a prefix of the
+        // interrupted op's units (a put or batch has one: whole or nothing; a reclaim
+        // has one per lane, committed in order).
+        let acked: Vec<&Unit> = done.iter().filter(|d| d.end <= point).flat_map(|d| d.units.iter()).collect();
+        let interrupted: &[Unit] = done.iter().find(|d| d.start < point && point < d.end).map_or(&[], |d| &d.units[..]);
         let acked_units = acked.len() as u64;
-        // The interrupted op counts if its unit was recovered: whole, or not at all.
-        let whole = match interrupted {
-            Some(d) if units == acked_units + 1 => {
-                assert_eq!(
-                    extra, d.objects,
-                    "the interrupted op recovered in part or wrong (crash at {point} of {total})"
-                );
-                Some(d)
-            }
-            _ => {
-                assert!(
-                    extra.is_empty(),
-                    "recovered what was never committed: {extra:?} (crash at {point} of {total})"
-                );
-                assert_eq!(units, acked_units, "units recovered (crash at {point} of {total})");
-                None
-            }
+        let k = units.checked_sub(acked_units).filter(|&k| k <= interrupted.len() as u64);
+        let Some(k) = k else {
+            panic!(
+                "recovered {units} units; acknowledged {acked_units}, interrupted op {} (crash at {point} of {total})",
+                interrupted.len()
+            )
         };
-        let lanes_want = lane_infos(lanes, acked.iter().copied().chain(whole));
-        assert_eq!(pool_lane_infos(&pool, lanes), lanes_want, "lane infos (crash at {point} of {total})");
+        let (want, infos) = apply(lanes, acked.into_iter().chain(&interrupted[..k as usize]));
+        for (key, v) in &want {
+            assert_eq!(
+                c.get(key),
+                Some(v),
+                "{key:?} not recovered intact (crash at {point} of {total}, {k} units of the interrupted op)"
+            );
+        }
+        let extra: Objects =
+            c.iter().filter(|(key, _)| !want.contains_key(*key)).map(|(key, v)| (key.clone(), v.clone())).collect();
+        assert!(
+            extra.is_empty(),
+            "recovered what was not committed (or was released): {extra:?} (crash at {point} of {total})"
+        );
+        assert_eq!(pool_lane_infos(&pool, lanes), infos, "lane infos (crash at {point} of {total})");
         c
     };
     assert_eq!(view.stores(), 0, "recovery stored to the crash image");
@@ -652,7 +753,14 @@ mod tests {
             Op::Put { lane: 0, name: 4, len: 3000, version: Ver::Max },
             Op::Refresh,
             Op::Close { lane: 0 },
+            Op::Reclaim { keep: 1 },
             Op::Close { lane: 1 },
+            Op::Put { lane: 1, name: 0, len: 3000, version: Ver::Auto },
+            Op::Put { lane: 1, name: 0, len: 3000, version: Ver::Auto },
+            Op::Put { lane: 0, name: 0, len: 3000, version: Ver::Auto },
+            Op::Reclaim { keep: 0 },
+            Op::Put { lane: 0, name: 0, len: 3000, version: Ver::Auto },
+            Op::Reopen,
             Op::Put { lane: 0, name: 4, len: 1, version: Ver::Auto },
             Op::Put { lane: 0, name: 6, len: 1, version: Ver::Auto },
             Op::Put { lane: 1, name: 0, len: 2000, version: Ver::Auto },
