@@ -7,17 +7,23 @@
 //!    nothing relies on zeroed media (§4.4).
 //! 2. A pool is formatted over it and the ops run: puts (auto, explicit or maximal
 //!    versions), vectored puts (slices of any length, so words straddle slices),
-//!    batches, reopens. The model predicts each op: its versions, or the errors it may
-//!    fail with (any order of checks is allowed; `Full` only when nothing else
-//!    applies). An op that fails must store nothing. A reopen or a refresh must recover
-//!    exactly the model and store nothing (§4.5).
+//!    batches, end-of-stream markers (`close_lane`), reclaims (retention: released
+//!    segments are reused by later puts, so same-pool stale units exist), reopens and
+//!    refreshes. The model predicts each op: its versions, or the errors it may fail
+//!    with (any order of checks is allowed; `Full` only when nothing else applies). An
+//!    op that fails must store nothing. A reclaim may release only objects with at
+//!    least `keep` newer versions, changes nothing else and leaves closed lanes closed.
+//!    A reopen or a refresh must recover exactly the model, per-lane unit counts and
+//!    closed flags included, and store nothing (§4.5).
 //! 3. The crash: `SimMedia::crash_state(point)` for a point after the format (any
 //!    event, or just before a fence), and a [`CrashView`] whose undecided words are
 //!    resolved by the input's choice bits (one bit per undecided word, in the order
 //!    recovery reads them; then none, all, or a pseudo-random share of the rest).
-//! 4. Recovery must succeed, store nothing, and give exactly: every acknowledged op's
-//!    objects byte-exact on their lane and sequence number (§4.1, §4.3), the op the
-//!    crash interrupted either whole or absent (§4.2), and nothing else (§4.4).
+//! 4. Recovery must succeed, store nothing, and give exactly the units of every
+//!    acknowledged op and a prefix of the interrupted op's units (a put or batch has
+//!    one: whole or nothing; a reclaim one truncate unit per trimmed lane, committed in
+//!    order): every object byte-exact on its lane and sequence number, nothing else,
+//!    each lane's unit count and closed flag (§4.1–4.4).
 //! 5. A put on the recovered pool (it must resume on the right tail and sequence), a
 //!    reopen: exactly the recovered objects plus that put.
 
