@@ -7,6 +7,7 @@
 //! | segment header: bad magic/checksum/pool id/lane       | segment is free                  |
 //! | valid header, chain_seq continues its lane's chain    | segment belongs to the lane      |
 //! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
+//! | valid header, chain_seq or first_seq ≥ 2^63           | `Corrupted(SegmentChain)`        |
 //! | unit slot: commit word ≠ expected for (lane, seq)     | lane's log ends in this segment  |
 //! | commit word matches, header checksum wrong            | `Corrupted(RecordChecksum)`      |
 //! | commit word matches, lengths/counts out of bounds     | `Corrupted(RecordBounds)`        |
@@ -71,6 +72,11 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     for s in segs.iter() {
         if s.lane == FREE {
             break;
+        }
+        // No writer gets near 2^63 segments or units; a header claiming so is crafted or
+        // damaged, and would make the chain and sequence arithmetic below overflow.
+        if s.chain_seq >= POSITION_LIMIT || s.first_seq >= POSITION_LIMIT {
+            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
         }
         if s.lane != prev_lane {
             // A chain may start above 0 once retention released its head; pass 3
@@ -184,6 +190,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     }
     Ok(stats)
 }
+
+/// Chain and sequence positions at or above this are corruption (see pass 2).
+const POSITION_LIMIT: u64 = 1 << 63;
 
 /// `SegSlot::first_seq` of a segment that retention released but whose header is still
 /// valid on the media (a writer invalidates it before the segment is reused).

@@ -1,5 +1,8 @@
 //! `recover_image`: arbitrary bytes as a pool image (ARCHITECTURE §4.5, §4.6).
 //!
+//! An input of 64·k + 1 bytes ends with a selector of checksum fix-ups ([`fix_up`]), so
+//! field values behind checksums and commit words are fuzzed too.
+//!
 //! On a [`Region`](nvs_core::Region) over a copy of the bytes (the production media):
 //! 1. open read-only: `Ok`, or `NotFormatted` / `UnsupportedVersion` / `Corrupted` with
 //!    an offset inside the media — nothing else, and never a panic;
@@ -30,6 +33,15 @@ enum Outcome {
 }
 
 pub fn run(data: &[u8]) {
+    // An input one byte past a multiple of 64 ends with a fix-up selector (see `fix_up`).
+    let fixed;
+    let data = match data.split_last() {
+        Some((&sel, image)) if data.len() % 64 == 1 => {
+            fixed = fix_up(image, sel);
+            &fixed[..]
+        }
+        _ => data,
+    };
     let mut img = Image::from_bytes(data);
     let before = img.bytes();
     let first = {
@@ -49,6 +61,76 @@ pub fn run(data: &[u8]) {
     if let Outcome::Ok { seen, .. } = first {
         write_phase(&mut img, seen, data);
     }
+}
+
+/// Recompute what the fuzzer cannot forge, so that the checks behind checksums and
+/// commit words are reached with arbitrary field values (any byte image is fair game:
+/// nvs-hash64 is not a MAC). `sel` bit 0: the superblock checksum; bit 1: every segment
+/// header with the segment magic; bit 2: every unit header along each such segment (its
+/// checksum and commit word, for the header's own lane and seq) while its length stays
+/// in the segment; bit 3: the object headers in those units.
+pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
+    use nvs_core::format::{
+        commit_word, BatchHeader, ObjectHeader, SegmentHeader, Superblock, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
+    };
+    let mut b = image.to_vec();
+    if b.len() < 64 {
+        return b;
+    }
+    let mut sb: Superblock = bytemuck::pod_read_unaligned(&b[..64]);
+    if sb.magic != SUPERBLOCK_MAGIC {
+        return b;
+    }
+    if sel & 1 != 0 {
+        sb.checksum = sb.compute_checksum();
+        b[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    }
+    let seg_len = sb.segment_len as usize;
+    if !(4096..=b.len()).contains(&seg_len) || !seg_len.is_multiple_of(64) {
+        return b;
+    }
+    let count = ((b.len().saturating_sub(4096)) / seg_len).min(sb.segment_count as usize);
+    for i in 0..count {
+        let seg = 4096 + i * seg_len;
+        let mut h: SegmentHeader = bytemuck::pod_read_unaligned(&b[seg..seg + 64]);
+        if h.magic != SEGMENT_MAGIC {
+            continue;
+        }
+        if sel & 2 != 0 {
+            h.checksum = h.compute_checksum();
+            b[seg..seg + 64].copy_from_slice(bytemuck::bytes_of(&h));
+        }
+        let mut off = seg + 64;
+        while sel & 4 != 0 && off + 64 <= seg + seg_len {
+            let mut u: BatchHeader = bytemuck::pod_read_unaligned(&b[off..off + 64]);
+            let len = u.unit_len as usize;
+            if u.lane != h.lane || len < 64 || !len.is_multiple_of(64) || len > seg + seg_len - off {
+                break;
+            }
+            u.checksum = u.compute_checksum(sb.pool_id);
+            u.commit = commit_word(sb.pool_id, u.lane, u.seq, u.checksum);
+            b[off..off + 64].copy_from_slice(bytemuck::bytes_of(&u));
+            let mut obj = off + 64;
+            for _ in 0..u.object_count.min(256) {
+                if sel & 8 == 0 || obj + 64 > off + len {
+                    break;
+                }
+                let mut o: ObjectHeader = bytemuck::pod_read_unaligned(&b[obj..obj + 48]);
+                let name_end = obj + 48 + o.name_len as usize;
+                if o.name_len == 0 || name_end > off + len {
+                    break;
+                }
+                let name = b[obj + 48..name_end].to_vec();
+                o.checksum = o.compute_checksum(sb.pool_id, &name);
+                b[obj..obj + 48].copy_from_slice(bytemuck::bytes_of(&o));
+                let step = nvs_core::format::object_head_len(name.len()) as usize;
+                let payload = (o.payload_len.min(len as u64) as usize).next_multiple_of(64);
+                obj += step + payload;
+            }
+            off += len;
+        }
+    }
+    b
 }
 
 /// Open result → outcome, checking everything a successful open claims.

@@ -29,3 +29,60 @@ fn put_next_to_version_max_does_not_overflow() {
 fn ops_crash_touch_for_append_overflow() {
     replay("ops_crash", "regress-touch-for-append-overflow");
 }
+
+/// Forge a valid segment header (checksum recomputed) at segment `i`.
+fn forge_segment(img: &mut [u8], i: usize, f: impl FnOnce(&mut nvs_core::format::SegmentHeader)) {
+    use nvs_core::format::SegmentHeader;
+    let off = 4096 + i * 4096;
+    let mut h: SegmentHeader = bytemuck::pod_read_unaligned(&img[off..off + 64]);
+    f(&mut h);
+    h.checksum = h.compute_checksum();
+    img[off..off + 64].copy_from_slice(bytemuck::bytes_of(&h));
+}
+
+/// A small pool with one object, as bytes.
+fn one_object_pool() -> Vec<u8> {
+    let media = VecMedia::zeroed(4096 + 4 * 4096);
+    let mut o = FormatOptions::new(7);
+    o.segment_len = Some(4096);
+    let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
+    pool.put(b"a", b"x").expect("put");
+    drop(pool);
+    media.peek(0, 4096 + 4 * 4096)
+}
+
+/// Open `img` read-only, then for writing and put: never a panic (debug builds check
+/// overflow), only `Ok` or `Corrupted`.
+fn open_and_put(img: Vec<u8>) -> Result<(), nvs_core::Error> {
+    Pool::open_read_only(&VecMedia::from_bytes(img.clone()), HeapMemory::new())?;
+    let media = VecMedia::from_bytes(img);
+    let mut pool = Pool::open(&media, HeapMemory::new())?;
+    pool.put(b"a", b"y")?;
+    pool.put(b"a", b"z")?;
+    Ok(())
+}
+
+/// Crafted media, finding 2: a segment header with a valid checksum and a chain or
+/// sequence position near `u64::MAX` made recovery (and a writer after it) overflow
+/// ("attempt to add with overflow" in debug builds; a silent wrap in release). No
+/// writer gets there (2^63 segments or units), so recovery now refuses such a header
+/// as `Corrupted(SegmentChain)`.
+#[test]
+fn segment_positions_near_u64_max_are_corruption() {
+    use nvs_core::{CorruptKind, Error};
+    let corrupted = Err(Error::Corrupted { offset: 4096, kind: CorruptKind::SegmentChain });
+    for chain in [u64::MAX, u64::MAX - 1, 1 << 63] {
+        let mut img = one_object_pool();
+        forge_segment(&mut img, 0, |h| h.chain_seq = chain);
+        assert_eq!(open_and_put(img), corrupted, "chain_seq {chain:#x}");
+    }
+    for first in [u64::MAX, u64::MAX - 1, 1 << 63] {
+        let mut img = one_object_pool();
+        forge_segment(&mut img, 0, |h| h.first_seq = first);
+        assert_eq!(open_and_put(img), corrupted, "first_seq {first:#x}");
+    }
+    // Just below the limit: no overflow, whatever recovery makes of it.
+    let mut img = one_object_pool();
+    forge_segment(&mut img, 0, |h| h.first_seq = (1 << 63) - 1);
+    let _ = open_and_put(img);
+}
