@@ -842,7 +842,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                     }
                     let e = *s.index.entry(at);
                     if n.count - 1 - i < keep_versions {
-                        let seg = ((e.payload_off - self.sb.data_off) / self.sb.segment_len) as usize;
+                        // The byte before the payload is the object's own (its header or
+                        // name): an empty payload may start exactly at the segment's end.
+                        let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
                         let chain = s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq);
                         if let Some(b) = base.get_mut(e.lane as usize) {
                             *b = (*b).min(chain);
@@ -941,7 +943,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// before anything in it is overwritten, so an unchanged header means a clean copy.
     fn still_there(&self, e: &Entry) -> bool {
         crate::sync::fence_acquire();
-        let seg = ((e.payload_off - self.sb.data_off) / self.sb.segment_len) as u32;
+        // From the byte before the payload (the object's own header or name): an empty
+        // payload may start exactly at the segment's end.
+        let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as u32;
         let slot = self.shared.read().index.segments_ref().get(seg as usize).copied();
         let Some(slot) = slot else { return false };
         matches!(format::decode_segment(&self.media, &self.sb, seg), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)

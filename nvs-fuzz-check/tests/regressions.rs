@@ -86,3 +86,60 @@ fn segment_positions_near_u64_max_are_corruption() {
     forge_segment(&mut img, 0, |h| h.first_seq = (1 << 63) - 1);
     let _ = open_and_put(img);
 }
+
+
+/// A pool of `segments` 4 KiB segments whose lane 0 holds `f` v1 (3776 bytes: its unit
+/// ends 128 bytes before the segment's end) and then `k` v1, empty, whose header fills
+/// the segment to its very end: `k`'s payload offset is the next segment's start.
+fn empty_object_at_segment_end(segments: usize) -> VecMedia {
+    let media = VecMedia::zeroed(4096 + segments * 4096);
+    let mut o = FormatOptions::new(9);
+    o.segment_len = Some(4096);
+    o.lanes_max = 2;
+    let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
+    pool.put(b"f", &[7; 3776]).expect("put f");
+    pool.put(b"k", b"").expect("put k");
+    let k = pool.stat(b"k", 1).expect("stat k");
+    assert_eq!(k.offset, 4096 + 4096, "k's payload offset is the end of segment 0");
+    drop(pool);
+    media
+}
+
+/// ops_crash, finding 3: reading an empty object whose payload offset is its segment's
+/// end through a read-only pool panicked ("media read outside the media") when that
+/// segment was the pool's last, and answered `NotFound` otherwise: the reader's
+/// released-segment check (`still_there`) took the segment from the payload offset,
+/// which for such an object is the next segment's start.
+#[test]
+fn read_only_get_of_an_empty_object_at_a_segment_end() {
+    for segments in [1, 3] {
+        let media = empty_object_at_segment_end(segments);
+        let pool = Pool::open_read_only(&media, HeapMemory::new()).expect("open");
+        let mut buf = [0u8; 8];
+        assert_eq!(pool.get(b"k", 1, &mut buf), Ok(0), "{segments} segments");
+        assert_eq!(pool.get(b"f", 1, &mut [0u8; 3776]), Ok(3776));
+    }
+}
+
+/// Finding 3, second face: `reclaim` took the segment of each kept version from its
+/// payload offset too, so an empty kept object at a segment's end protected the next
+/// segment instead of its own, and its own was released: the latest version of `k`
+/// was lost.
+#[test]
+fn reclaim_keeps_an_empty_object_at_a_segment_end() {
+    let media = empty_object_at_segment_end(4);
+    let mut pool = Pool::open(&media, HeapMemory::new()).expect("open");
+    pool.put(b"f", b"v2 in the next segment").expect("put f v2");
+    pool.reclaim(1).expect("reclaim");
+    let mut buf = [0u8; 64];
+    assert_eq!(pool.get(b"k", 1, &mut buf), Ok(0), "the only version of k was released");
+    drop(pool);
+    let pool = Pool::open_read_only(&media, HeapMemory::new()).expect("reopen");
+    assert_eq!(pool.get(b"k", 1, &mut buf), Ok(0), "after reopen");
+    assert_eq!(pool.get(b"f", 2, &mut buf), Ok(22));
+}
+
+#[test]
+fn ops_crash_empty_object_at_segment_end() {
+    replay("ops_crash", "regress-empty-object-at-segment-end");
+}
