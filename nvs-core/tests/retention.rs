@@ -113,3 +113,25 @@ fn a_crash_anywhere_in_a_reclaim_gives_before_or_after() {
     }
     assert_eq!(released, [true, true]);
 }
+
+/// A reader in "another process" (its own read-only pool on the same memory) whose index
+/// still lists an object the writer has since released and overwritten gets `NotFound`,
+/// not the new bytes.
+#[test]
+fn a_stale_reader_never_gets_reused_bytes() {
+    let mut ram = Ram::new(4096 + 4 * 4096, 0);
+    let mut o = FormatOptions::new(21);
+    o.segment_len = Some(4096);
+    o.lanes_max = 1;
+    let mut w = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+    for v in 1..=3u8 {
+        w.put(b"k", &[v; 1800]).unwrap();
+    }
+    let r = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
+    assert_eq!(w.reclaim(1).unwrap(), 1);
+    w.put(b"k", &[4; 1800]).unwrap(); // reuses the released segment: v1's bytes are gone
+    let mut b = vec![0u8; 1800];
+    assert_eq!(r.get(b"k", 1, &mut b), Err(Error::NotFound), "stale reader got reused bytes");
+    assert_eq!(r.get(b"k", 3, &mut b), Ok(1800), "an object still there is still readable");
+    assert!(b.iter().all(|&x| x == 3));
+}
