@@ -890,7 +890,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 .min_by_key(|(_, g)| (g.lane, g.chain_seq))
                 .map(|(i, _)| i);
             let Some(i) = next else { break };
-            self.media.store_word_nt(self.sb.segment_off(i as u32) as usize, 0);
+            // The whole header, not just its magic: a later claim of this segment rewrites
+            // it with NT stores, and a crash that persisted only the new magic word must
+            // not leave the old header (old fields, old checksum) valid again.
+            self.media.store_nt(self.sb.segment_off(i as u32) as usize, &[0u8; 64]);
             self.media.fence();
             segs[i].lane = FREE;
             segs[i].first_seq = 0;

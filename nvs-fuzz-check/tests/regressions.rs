@@ -87,7 +87,6 @@ fn segment_positions_near_u64_max_are_corruption() {
     let _ = open_and_put(img);
 }
 
-
 /// A pool of `segments` 4 KiB segments whose lane 0 holds `f` v1 (3776 bytes: its unit
 /// ends 128 bytes before the segment's end) and then `k` v1, empty, whose header fills
 /// the segment to its very end: `k`'s payload offset is the next segment's start.
@@ -142,4 +141,48 @@ fn reclaim_keeps_an_empty_object_at_a_segment_end() {
 #[test]
 fn ops_crash_empty_object_at_segment_end() {
     replay("ops_crash", "regress-empty-object-at-segment-end");
+}
+
+/// ops_crash, finding 4: a lane claiming a segment that retention released (its header
+/// invalidated by zeroing only the magic word) rewrites the header with NT stores; a
+/// crash before the claim's fence that persisted the new magic word but none of the
+/// other new words left the *old* header whole again — old fields, old checksum, valid
+/// magic — so recovery saw the released segment back in its old lane's chain, with a
+/// gap after it, and refused the pool: `Corrupted(SegmentChain)` on a crash image.
+#[test]
+fn torn_claim_of_a_released_segment_does_not_revive_its_header() {
+    use nvs_sim::{Chooser, CrashView, Event, SimMedia};
+    let sim = SimMedia::from_bytes(&vec![0u8; 4096 + 3 * 4096]);
+    let mut o = FormatOptions::new(21);
+    o.segment_len = Some(4096);
+    o.lanes_max = 2;
+    let mut pool = Pool::format(&sim, o, HeapMemory::new()).expect("format");
+    for v in 1..=3u8 {
+        pool.put(b"a", &[v; 3000]).expect("put"); // one segment each: chain 0, 1, 2
+    }
+    assert_eq!(pool.reclaim(1), Ok(2), "chains 0 and 1 released");
+    let before = sim.point();
+    pool.put_vectored(1, b"b", &[b"lane 1 reuses a released segment"]).expect("put on lane 1");
+    drop(pool);
+    // Crash at the claim's fence: only the new segment header's words are pending.
+    let events = sim.events();
+    let fence = (before..events.len()).find(|&i| matches!(events[i], Event::Fence { .. })).expect("claim fence");
+    let state = sim.crash_state(fence);
+    assert!(state.undecided() >= 2, "the claim rewrote a released header");
+    for first in 0..2 {
+        // Choice 0 is the header's first differing word (the magic): new or old; every
+        // later word keeps its old value.
+        let view = CrashView::new(state.clone(), Chooser::replaying(vec![first]));
+        let pool = Pool::open_read_only(&view, HeapMemory::new())
+            .unwrap_or_else(|e| panic!("crash image (magic {}) refused: {e}", ["old", "new"][first]));
+        let mut buf = [0u8; 3000];
+        assert_eq!(pool.get(b"a", 3, &mut buf), Ok(3000));
+        assert_eq!(pool.latest(b"a"), Ok(3));
+        assert!(pool.get(b"a", 1, &mut buf).is_err() && pool.get(b"a", 2, &mut buf).is_err(), "released");
+    }
+}
+
+#[test]
+fn ops_crash_torn_claim_revives_released_header() {
+    replay("ops_crash", "regress-torn-claim-revives-released-header");
 }
