@@ -62,6 +62,7 @@ fn reclaim_releases_old_segments_and_reuses_them() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "a recovery per crash point: minutes under miri")]
 fn a_crash_anywhere_in_a_reclaim_gives_before_or_after() {
     let base = {
         let rec = Recorder::new(vec![0u8; 4096 + 12 * 4096]);
