@@ -39,6 +39,11 @@ pub enum Error {
     IndexFull { records: usize },
     /// The media or the format options cannot hold a pool (`what` says why).
     BadGeometry { what: &'static str },
+    /// A delta put's changed ranges are not sorted by offset, or reach past the object's
+    /// end; `offset` is the first bad range's.
+    DeltaRanges { offset: u64 },
+    /// Bad [`crate::DeltaOptions`] (`what` says which).
+    DeltaOptions { what: &'static str },
 }
 
 /// What exactly was found corrupted.
@@ -61,6 +66,10 @@ pub enum CorruptKind {
     DuplicateVersion,
     /// An object's payload does not match its checksum.
     PayloadChecksum,
+    /// A delta's record (extent table) is inconsistent or fails its checksum.
+    DeltaRecord,
+    /// A delta's parent is missing, or not one level shallower, or of another length.
+    DeltaChain,
 }
 
 impl fmt::Display for CorruptKind {
@@ -74,6 +83,8 @@ impl fmt::Display for CorruptKind {
             CorruptKind::SequenceGap => "gap in a lane's record sequence",
             CorruptKind::DuplicateVersion => "duplicate (name, version)",
             CorruptKind::PayloadChecksum => "payload checksum mismatch",
+            CorruptKind::DeltaRecord => "delta record inconsistent or checksum mismatch",
+            CorruptKind::DeltaChain => "delta parent missing or mismatched",
         })
     }
 }
@@ -109,6 +120,11 @@ impl fmt::Display for Error {
             Error::LaneBusy { lane } => write!(f, "lane {lane} already has a writer"),
             Error::IndexFull { records } => write!(f, "index memory full at {records} records"),
             Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
+            Error::DeltaRanges { offset } => write!(
+                f,
+                "changed ranges must be sorted by offset and lie inside the object (bad range at offset {offset})"
+            ),
+            Error::DeltaOptions { what } => write!(f, "bad delta options: {what}"),
         }
     }
 }

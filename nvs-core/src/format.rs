@@ -67,6 +67,15 @@ pub const UNIT_TRUNCATE: u64 = 2;
 
 /// Superblock flag: every object carries a payload checksum, verified on read.
 pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
+/// Superblock flag: objects may be deltas ([`OBJECT_DELTA`]). Set by every format of
+/// this build; a pool without it (made before deltas existed) takes only full versions,
+/// and a build that does not know the flag refuses the pool instead of misreading it.
+pub const FLAG_DELTAS: u32 = 2;
+
+/// Object header flag: the payload is a [`DeltaRecord`] against an earlier version.
+pub const OBJECT_DELTA: u16 = 1;
+/// Longest chain of deltas from a full version (a delta's `depth`).
+pub const DELTA_DEPTH_MAX: u32 = 64;
 
 /// The superblock, at offset 0.
 #[repr(C)]
@@ -130,13 +139,43 @@ pub struct ObjectHeader {
     pub version: u64,
     pub payload_len: u64,
     pub name_len: u16,
+    /// 0, or [`OBJECT_DELTA`].
     pub flags: u16,
-    pub reserved: u32,
+    /// A delta's distance from its full version (1 ..= [`DELTA_DEPTH_MAX`]); 0 for a full one.
+    pub depth: u32,
     /// `nvs-hash64(pool_id, payload)` when the pool has FLAG_PAYLOAD_CHECKSUM, else 0.
     pub payload_sum: u64,
-    pub reserved2: u64,
+    /// A delta's reconstructed length (its full version's length); 0 for a full one.
+    pub object_len: u64,
     /// `nvs-hash64(pool_id, bytes 0..40 ++ name)`.
     pub checksum: u64,
+}
+
+/// The start of a delta object's payload, followed by `extent_count` [`Extent`]s, zero
+/// padding to the next 64-byte boundary of the payload, and the extents' bytes back to back.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct DeltaRecord {
+    /// The version of the same name this delta applies to (full, or a delta one shallower).
+    pub parent: u64,
+    pub extent_count: u64,
+    /// Sum of the extents' lengths: the payload is `delta_data_off(extent_count) + data_len` bytes.
+    pub data_len: u64,
+    /// `nvs-hash64(pool_id, bytes 0..24 ++ extents)`.
+    pub table_sum: u64,
+}
+
+/// One changed range of a delta: `len` bytes at `off` of the object replace its parent's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Extent {
+    pub off: u64,
+    pub len: u64,
+}
+
+/// Offset of a delta's data in its payload.
+pub const fn delta_data_off(extent_count: u64) -> u64 {
+    line_up(size_of::<DeltaRecord>() as u64 + extent_count * size_of::<Extent>() as u64)
 }
 
 const_assert_eq!(size_of::<Superblock>(), 64);
@@ -151,7 +190,12 @@ const_assert_eq!(offset_of!(BatchHeader, object_count), 24);
 const_assert_eq!(offset_of!(BatchHeader, checksum), 56);
 const_assert_eq!(size_of::<ObjectHeader>(), 48);
 const_assert_eq!(offset_of!(ObjectHeader, payload_sum), 24);
+const_assert_eq!(offset_of!(ObjectHeader, depth), 20);
+const_assert_eq!(offset_of!(ObjectHeader, object_len), 32);
 const_assert_eq!(offset_of!(ObjectHeader, checksum), 40);
+const_assert_eq!(size_of::<DeltaRecord>(), 32);
+const_assert_eq!(offset_of!(DeltaRecord, table_sum), 24);
+const_assert_eq!(size_of::<Extent>(), 16);
 
 /// Bytes of a header a checksum covers (everything before the checksum field).
 const fn covered<T>() -> usize {
@@ -164,6 +208,9 @@ impl Superblock {
     }
     pub fn has_payload_checksum(&self) -> bool {
         self.flags & FLAG_PAYLOAD_CHECKSUM != 0
+    }
+    pub fn has_deltas(&self) -> bool {
+        self.flags & FLAG_DELTAS != 0
     }
     /// Media offset of segment `i` (caller keeps `i < segment_count`).
     pub fn segment_off(&self, i: u32) -> u64 {
@@ -285,7 +332,7 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
         && sb.lanes_max <= LANES_MAX
         && sb.pool_len == DATA_OFF + sb.segment_count as u64 * sb.segment_len
         && sb.pool_len <= media_len
-        && sb.flags & !FLAG_PAYLOAD_CHECKSUM == 0;
+        && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     if !geometry_ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
     }
@@ -385,6 +432,22 @@ pub fn decode_object<M: Media + ?Sized>(
     let head_len = object_head_len(name_len);
     let end = off.wrapping_add(head_len).wrapping_add(line_up(header.payload_len));
     if end > unit_end && !trust {
+        return bounds;
+    }
+    // A full object has no delta fields; a delta needs a pool that allows them, a depth
+    // in range, a payload holding at least its record, and a length a full version of
+    // this pool could have had.
+    let kind_ok = match header.flags {
+        0 => header.depth == 0 && header.object_len == 0,
+        OBJECT_DELTA => {
+            sb.has_deltas()
+                && (1..=DELTA_DEPTH_MAX).contains(&header.depth)
+                && header.payload_len >= delta_data_off(0)
+                && header.object_len <= sb.segment_len
+        }
+        _ => false,
+    };
+    if !kind_ok && !trust {
         return bounds;
     }
     let name_off = off + size_of::<ObjectHeader>() as u64;

@@ -26,14 +26,18 @@ use crate::media::Media;
 use bytemuck::{Pod, Zeroable};
 use static_assertions::const_assert_eq;
 
-/// One committed object.
+/// One committed object (one cache line).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Entry {
     pub version: u64,
     /// Media offset of the payload.
     pub payload_off: u64,
+    /// The object's length (what a get returns).
     pub len_bytes: u64,
+    /// The payload's length on the media: `len_bytes` for a full version, its delta
+    /// record's length for a delta.
+    pub stored_len: u64,
     /// Lane sequence number of the unit that committed it.
     pub seq: u64,
     /// Index of its [`NameSlot`].
@@ -41,7 +45,8 @@ pub struct Entry {
     /// Next entry of the same name (higher version), or `NONE`.
     pub next: u32,
     pub lane: u32,
-    pub pad: u32,
+    /// 0 for a full version; a delta's distance from its full version.
+    pub depth: u32,
     /// The payload checksum (0 when the pool has none).
     pub payload_sum: u64,
 }
@@ -74,7 +79,7 @@ pub struct SegSlot {
     pub index: u32,
 }
 
-const_assert_eq!(core::mem::size_of::<Entry>(), 56);
+const_assert_eq!(core::mem::size_of::<Entry>(), 64);
 const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);
 const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
 
@@ -138,11 +143,12 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 version: 0,
                 payload_off: 0,
                 len_bytes: 0,
+                stored_len: 0,
                 seq: 0,
                 name: 0,
                 next: 0,
                 lane: 0,
-                pad: 0,
+                depth: 0,
                 payload_sum: 0,
             }; R],
             names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };

@@ -11,7 +11,8 @@
 //! - [`format`]: every on-media byte; [`hash`]: the checksum;
 //! - [`index`]: the O(1) index in caller-provided memory;
 //! - [`recover`]: rebuilding lanes and index from the media;
-//! - [`pool`]: format/open/put/batch/get and the commit protocol.
+//! - [`pool`]: format/open/put/batch/get and the commit protocol;
+//! - [`delta`]: delta puts (only the changed chunks) and change detection by hashes.
 #![no_std]
 #![forbid(clippy::undocumented_unsafe_blocks)]
 
@@ -19,6 +20,7 @@
 extern crate alloc;
 
 mod arch;
+pub mod delta;
 pub mod error;
 pub mod format;
 pub mod hash;
@@ -30,6 +32,7 @@ pub mod recover;
 pub mod region;
 pub mod sync;
 
+pub use delta::{ChunkHashes, Changes, Delta, DeltaOptions, Put};
 pub use error::{CorruptKind, Error, Result};
 pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
 #[cfg(feature = "alloc")]

@@ -11,7 +11,8 @@
 //! 5. NT-store the 8-byte commit word alone, aligned;
 //! 6. fence — committed; only now does the call return and the index learn the objects.
 
-use crate::error::{Error, Result};
+use crate::delta::{self, Changes, Delta, DeltaOptions, DeltaPlan, Put};
+use crate::error::{CorruptKind, Error, Result};
 use crate::format::{
     self, commit_word, line_up, object_head_len, BatchHeader, ObjectHeader, SegmentHeader, Superblock, BATCH_MAX,
     FORMAT_VERSION, LANES_MAX, LINE, NAME_MAX, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
@@ -46,20 +47,28 @@ impl FormatOptions {
 }
 
 /// One object of a put or a batch: a name, its bytes as one or more slices (a vectored
-/// put), and its version (`None`: the name's latest + 1, starting at 1).
+/// put), its version (`None`: the name's latest + 1, starting at 1), and optionally a
+/// delta request (store only what changed since a parent version, when that pays).
 #[derive(Clone, Copy, Debug)]
 pub struct Object<'a> {
     pub name: &'a [u8],
     pub parts: &'a [&'a [u8]],
     pub version: Option<u64>,
+    pub delta: Option<Delta<'a>>,
 }
 
 impl<'a> Object<'a> {
     pub fn new(name: &'a [u8], parts: &'a [&'a [u8]]) -> Self {
-        Object { name, parts, version: None }
+        Object { name, parts, version: None, delta: None }
     }
     pub fn with_version(mut self, version: u64) -> Self {
         self.version = Some(version);
+        self
+    }
+    /// Store only `changes` (the byte ranges that differ from version `parent` of the
+    /// same name) when the pool's [`DeltaOptions`] allow; else a full version.
+    pub fn with_delta(mut self, parent: u64, changes: &'a dyn Changes) -> Self {
+        self.delta = Some(Delta { parent, changes });
         self
     }
     fn len_bytes(&self) -> u64 {
@@ -95,7 +104,12 @@ pub struct LaneInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
     pub version: u64,
+    /// The object's length (what a get returns).
     pub len_bytes: u64,
+    /// Payload bytes on the media: `len_bytes` for a full version, less for a delta.
+    pub stored_bytes: u64,
+    /// 0 for a full version; for a delta, how many deltas lie between it and its full version, itself included.
+    pub depth: u32,
     pub lane: u32,
     /// Sequence number (in its lane) of the unit that committed it.
     pub seq: u64,
@@ -117,15 +131,23 @@ struct Planned {
     /// `name_hash` of its name.
     hash: u64,
     version: u64,
+    /// The object's length.
     len: u64,
+    /// Its payload's length on the media (`len`, or its delta record's length).
+    stored: u64,
     /// The name's slot in the index, or `NONE` if the index does not know the name yet.
     name_id: u32,
     /// Filled in when the payload is stored (0 when the pool has no payload checksums).
     payload_sum: u64,
+    /// Stored as a delta.
+    delta: Option<DeltaPlan>,
 }
 
 /// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
 type Plan<const N: usize> = heapless::Vec<Planned, N>;
+
+/// A delta's entry and its ancestors down to the full version.
+type Chain = heapless::Vec<Entry, { format::DELTA_DEPTH_MAX as usize + 1 }>;
 
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
@@ -168,6 +190,8 @@ pub struct Pool<M: Media, X: IndexMemory> {
     writable: bool,
     lanes: [LaneCell; LANES_MAX as usize],
     shared: RwLock<Shared<X>>,
+    /// How puts with a delta request choose between a delta and a full version.
+    delta_opts: DeltaOptions,
     /// The last entry a get found (name slot << 32 | entry), for readers walking a
     /// name's versions in order. Relaxed: a hint, checked on every use.
     read_hint: AtomicU64,
@@ -201,7 +225,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let mut sb = Superblock {
             magic: SUPERBLOCK_MAGIC,
             format_version: FORMAT_VERSION,
-            flags: if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 },
+            flags: format::FLAG_DELTAS | if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 },
             pool_id,
             pool_len: g.pool_len,
             segment_len: g.segment_len,
@@ -244,6 +268,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 lane_infos: [None; LANES_MAX as usize],
                 name_hints: [NONE; BATCH_MAX],
             }),
+            delta_opts: DeltaOptions::default(),
             read_hint: AtomicU64::new(u64::MAX),
         };
         pool.refresh()?;
@@ -334,6 +359,35 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(plan.first().map_or(0, |p| p.version))
     }
 
+    /// Put `bytes` as the next version of `name` on `lane`, storing only `changes` (the
+    /// byte ranges that differ from version `parent`, sorted by offset) when the pool's
+    /// [`DeltaOptions`] allow, else the whole object. A get of the new version returns
+    /// all of `bytes` either way. The caller promises that bytes outside `changes` equal
+    /// version `parent`'s (see [`crate::ChunkHashes`] to have nvs find the changes).
+    pub fn put_delta(
+        &mut self,
+        lane: u32,
+        name: &[u8],
+        bytes: &[u8],
+        parent: u64,
+        changes: &dyn Changes,
+    ) -> Result<Put> {
+        let mut plan = Plan::<1>::new();
+        self.commit_own(lane, &[Object::new(name, &[bytes]).with_delta(parent, changes)], &mut plan)?;
+        Ok(put_of(&plan))
+    }
+
+    /// How puts with a delta request choose (chunk size, chain length, size limit).
+    pub fn set_delta_options(&mut self, opts: DeltaOptions) -> Result<()> {
+        opts.check()?;
+        self.delta_opts = opts;
+        Ok(())
+    }
+
+    pub fn delta_options(&self) -> DeltaOptions {
+        self.delta_opts
+    }
+
     /// Commit every object of `objects` together, on `lane`: after a crash either all
     /// are recovered or none. Returns their versions, after the commit is durable.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
@@ -346,7 +400,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn commit_own<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
         let cell = self.lanes.get_mut(lane as usize).filter(|_| lane < self.sb.lanes_max);
         let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
-        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts };
         w.commit_unit(&mut Own(self.shared.get_mut()), cell.state.get_mut(), lane, objects, plan)
     }
 }
@@ -391,6 +445,7 @@ struct Writer<'a, M: Media> {
     media: &'a M,
     sb: &'a Superblock,
     writable: bool,
+    delta: DeltaOptions,
 }
 
 impl<M: Media> Writer<'_, M> {
@@ -501,9 +556,14 @@ impl<M: Media> Writer<'_, M> {
             if len > max {
                 return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
-            unit_len += format::object_len(o.name.len(), len);
+            let delta = match o.delta {
+                Some(d) => self.plan_delta(s, found, d, len, version)?,
+                None => None,
+            };
+            let stored = delta.map_or(len, |d| d.stored_len());
+            unit_len += format::object_len(o.name.len(), stored);
             // objects.len() <= N was checked: this cannot fail.
-            let _ = plan.push(Planned { hash, version, len, name_id, payload_sum: 0 });
+            let _ = plan.push(Planned { hash, version, len, stored, name_id, payload_sum: 0, delta });
         }
         if unit_len > self.sb.segment_len - LINE {
             return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
@@ -523,6 +583,26 @@ impl<M: Media> Writer<'_, M> {
         }
         s.pending_entries += objects.len();
         Ok((unit_len, new_names))
+    }
+
+    /// A delta of `len` bytes against `d.parent` of name `found`, if the options allow:
+    /// `None` means a full version. Refuses bad ranges even when the answer is `None`.
+    fn plan_delta<X: IndexMemory>(
+        &self,
+        s: &Shared<X>,
+        found: Option<u32>,
+        d: Delta<'_>,
+        len: u64,
+        version: u64,
+    ) -> Result<Option<DeltaPlan>> {
+        let record = delta::plan_record(self.sb.pool_id, d.parent, d.changes, self.delta.chunk_bytes, len)?;
+        // The parent: committed (in the index), of the same length, not too deep.
+        let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
+        let Some(parent) = parent.filter(|p| p.len_bytes == len && p.version < version) else { return Ok(None) };
+        let plan = DeltaPlan { record, depth: parent.depth + 1 };
+        let small = plan.stored_len().saturating_mul(100) <= len.saturating_mul(self.delta.max_percent as u64);
+        let ok = self.sb.has_deltas() && plan.depth <= self.delta.full_every && small;
+        Ok(ok.then_some(plan))
     }
 
     /// Steps 3–6: store the unit, fence, store the commit word, fence. Returns the
@@ -616,11 +696,12 @@ impl<M: Media> Writer<'_, M> {
                 version: p.version,
                 payload_off,
                 len_bytes: p.len,
+                stored_len: p.stored,
                 seq,
                 name: 0,
                 next: NONE,
                 lane,
-                pad: 0,
+                depth: p.delta.map_or(0, |d| d.depth),
                 payload_sum: p.payload_sum,
             };
             let r = if p.name_id != NONE {
@@ -635,8 +716,8 @@ impl<M: Media> Writer<'_, M> {
                 *h = s.index.entry(e_id).name;
             }
             s.stats.objects += 1;
-            s.stats.payload_bytes += p.len;
-            obj_off = payload_off + line_up(p.len);
+            s.stats.payload_bytes += p.stored;
+            obj_off = payload_off + line_up(p.stored);
         }
         s.stats.units += 1;
         s.pending_entries -= plan.len();
@@ -652,25 +733,30 @@ impl<M: Media> Writer<'_, M> {
         let checksum = self.sb.has_payload_checksum();
         let mut obj_off = unit_off + LINE;
         for (o, p) in objects.iter().zip(plan) {
-            let payload_sum = if checksum {
-                let mut h = Hasher::new(pool_id);
-                o.parts.iter().for_each(|p| h.write(p));
-                h.finish()
-            } else {
-                0
-            };
             let payload_off = obj_off + object_head_len(o.name.len());
-            let mut w = NtStream::new(&self.media, payload_off);
-            o.parts.iter().for_each(|p| w.write(p));
-            w.finish();
+            let payload_sum = match (o.delta, p.delta) {
+                (Some(d), Some(plan)) => self.store_delta(o.parts, d.changes, plan, payload_off, checksum),
+                _ => {
+                    let mut w = NtStream::new(&self.media, payload_off);
+                    o.parts.iter().for_each(|p| w.write(p));
+                    w.finish();
+                    if checksum {
+                        let mut h = Hasher::new(pool_id);
+                        o.parts.iter().for_each(|p| h.write(p));
+                        h.finish()
+                    } else {
+                        0
+                    }
+                }
+            };
             let mut oh = ObjectHeader {
                 version: p.version,
-                payload_len: p.len,
+                payload_len: p.stored,
                 name_len: o.name.len() as u16,
-                flags: 0,
-                reserved: 0,
+                flags: if p.delta.is_some() { format::OBJECT_DELTA } else { 0 },
+                depth: p.delta.map_or(0, |d| d.depth),
                 payload_sum,
-                reserved2: 0,
+                object_len: if p.delta.is_some() { p.len } else { 0 },
                 checksum: 0,
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name);
@@ -688,8 +774,49 @@ impl<M: Media> Writer<'_, M> {
                 self.media.store_nt(obj_off as usize + head, o.name);
             }
             p.payload_sum = payload_sum;
-            obj_off = payload_off + line_up(p.len);
+            obj_off = payload_off + line_up(p.stored);
         }
+    }
+
+    /// NT-store a delta payload at `payload_off`: its record and extent table, zeros to
+    /// the next line, and the changed runs of the object (`parts`). Returns its payload
+    /// checksum (0 without payload checksums), hashed from the caller's buffers.
+    fn store_delta(
+        &self,
+        parts: &[&[u8]],
+        changes: &dyn Changes,
+        plan: DeltaPlan,
+        payload_off: u64,
+        checksum: bool,
+    ) -> u64 {
+        let chunk = self.delta.chunk_bytes;
+        let object_len = parts.iter().map(|p| p.len() as u64).sum();
+        let data_off = format::delta_data_off(plan.record.extent_count);
+        let mut table = NtStream::new(&self.media, payload_off);
+        let mut data = NtStream::new(&self.media, payload_off + data_off);
+        table.write(bytemuck::bytes_of(&plan.record));
+        // The ranges were checked when the unit was planned: this pass cannot fail.
+        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
+            table.write(bytemuck::bytes_of(&format::Extent { off, len: n }));
+            for_each_part_slice(parts, off, n, &mut |b| data.write(b));
+        });
+        let pad = data_off - size_of::<format::DeltaRecord>() as u64 - plan.record.extent_count * 16;
+        table.write(&[0u8; LINE as usize][..pad as usize]);
+        table.finish();
+        data.finish();
+        if !checksum {
+            return 0;
+        }
+        let mut h = Hasher::new(self.sb.pool_id);
+        h.write(bytemuck::bytes_of(&plan.record));
+        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
+            h.write(bytemuck::bytes_of(&format::Extent { off, len: n }))
+        });
+        h.write(&[0u8; LINE as usize][..pad as usize]);
+        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
+            for_each_part_slice(parts, off, n, &mut |b| h.write(b))
+        });
+        h.finish()
     }
 
     /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
@@ -796,12 +923,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn close_lane(&mut self, lane: u32) -> Result<()> {
         let cell = self.lanes.get_mut(lane as usize).filter(|_| lane < self.sb.lanes_max);
         let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
-        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+        let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts };
         w.close_unit(&mut Own(self.shared.get_mut()), cell.state.get_mut(), lane)
     }
 
     /// Retention: on every lane, release the oldest segments whose objects all have at
-    /// least `keep_versions` newer versions of their name — never a lane's current
+    /// least `keep_versions` newer versions of their name and are not the full version
+    /// or an earlier delta a kept delta is rebuilt from — never a lane's current
     /// segment, and only a prefix of each lane's chain. Returns the segments freed.
     ///
     /// Crash-safe in two steps: a truncate unit (committed like a put) records the lane's
@@ -842,12 +970,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                     }
                     let e = *s.index.entry(at);
                     if n.count - 1 - i < keep_versions {
-                        // The byte before the payload is the object's own (its header or
-                        // name): an empty payload may start exactly at the segment's end.
-                        let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
-                        let chain = s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq);
-                        if let Some(b) = base.get_mut(e.lane as usize) {
-                            *b = (*b).min(chain);
+                        // A kept delta keeps its ancestors down to its full version.
+                        let mut link = e;
+                        for _ in 0..=format::DELTA_DEPTH_MAX {
+                            // The byte before the payload is the object's own (its header or
+                            // name): an empty payload may start exactly at the segment's end.
+                            let seg = ((link.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
+                            let chain = s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq);
+                            if let Some(b) = base.get_mut(link.lane as usize) {
+                                *b = (*b).min(chain);
+                            }
+                            if link.depth == 0 {
+                                break;
+                            }
+                            let parent = delta::parent_of(&self.media, &link);
+                            let Some(p) = s.index.find_version(id, parent) else { break };
+                            link = *s.index.entry(p);
                         }
                     }
                     at = e.next;
@@ -859,7 +997,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             if base[lane] == u64::MAX || base[lane] <= lowest[lane] {
                 continue;
             }
-            let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable };
+            let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts };
             let l = self.lanes[lane].state.get_mut();
             w.marker_unit(&mut Own(self.shared.get_mut()), l, lane as u32, format::UNIT_TRUNCATE, base[lane])?;
             freed += (base[lane] - lowest[lane]) as u32;
@@ -921,23 +1059,81 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(s.index.entry(e))
     }
 
-    /// Copy version `version` of `name` into `buf`; returns its length.
+    /// Copy version `version` of `name` into `buf`; returns its length. A delta version
+    /// is rebuilt from its full version and the deltas up to it.
     pub fn get(&self, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
         // The read lock's Acquire pairs with the publishing writer's Release: an entry
         // seen here belongs to a committed unit whose payload stores came before.
-        let e = *self.lookup(&self.shared.read(), name, version)?;
+        let mut chain = Chain::new();
+        let e = {
+            let s = self.shared.read();
+            let e = *self.lookup(&s, name, version)?;
+            self.chain_of(&s, e, &mut chain)?;
+            e
+        };
         let len = e.len_bytes as usize;
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
-        self.media.read(e.payload_off as usize, dst);
-        if !self.writable && !self.still_there(&e) {
-            // A writer in another process released and reused the object's segment
-            // while this reader's index still listed it: the bytes may be someone else's.
+        // The full version first, then each delta from the oldest; each payload checked
+        // against its checksum (if the pool has them) as it is used.
+        let checksums = self.sb.has_payload_checksum();
+        let mut bad_sum = None;
+        for link in chain.iter().rev() {
+            let sum = if link.depth == 0 {
+                self.media.read(link.payload_off as usize, dst);
+                checksums.then(|| hash64(self.sb.pool_id, dst))
+            } else {
+                delta::walk_record(&self.media, self.sb.pool_id, link, &mut |at, from, n| {
+                    if let Some(d) = dst.get_mut(at as usize..(at + n) as usize) {
+                        self.media.read(from as usize, d);
+                    }
+                })?;
+                checksums.then(|| self.media_sum(link.payload_off, link.stored_len))
+            };
+            if sum.is_some_and(|sum| sum != link.payload_sum) {
+                bad_sum = bad_sum.or(Some(link.payload_off));
+            }
+        }
+        // A writer in another process released and reused a segment while this reader's
+        // index still listed it: the bytes may be someone else's.
+        if !self.writable && !chain.iter().all(|link| self.still_there(link)) {
             return Err(Error::NotFound);
         }
-        if self.sb.has_payload_checksum() && hash64(self.sb.pool_id, dst) != e.payload_sum {
-            return Err(Error::Corrupted { offset: e.payload_off, kind: crate::error::CorruptKind::PayloadChecksum });
+        if let Some(offset) = bad_sum {
+            return Err(Error::Corrupted { offset, kind: CorruptKind::PayloadChecksum });
         }
         Ok(len)
+    }
+
+    /// `e` and, if it is a delta, its ancestors down to its full version, newest first.
+    /// Each parent must be in the index, one level shallower, of the same length.
+    fn chain_of(&self, s: &Shared<X>, e: Entry, chain: &mut Chain) -> Result<()> {
+        chain.clear();
+        let mut at = e;
+        loop {
+            chain.push(at).map_err(|_| Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain })?;
+            if at.depth == 0 {
+                return Ok(());
+            }
+            let parent = delta::parent_of(&self.media, &at);
+            let p = s.index.find_version(at.name, parent).map(|i| *s.index.entry(i));
+            at = p.filter(|p| p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version).ok_or(
+                Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain },
+            )?;
+        }
+    }
+
+    /// `nvs-hash64(pool_id, media[off .. off + len])`, read in blocks.
+    fn media_sum(&self, off: u64, len: u64) -> u64 {
+        let mut chunk = [0u8; 4096];
+        let mut h = Hasher::new(self.sb.pool_id);
+        let (mut off, end) = (off, off + len);
+        while off < end {
+            let n = ((end - off) as usize).min(chunk.len());
+            self.media.read(off as usize, &mut chunk[..n]);
+            h.write(&chunk[..n]);
+            off += n as u64;
+        }
+        h.finish()
     }
 
     /// For a reader beside a writer in another process: is the segment holding `e` still
@@ -1003,27 +1199,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Returns the number of objects checked.
     pub fn verify_all(&self) -> Result<u64> {
         let s = self.shared.read();
-        let mut chunk = [0u8; 4096];
+        let mut chain = Chain::new();
         let mut checked = 0;
         for id in 0..s.index.name_count() as u32 {
             let mut at = s.index.name(id).first;
             while at != NONE {
                 let e = *s.index.entry(at);
-                if self.sb.has_payload_checksum() {
-                    let mut h = Hasher::new(self.sb.pool_id);
-                    let (mut off, end) = (e.payload_off, e.payload_off + e.len_bytes);
-                    while off < end {
-                        let n = ((end - off) as usize).min(chunk.len());
-                        self.media.read(off as usize, &mut chunk[..n]);
-                        h.write(&chunk[..n]);
-                        off += n as u64;
-                    }
-                    if h.finish() != e.payload_sum {
-                        return Err(Error::Corrupted {
-                            offset: e.payload_off,
-                            kind: crate::error::CorruptKind::PayloadChecksum,
-                        });
-                    }
+                if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
+                    return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
+                }
+                if e.depth > 0 {
+                    // Its record is sound and its chain reaches a full version.
+                    delta::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
+                    self.chain_of(&s, e, &mut chain)?;
                 }
                 checked += 1;
                 at = e.next;
@@ -1067,7 +1255,7 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
 
     fn commit<const N: usize>(&mut self, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
         let p = self.pool;
-        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable };
+        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable, delta: p.delta_opts };
         let cell = &p.lanes[self.lane as usize];
         // SAFETY: this writer holds the lane's claim (taken in `Pool::lane`, released in
         // `drop`), and `&mut self` keeps it from re-entering: nothing else touches the
@@ -1094,6 +1282,13 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
         Ok(plan.first().map_or(0, |p| p.version))
     }
 
+    /// [`Pool::put_delta`] on this writer's lane.
+    pub fn put_delta(&mut self, name: &[u8], bytes: &[u8], parent: u64, changes: &dyn Changes) -> Result<Put> {
+        let mut plan = Plan::<1>::new();
+        self.commit(&[Object::new(name, &[bytes]).with_delta(parent, changes)], &mut plan)?;
+        Ok(put_of(&plan))
+    }
+
     /// Commit every object together (all or nothing after a crash).
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
         let mut plan = Plan::<BATCH_MAX>::new();
@@ -1104,7 +1299,7 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     /// Close the lane's stream (an end-of-stream marker).
     pub fn close(&mut self) -> Result<()> {
         let p = self.pool;
-        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable };
+        let w = Writer { media: &p.media, sb: &p.sb, writable: p.writable, delta: p.delta_opts };
         let cell = &p.lanes[self.lane as usize];
         // SAFETY: as in `commit`.
         unsafe { cell.state.with_mut(|l| w.close_unit(&mut Locked(&p.shared), l, self.lane)) }
@@ -1119,13 +1314,49 @@ impl<M: Media, X: IndexMemory> Drop for LaneWriter<'_, M, X> {
     }
 }
 
+/// What the single object of a put's plan became.
+fn put_of(plan: &[Planned]) -> Put {
+    plan.first().map_or(Put { version: 0, stored_bytes: 0, delta: false }, |p| Put {
+        version: p.version,
+        stored_bytes: p.stored,
+        delta: p.delta.is_some(),
+    })
+}
+
 /// Largest payload one object with a `name_len`-byte name can have in a pool.
 fn max_object_bytes(sb: &Superblock, name_len: usize) -> u64 {
     (sb.segment_len - LINE - LINE - object_head_len(name_len)) & !(LINE - 1)
 }
 
 fn info(e: &Entry) -> ObjectInfo {
-    ObjectInfo { version: e.version, len_bytes: e.len_bytes, lane: e.lane, seq: e.seq, offset: e.payload_off }
+    ObjectInfo {
+        version: e.version,
+        len_bytes: e.len_bytes,
+        stored_bytes: e.stored_len,
+        depth: e.depth,
+        lane: e.lane,
+        seq: e.seq,
+        offset: e.payload_off,
+    }
+}
+
+/// Call `f` on the slices of `parts` (one object cut into pieces) covering bytes
+/// `off .. off + len` of the object, in order.
+fn for_each_part_slice(parts: &[&[u8]], off: u64, len: u64, f: &mut dyn FnMut(&[u8])) {
+    let (mut start, end) = (off as usize, (off + len) as usize);
+    let mut base = 0usize;
+    for p in parts {
+        let p_end = base + p.len();
+        if start < p_end && start < end {
+            let stop = end.min(p_end);
+            f(&p[start - base..stop - base]);
+            start = stop;
+        }
+        base = p_end;
+        if start >= end {
+            break;
+        }
+    }
 }
 
 /// Streams slices to the media with NT stores at 8-byte aligned offsets, however the

@@ -142,12 +142,13 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                     let entry = Entry {
                         version: d.header.version,
                         payload_off: d.payload_off,
-                        len_bytes: d.header.payload_len,
+                        len_bytes: if d.header.depth == 0 { d.header.payload_len } else { d.header.object_len },
+                        stored_len: d.header.payload_len,
                         seq: next_seq,
                         name: 0,
                         next: NONE,
                         lane: lane_id,
-                        pad: 0,
+                        depth: d.header.depth,
                         payload_sum: d.header.payload_sum,
                     };
                     match index.insert(media, name_hash(name), name, d.name_off, entry) {

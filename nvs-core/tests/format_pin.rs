@@ -9,7 +9,7 @@ use common::Ram;
 use nvs_core::hash::hash64;
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
 
-fn workload(payload_checksum: bool) -> (u64, Vec<String>) {
+fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
     let mut ram = Ram::new(8 << 20, 0xA5);
     let mut o = FormatOptions::new(0x1234);
     o.segment_len = Some(64 << 10);
@@ -48,20 +48,35 @@ fn workload(payload_checksum: bool) -> (u64, Vec<String>) {
     let big: [&[u8]; 1] = [&data[..65000]];
     log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", &big)]).map(|v| v.to_vec())));
     drop(pool);
-    (hash64(0, &ram.bytes()), log)
+    let bytes = ram.bytes();
+    (hash64(0, &bytes), without_delta_flag(&bytes), log)
 }
 
-/// The media bytes and every result of a mixed workload are exactly as pinned.
+/// The image with the superblock as a build before delta objects wrote it (no
+/// FLAG_DELTAS): everything else must be byte-identical to what that build left.
+fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
+    let mut bytes = ram_bytes.to_vec();
+    let mut sb: nvs_core::format::Superblock = *bytemuck::from_bytes(&bytes[..64]);
+    sb.flags &= !nvs_core::format::FLAG_DELTAS;
+    sb.checksum = sb.compute_checksum();
+    bytes[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    hash64(0, &bytes)
+}
+
+/// The media bytes and every result of a mixed workload are exactly as pinned. Delta
+/// objects (2026-11-30) added the superblock's FLAG_DELTAS: the first pin is the image
+/// as it is now, the second the same image with that flag cleared, which must equal the
+/// image pinned before deltas existed (so nothing but that flag changed).
 #[test]
 #[cfg_attr(miri, ignore = "hashes 8 MiB images: too slow under miri")]
 fn put_path_leaves_pinned_bytes() {
-    for (checksum, want_media, want_log) in [
-        (false, 0xb625_5cfc_2fab_b07c_u64, 0xff84_9358_fa02_6b4e_u64),
-        (true, 0x1da7_3c59_c110_fbcb, 0xff84_9358_fa02_6b4e),
+    for (checksum, want_media, want_legacy, want_log) in [
+        (false, 0x70bf_983b_cfce_dc7b_u64, 0xb625_5cfc_2fab_b07c_u64, 0xff84_9358_fa02_6b4e_u64),
+        (true, 0xc11f_451f_5558_1519, 0x1da7_3c59_c110_fbcb, 0xff84_9358_fa02_6b4e),
     ] {
-        let (media, log) = workload(checksum);
+        let (media, legacy, log) = workload(checksum);
         let log_hash = hash64(1, log.join("\n").as_bytes());
-        println!("checksum {checksum}: media {media:#018x} log {log_hash:#018x}");
-        assert_eq!((media, log_hash), (want_media, want_log), "payload checksum {checksum}");
+        println!("checksum {checksum}: media {media:#018x} legacy {legacy:#018x} log {log_hash:#018x}");
+        assert_eq!((media, legacy, log_hash), (want_media, want_legacy, want_log), "payload checksum {checksum}");
     }
 }

@@ -18,7 +18,7 @@
 use crate::{Bytes, VecMedia};
 use nvs_core::format::{
     self, commit_word, line_up, object_head_len, BatchHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
-    UnitSlot, BATCH_MAX, DATA_OFF, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX, SEGMENT_MAGIC,
+    UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX, SEGMENT_MAGIC,
     SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
 use nvs_core::hash::{hash64, Hasher};
@@ -58,7 +58,7 @@ fn expected_superblock(bytes: &[u8], media_len: u64) -> Result<Superblock, Error
         && (1..=256).contains(&sb.lanes_max)
         && pool_len == Some(sb.pool_len)
         && sb.pool_len <= media_len
-        && sb.flags & !1 == 0;
+        && sb.flags & !3 == 0;
     if !ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
     }
@@ -130,7 +130,7 @@ fn superblock_round_trip(b: &mut Bytes) {
     };
     let media_len = b.u64() & ((1 << 48) - 1);
     let lanes = if sel & 4 != 0 { b.u32() } else { b.u8() as u32 % 256 + 1 };
-    let flags = if sel & 8 != 0 { b.u32() } else { b.u32() & FLAG_PAYLOAD_CHECKSUM };
+    let flags = if sel & 8 != 0 { b.u32() } else { b.u32() & (FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) };
     let version = if sel & 16 != 0 { b.u32() } else { FORMAT_VERSION };
     let flip = flip_of(b, 64);
     let g = match format::geometry(media_len, segment_len) {
@@ -165,7 +165,8 @@ fn superblock_round_trip(b: &mut Bytes) {
     let media = Head { len: media_len as usize, head };
     let got = format::decode_superblock(&media);
     assert_eq!(got, expected_superblock(&head, media_len));
-    let valid = version == FORMAT_VERSION && (1..=256).contains(&lanes) && flags & !FLAG_PAYLOAD_CHECKSUM == 0;
+    let valid =
+        version == FORMAT_VERSION && (1..=256).contains(&lanes) && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     match flip {
         None if valid => assert_eq!(got, Ok(sb), "round trip"),
         None => assert!(got.is_err()),
@@ -250,7 +251,8 @@ fn segment_header(b: &mut Bytes) {
 }
 
 /// Expected result of `decode_object` at `off` of a committed unit ending at `unit_end`.
-fn expected_object(media: &VecMedia, pool_id: u64, off: u64, unit_end: u64) -> Result<(ObjectHeader, u64), Error> {
+fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -> Result<(ObjectHeader, u64), Error> {
+    let pool_id = sb.pool_id;
     let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
     if off + 64 > unit_end {
         return bounds;
@@ -267,6 +269,17 @@ fn expected_object(media: &VecMedia, pool_id: u64, off: u64, unit_end: u64) -> R
         .checked_mul(64)
         .and_then(|p| (off + (48 + name_len).div_ceil(64) * 64).checked_add(p));
     let Some(end) = end.filter(|&e| e <= unit_end) else { return bounds };
+    // FORMAT.md: a full object has flags, depth and object_len 0; a delta (flags 1) needs
+    // the pool's delta flag (2), depth 1..=64, a payload of at least 64 bytes and an
+    // object_len no larger than a segment.
+    let kind_ok = match h.flags {
+        0 => h.depth == 0 && h.object_len == 0,
+        1 => sb.flags & 2 != 0 && (1..=64).contains(&h.depth) && h.payload_len >= 64 && h.object_len <= sb.segment_len,
+        _ => false,
+    };
+    if !kind_ok {
+        return bounds;
+    }
     let name = media.peek(off as usize + 48, name_len as usize);
     if h.checksum != hash64(pool_id, &[&raw[..40], &name[..]].concat()) {
         return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
@@ -283,7 +296,7 @@ fn check_objects(media: &VecMedia, sb: &Superblock, h: &BatchHeader, unit_off: u
     let mut name_buf = [0u8; NAME_MAX];
     for _ in 0..h.object_count {
         let got = format::decode_object(media, sb, off, unit_end, &mut name_buf);
-        let want = expected_object(media, sb.pool_id, off, unit_end);
+        let want = expected_object(media, sb, off, unit_end);
         match (got, want) {
             (Ok(d), Ok((wh, wend))) => {
                 assert_eq!((d.header, d.end), (wh, wend));
@@ -375,7 +388,8 @@ fn unit_raw(b: &mut Bytes) {
     let slot = b.u8() as u64;
     let count_fix = b.u8();
     let segment_len = SEGMENT_MIN << (fix >> 6);
-    let sb = small_superblock(pool_id, segment_len, 1, 4, 0);
+    // Pools with and without delta objects (the low bit of the pool id chooses).
+    let sb = small_superblock(pool_id, segment_len, 1, 4, if pool_id & 1 == 0 { FLAG_DELTAS } else { 0 });
     let media = VecMedia::zeroed(sb.pool_len as usize);
     media.poke(0, bytemuck::bytes_of(&sb));
     let seg_off = DATA_OFF;

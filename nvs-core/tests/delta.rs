@@ -1,0 +1,327 @@
+//! Delta puts: only changed chunks are stored, every version reads back whole (before
+//! and after reopen), chains stay within `full_every`, the writer falls back to a full
+//! version when a delta does not pay, bad ranges are refused with nothing written,
+//! retention keeps what a live delta needs, and damage to a delta is reported.
+
+mod common;
+use common::*;
+use nvs_core::{
+    ChunkHashes, CorruptKind, DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool, Put, Region,
+};
+
+const LEN: usize = 64 << 10;
+
+fn pool_with(ram: &mut Ram, segment_len: u64, checksums: bool) -> Pool<Region, HeapMemory> {
+    let mut o = FormatOptions::new(0xDE17A);
+    o.segment_len = Some(segment_len);
+    o.lanes_max = 4;
+    o.payload_checksum = checksums;
+    Pool::format(ram.region(), o, HeapMemory::new()).unwrap()
+}
+
+fn get(pool: &Pool<Region, HeapMemory>, name: &[u8], v: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; LEN + 4096];
+    let n = pool.get(name, v, &mut buf).unwrap_or_else(|e| panic!("get {v}: {e}"));
+    buf.truncate(n);
+    buf
+}
+
+/// Change `count` random short runs of `obj`; returns the changed (offset, len), sorted.
+fn scribble(rng: &mut Rng, obj: &mut [u8], count: usize) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = (0..count)
+        .map(|_| {
+            let off = rng.below(obj.len() as u64 - 100);
+            let len = 1 + rng.below(99);
+            for b in &mut obj[off as usize..(off + len) as usize] {
+                *b = rng.next() as u8;
+            }
+            (off, len)
+        })
+        .collect();
+    ranges.sort();
+    ranges
+}
+
+/// A delta stores about the changed chunks only; v1 and v2 read back whole, also after reopen.
+#[test]
+fn delta_stores_only_changed_chunks_and_reads_back_whole() {
+    let mut ram = Ram::new(4 << 20, 0x5A);
+    let mut rng = Rng(1);
+    let v1 = rng.bytes(LEN);
+    let mut v2 = v1.clone();
+    let ranges = scribble(&mut rng, &mut v2, 3);
+    {
+        let mut pool = pool_with(&mut ram, 1 << 20, false);
+        assert_eq!(pool.put(b"grid", &v1), Ok(1));
+        let put = pool.put_delta(0, b"grid", &v2, 1, &ranges.as_slice()).unwrap();
+        assert!(put.delta, "{put:?}");
+        assert_eq!(put.version, 2);
+        // At most 3 runs of 2 chunks each, plus the 64-byte record and table line.
+        assert!(put.stored_bytes <= 64 + 3 * 2 * 4096 && put.stored_bytes >= 4096, "{put:?}");
+        assert_eq!(get(&pool, b"grid", 1), v1);
+        assert_eq!(get(&pool, b"grid", 2), v2);
+        let info = pool.stat(b"grid", 2).unwrap();
+        assert_eq!((info.len_bytes, info.stored_bytes, info.depth), (LEN as u64, put.stored_bytes, 1));
+        assert_eq!(pool.stat(b"grid", 1).unwrap().depth, 0);
+        assert_eq!(pool.verify_all(), Ok(2));
+    }
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(get(&pool, b"grid", 1), v1);
+    assert_eq!(get(&pool, b"grid", 2), v2);
+    let info = pool.stat(b"grid", 2).unwrap();
+    assert_eq!((info.len_bytes, info.depth), (LEN as u64, 1));
+    assert!(info.stored_bytes < LEN as u64 / 4);
+}
+
+/// A long run of deltas: depth climbs to `full_every`, then a full version; every version
+/// of the whole history reads back exactly, before and after reopen.
+#[test]
+fn chains_stay_within_full_every_and_every_version_reads_back() {
+    let mut ram = Ram::new(8 << 20, 0x00);
+    let mut rng = Rng(2);
+    let mut obj = rng.bytes(LEN);
+    let mut history = vec![obj.clone()];
+    let mut depths = vec![0];
+    {
+        let mut pool = pool_with(&mut ram, 1 << 20, true);
+        pool.set_delta_options(DeltaOptions { full_every: 4, ..DeltaOptions::default() }).unwrap();
+        pool.put(b"g", &obj).unwrap();
+        for v in 2..=30u64 {
+            let ranges = scribble(&mut rng, &mut obj, 1 + (v as usize % 4));
+            let put = pool.put_delta(0, b"g", &obj, v - 1, &ranges.as_slice()).unwrap();
+            assert_eq!(put.version, v);
+            history.push(obj.clone());
+            depths.push(pool.stat(b"g", v).unwrap().depth);
+        }
+        assert_eq!(&depths[..11], &[0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0]);
+        for (i, want) in history.iter().enumerate() {
+            assert_eq!(&get(&pool, b"g", i as u64 + 1), want, "v{}", i + 1);
+        }
+        assert_eq!(pool.verify_all(), Ok(30));
+    }
+    let pool = open(&mut ram).unwrap();
+    for (i, want) in history.iter().enumerate() {
+        assert_eq!(&get(&pool, b"g", i as u64 + 1), want, "v{} after reopen", i + 1);
+        assert_eq!(pool.stat(b"g", i as u64 + 1).unwrap().depth, depths[i]);
+    }
+}
+
+/// Falls back to a full version: length changed, parent unknown, too much changed, or a
+/// pool made before deltas; the result is still exact.
+#[test]
+fn falls_back_to_full_when_a_delta_does_not_pay() {
+    let mut ram = Ram::new(4 << 20, 0x00);
+    let mut pool = pool_with(&mut ram, 1 << 20, false);
+    let mut rng = Rng(3);
+    let v1 = rng.bytes(LEN);
+    pool.put(b"a", &v1).unwrap();
+    let full = |p: Put, len: usize| assert!(!p.delta && p.stored_bytes == len as u64, "{p:?}");
+    // Length changed.
+    let longer = [v1.clone(), vec![1; 10]].concat();
+    full(pool.put_delta(0, b"a", &longer, 1, &[(0, 1)]).unwrap(), LEN + 10);
+    // Unknown parent (never put, or a name never seen).
+    full(pool.put_delta(0, b"a", &longer, 99, &[(0, 1)]).unwrap(), LEN + 10);
+    full(pool.put_delta(0, b"new", &v1, 1, &[(0, 1)]).unwrap(), LEN);
+    // More than max_percent (50 %) changed.
+    let mut v = longer.clone();
+    v[..LEN / 2 + 8192].fill(9);
+    full(pool.put_delta(0, b"a", &v, 3, &[(0, LEN as u64 / 2 + 8192)]).unwrap(), LEN + 10);
+    let small = pool.put_delta(0, b"a", &v, 4, &[(0, 1)]).unwrap();
+    assert!(small.delta);
+    for (ver, want) in [(1, &v1), (2, &longer), (3, &longer), (4, &v), (5, &v)] {
+        assert_eq!(&get(&pool, b"a", ver), want, "v{ver}");
+    }
+}
+
+/// Bad ranges are refused before anything is written; bad options too.
+#[test]
+fn bad_ranges_and_options_are_refused_with_nothing_written() {
+    let mut ram = Ram::new(1 << 20, 0x00);
+    let mut pool = pool_with(&mut ram, 64 << 10, false);
+    let v1 = vec![3u8; 10_000];
+    pool.put(b"a", &v1).unwrap();
+    let units = pool.stats().units;
+    let image = |pool: &Pool<Region, HeapMemory>| {
+        let mut b = vec![0u8; pool.media().len()];
+        pool.media().read(0, &mut b);
+        b
+    };
+    let before = image(&pool);
+    assert_eq!(pool.put_delta(0, b"a", &v1, 1, &[(500, 1), (100, 1)]), Err(Error::DeltaRanges { offset: 100 }));
+    assert_eq!(pool.put_delta(0, b"a", &v1, 1, &[(9_999, 2)]), Err(Error::DeltaRanges { offset: 9_999 }));
+    // Even when the answer would have been a full version (unknown parent).
+    assert_eq!(pool.put_delta(0, b"zz", &v1, 1, &[(10_001, 1)]), Err(Error::DeltaRanges { offset: 10_001 }));
+    assert_eq!(pool.stats().units, units);
+    assert!(image(&pool) == before, "a refused put wrote to the media");
+    assert_eq!(pool.latest(b"a"), Ok(1));
+    for bad in [
+        DeltaOptions { chunk_bytes: 100, ..DeltaOptions::default() },
+        DeltaOptions { chunk_bytes: 32, ..DeltaOptions::default() },
+        DeltaOptions { full_every: 0, ..DeltaOptions::default() },
+        DeltaOptions { full_every: 65, ..DeltaOptions::default() },
+        DeltaOptions { max_percent: 0, ..DeltaOptions::default() },
+        DeltaOptions { max_percent: 101, ..DeltaOptions::default() },
+    ] {
+        assert!(matches!(pool.set_delta_options(bad), Err(Error::DeltaOptions { .. })), "{bad:?}");
+    }
+    assert_eq!(pool.delta_options(), DeltaOptions::default());
+}
+
+/// ChunkHashes finds the changes itself: the stored size follows what changed, not what
+/// the caller claims, and every version reads back.
+#[test]
+fn chunk_hashes_detect_changes() {
+    let mut ram = Ram::new(4 << 20, 0x00);
+    let mut pool = pool_with(&mut ram, 1 << 20, false);
+    let mut rng = Rng(4);
+    let mut obj = rng.bytes(LEN);
+    let mut hashes = ChunkHashes::new(vec![0u64; ChunkHashes::<Vec<u64>>::words_for(LEN as u64, 4096)], 4096).unwrap();
+    let mut history = Vec::new();
+    for step in 0..12u64 {
+        if step > 0 {
+            // Change 2 bytes in chunks 3 and 9, or nothing at all on step 5.
+            if step != 5 {
+                obj[3 * 4096 + step as usize] ^= 0xFF;
+                obj[9 * 4096 + 17] = step as u8;
+            }
+        }
+        let put = match hashes.scan(&obj).unwrap() {
+            Some(parent) => pool.put_delta(0, b"sim", &obj, parent, &hashes).unwrap(),
+            None => Put { version: pool.put(b"sim", &obj).unwrap(), stored_bytes: LEN as u64, delta: false },
+        };
+        hashes.committed(put.version);
+        history.push(obj.clone());
+        match step {
+            0 => assert!(!put.delta),
+            5 => assert!(put.delta && put.stored_bytes == 64, "nothing changed: {put:?}"),
+            _ => assert!(put.delta && put.stored_bytes == 64 + 2 * 4096, "{put:?}"),
+        }
+    }
+    for (i, want) in history.iter().enumerate() {
+        assert_eq!(&get(&pool, b"sim", i as u64 + 1), want);
+    }
+}
+
+/// A batch mixing delta and full objects, with vectored parts cut across the changed runs.
+#[test]
+fn batch_with_vectored_delta_objects() {
+    let mut ram = Ram::new(4 << 20, 0x00);
+    let mut pool = pool_with(&mut ram, 1 << 20, true);
+    let mut rng = Rng(5);
+    let a1 = rng.bytes(20_000);
+    let b1 = rng.bytes(9_000);
+    pool.put_batch(1, &[Object::new(b"a", &[&a1]), Object::new(b"b", &[&b1])]).unwrap();
+    let mut a2 = a1.clone();
+    a2[5000] ^= 1;
+    a2[19_999] ^= 1;
+    let (x, rest) = a2.split_at(4097);
+    let (y, z) = rest.split_at(3);
+    let parts: [&[u8]; 3] = [x, y, z];
+    let changes = [(5000u64, 1u64), (19_999, 1)];
+    let b2 = rng.bytes(9_000);
+    let vs = pool
+        .put_batch(1, &[Object::new(b"a", &parts).with_delta(1, &changes), Object::new(b"b", &[&b2])])
+        .unwrap();
+    assert_eq!(&vs[..], &[2, 2]);
+    assert_eq!(pool.stat(b"a", 2).unwrap().depth, 1);
+    assert_eq!(get(&pool, b"a", 2), a2);
+    assert_eq!(get(&pool, b"b", 2), b2);
+    assert_eq!(get(&pool, b"a", 1), a1);
+    assert_eq!(pool.verify_all(), Ok(4));
+}
+
+/// reclaim(keep 1) keeps the full version and the deltas the latest version needs, and
+/// releases what no kept version needs.
+#[test]
+fn retention_keeps_what_a_live_delta_needs() {
+    let mut ram = Ram::new(4096 + 40 * 65536, 0x00);
+    let mut pool = pool_with(&mut ram, 65536, false);
+    pool.set_delta_options(DeltaOptions { full_every: 8, ..DeltaOptions::default() }).unwrap();
+    let mut rng = Rng(6);
+    let mut obj = rng.bytes(40_000);
+    let mut history = vec![obj.clone()];
+    pool.put(b"g", &obj).unwrap();
+    // Deltas of ~1 chunk each: many fit one segment, so the full version's segment is
+    // only needed through the chain.
+    for v in 2..=20u64 {
+        let ranges = scribble(&mut rng, &mut obj, 1);
+        pool.put_delta(0, b"g", &obj, v - 1, &ranges.as_slice()).unwrap();
+        history.push(obj.clone());
+        // Filler on the same lane pushes versions into older segments.
+        pool.put_vectored(0, b"filler", &[&rng.bytes(30_000)]).unwrap();
+    }
+    let latest_depth = pool.stat(b"g", 20).unwrap().depth;
+    assert!(latest_depth >= 1, "latest must be a delta for this test");
+    let freed = pool.reclaim(1).unwrap();
+    assert!(freed > 0, "something must be releasable");
+    assert_eq!(get(&pool, b"g", 20), history[19]);
+    // The chain of v20: every ancestor down to the full version is still there.
+    let full = 20 - latest_depth as u64;
+    for v in full..=20 {
+        assert_eq!(get(&pool, b"g", v), history[v as usize - 1], "v{v}");
+    }
+    assert!(pool.get(b"g", 1, &mut [0u8; 1 << 16]).is_err(), "v1 should be released");
+    let pool = {
+        drop(pool);
+        open(&mut ram).unwrap()
+    };
+    assert_eq!(get(&pool, b"g", 20), history[19]);
+    assert_eq!(pool.verify_all().map(|n| n > 0), Ok(true));
+}
+
+/// Damage to a committed delta is reported, never returned as data: its extent table
+/// (record checksum), and with payload checksums its data.
+#[test]
+fn damaged_deltas_are_reported() {
+    for checksums in [false, true] {
+        let mut ram = Ram::new(4 << 20, 0x00);
+        let (off, data_off) = {
+            let mut pool = pool_with(&mut ram, 1 << 20, checksums);
+            let v1 = vec![1u8; LEN];
+            let mut v2 = v1.clone();
+            v2[100] = 2;
+            pool.put(b"a", &v1).unwrap();
+            pool.put_delta(0, b"a", &v2, 1, &[(100, 1)]).unwrap();
+            let info = pool.stat(b"a", 2).unwrap();
+            (info.offset as usize, info.offset as usize + 64)
+        };
+        // The extent's offset word: the table checksum catches it.
+        let mut damaged = Ram::from_bytes(&ram.bytes());
+        damaged.bytes_mut()[off + 32] ^= 0x40;
+        let pool = open(&mut damaged).unwrap();
+        let err = pool.get(b"a", 2, &mut vec![0u8; LEN]).unwrap_err();
+        assert!(matches!(err, Error::Corrupted { kind: CorruptKind::DeltaRecord, .. }), "{err:?}");
+        assert!(pool.verify_all().is_err());
+        // A data byte: caught only with payload checksums (otherwise it is data).
+        let mut damaged = Ram::from_bytes(&ram.bytes());
+        damaged.bytes_mut()[data_off + 100] ^= 0x40;
+        let pool = open(&mut damaged).unwrap();
+        let r = pool.get(b"a", 2, &mut vec![0u8; LEN]);
+        if checksums {
+            assert!(matches!(r, Err(Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. })), "{r:?}");
+        } else {
+            assert_eq!(r, Ok(LEN));
+        }
+    }
+}
+
+/// A pool formatted before deltas existed (no FLAG_DELTAS) takes delta puts as full
+/// versions, and a delta object in such a pool is refused by recovery.
+#[test]
+fn pools_without_the_delta_flag_take_full_versions() {
+    let mut ram = Ram::new(1 << 20, 0x00);
+    {
+        let pool = pool_with(&mut ram, 64 << 10, false);
+        drop(pool);
+    }
+    let mut sb: nvs_core::format::Superblock = *bytemuck::from_bytes(&ram.bytes()[..64]);
+    sb.flags &= !nvs_core::format::FLAG_DELTAS;
+    sb.checksum = sb.compute_checksum();
+    ram.bytes_mut()[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    let mut pool = open(&mut ram).unwrap();
+    let v1 = vec![5u8; 8192];
+    pool.put(b"a", &v1).unwrap();
+    let put = pool.put_delta(0, b"a", &v1, 1, &[(0, 1)]).unwrap();
+    assert!(!put.delta);
+    assert_eq!(get(&pool, b"a", 2), v1);
+}
