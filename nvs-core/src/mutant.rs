@@ -23,6 +23,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ("seq_restarts_after_open", "after recovery a lane's sequence restarts at 0"),
     ("alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)"),
     ("first_seq_off_by_one", "a claimed segment records the wrong first sequence number"),
+    ("retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'"),
 ];
 
 #[cfg(nvs_mutant)]

@@ -929,8 +929,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Retention: on every lane, release the oldest segments whose objects all have at
     /// least `keep_versions` newer versions of their name and are not the full version
-    /// or an earlier delta a kept delta is rebuilt from — never a lane's current
-    /// segment, and only a prefix of each lane's chain. Returns the segments freed.
+    /// or an earlier delta that a version staying in the pool is rebuilt from — never a
+    /// lane's current segment, and only a prefix of each lane's chain. Returns the
+    /// segments freed.
     ///
     /// Crash-safe in two steps: a truncate unit (committed like a put) records the lane's
     /// new base; then the released segments' headers are invalidated, oldest first, each
@@ -961,6 +962,32 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                     base[lane] = l.chain_seq;
                 }
             }
+            // The chain position of the segment holding `e`. The byte before the payload is
+            // the object's own (its header or name): an empty payload may start exactly at
+            // the segment's end.
+            let chain_of = |s: &Shared<X>, e: &Entry| {
+                let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
+                s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq)
+            };
+            // Lower `base` so that `e` and its ancestors down to its full version stay;
+            // true if it moved.
+            let keep_chain = |s: &Shared<X>, base: &mut [u64; LANES_MAX as usize], e: Entry| {
+                let (mut link, mut moved) = (e, false);
+                for _ in 0..=format::DELTA_DEPTH_MAX {
+                    let chain = chain_of(s, &link);
+                    if let Some(b) = base.get_mut(link.lane as usize).filter(|b| chain < **b) {
+                        *b = chain;
+                        moved = true;
+                    }
+                    if link.depth == 0 || mutant::on("retention_drops_delta_bases") {
+                        break;
+                    }
+                    let parent = delta::parent_of(&self.media, &link);
+                    let Some(p) = s.index.find_version(link.name, parent) else { break };
+                    link = *s.index.entry(p);
+                }
+                moved
+            };
             for id in 0..s.index.name_count() as u32 {
                 let n = *s.index.name(id);
                 let mut at = n.first;
@@ -970,25 +997,23 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                     }
                     let e = *s.index.entry(at);
                     if n.count - 1 - i < keep_versions {
-                        // A kept delta keeps its ancestors down to its full version.
-                        let mut link = e;
-                        for _ in 0..=format::DELTA_DEPTH_MAX {
-                            // The byte before the payload is the object's own (its header or
-                            // name): an empty payload may start exactly at the segment's end.
-                            let seg = ((link.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
-                            let chain = s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq);
-                            if let Some(b) = base.get_mut(link.lane as usize) {
-                                *b = (*b).min(chain);
-                            }
-                            if link.depth == 0 {
-                                break;
-                            }
-                            let parent = delta::parent_of(&self.media, &link);
-                            let Some(p) = s.index.find_version(id, parent) else { break };
-                            link = *s.index.entry(p);
-                        }
+                        keep_chain(s, &mut base, e);
                     }
                     at = e.next;
+                }
+            }
+            // Every delta that stays (its segment is at or above its lane's base) keeps its
+            // ancestors too, which may keep more deltas: repeat until nothing moves (bases
+            // only go down, so this ends).
+            let mut moved = true;
+            while moved {
+                moved = false;
+                for i in 0..s.index.len() as u32 {
+                    let e = *s.index.entry(i);
+                    let stays = base.get(e.lane as usize).is_some_and(|&b| chain_of(s, &e) >= b);
+                    if e.depth > 0 && stays {
+                        moved |= keep_chain(s, &mut base, e);
+                    }
                 }
             }
         }
@@ -1116,9 +1141,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             }
             let parent = delta::parent_of(&self.media, &at);
             let p = s.index.find_version(at.name, parent).map(|i| *s.index.entry(i));
-            at = p.filter(|p| p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version).ok_or(
-                Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain },
-            )?;
+            at = p
+                .filter(|p| p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version)
+                .ok_or(Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain })?;
         }
     }
 

@@ -18,8 +18,8 @@
 use crate::{Bytes, VecMedia};
 use nvs_core::format::{
     self, commit_word, line_up, object_head_len, BatchHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
-    UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX, SEGMENT_MAGIC,
-    SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
+    UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX,
+    SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
 use nvs_core::hash::{hash64, Hasher};
 use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Media, Object, Pool};

@@ -2,7 +2,7 @@
 //! [`SimMedia`] to get a trace and the model of what each operation issued and when it
 //! was acknowledged.
 
-use nvs_core::{Error, FormatOptions, HeapMemory, Object, Pool};
+use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Object, Pool};
 use nvs_sim::SimMedia;
 
 /// One operation of a workload.
@@ -20,6 +20,19 @@ pub enum Op {
     Close { lane: u32 },
     /// Retention: keep the last `keep` versions of each name, release older segments.
     Reclaim { keep: u32 },
+    /// A delta put of name `d` against its last acknowledged version: that version's
+    /// bytes with `changes` (offset, len; clipped to `size`) rewritten. The first one, or
+    /// one whose size differs from the last, is a full put.
+    Delta { lane: u32, size: usize, changes: Vec<(usize, usize)> },
+}
+
+/// Name of the object delta puts write.
+pub const DELTA_NAME: &[u8] = b"d";
+
+/// Delta options of the verifier's pools: small chunks and short chains, so objects of
+/// a few hundred bytes take deltas, chains reach their limit, and full versions follow.
+fn delta_options() -> DeltaOptions {
+    DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50 }
 }
 
 /// How the media is prepared.
@@ -101,6 +114,9 @@ fn apply<'m>(
     seed: u64,
     issued: &mut Vec<Issued>,
 ) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
+    pool.set_delta_options(delta_options()).map_err(|e| e.to_string())?;
+    // The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next delta.
+    let mut delta_base: Option<(u64, Vec<u8>)> = None;
     for (i, op) in ops.iter().enumerate() {
         let start = media.point();
         // Each object: its name and its payload's parts.
@@ -109,6 +125,7 @@ fn apply<'m>(
             Op::Reopen => {
                 let (m, _) = pool.close();
                 pool = Pool::open(m, HeapMemory::new()).map_err(|e| format!("reopen failed: {e}"))?;
+                pool.set_delta_options(delta_options()).map_err(|e| e.to_string())?;
                 if media.point() != start {
                     return Err("reopen stored to the media".into());
                 }
@@ -131,6 +148,34 @@ fn apply<'m>(
                     objects: vec![],
                     released,
                 });
+                continue;
+            }
+            Op::Delta { lane, size, changes } => {
+                let (parent, mut bytes) = match &delta_base {
+                    Some((v, b)) if b.len() == *size => (*v, b.clone()),
+                    _ => (0, payload(seed, i, 0, *size)),
+                };
+                let mut ranges = Vec::new();
+                for (k, &(off, len)) in changes.iter().enumerate() {
+                    let (off, end) = (off.min(*size), (off + len).min(*size));
+                    bytes[off..end].copy_from_slice(&payload(seed, i, 1 + k, end - off));
+                    ranges.push((off as u64, (end - off) as u64));
+                }
+                match pool.put_delta(*lane, DELTA_NAME, &bytes, parent, &ranges) {
+                    Ok(put) => {
+                        issued.push(Issued {
+                            op: i,
+                            lane: *lane,
+                            start,
+                            ack: Some(media.point()),
+                            objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
+                            released: vec![],
+                        });
+                        delta_base = Some((put.version, bytes));
+                    }
+                    Err(Error::Full) if media.point() == start => {}
+                    Err(e) => return Err(format!("op {i}: delta: {e} (after {} events)", media.point() - start)),
+                }
                 continue;
             }
             Op::Put { lane, size } => (*lane, vec![(name(i, 0), vec![payload(seed, i, 0, *size)])]),
@@ -354,6 +399,43 @@ pub fn families() -> Vec<Family> {
     let mut allp = family("allpoints", "a crash after every single event", Setup::small(), sequences(2));
     allp.all_points = true;
     fams.push(allp);
+    // Delta puts of one name, on both lanes, between reopens, reclaims and a filler.
+    let delta_kinds = |k: usize| match k {
+        0 => Op::Delta { lane: 0, size: 1000, changes: vec![(10, 5)] },
+        1 => Op::Delta { lane: 0, size: 1000, changes: vec![(100, 1), (700, 130)] },
+        2 => Op::Delta { lane: 1, size: 1000, changes: vec![(0, 1000)] },
+        3 => Op::Reopen,
+        4 => Op::Reclaim { keep: 1 },
+        _ => Op::Put { lane: 0, size: 2500 },
+    };
+    let mut deltas = Vec::new();
+    for a in [0usize, 1, 2] {
+        for b in 0..6 {
+            for c in 0..6 {
+                deltas.push(vec![delta_kinds(a), delta_kinds(b), delta_kinds(c)]);
+            }
+        }
+    }
+    // Chains reaching full_every, with reclaims that must keep their bases.
+    for tail in 0..6 {
+        let mut ops: Vec<Op> = [0, 1, 0, 5, 1, 0, 4].iter().map(|&k| delta_kinds(k)).collect();
+        ops.push(delta_kinds(tail));
+        ops.push(delta_kinds(1));
+        deltas.push(ops);
+    }
+    fams.push(family(
+        "delta",
+        "delta puts (chains, fallbacks, both lanes) with reopens and reclaims",
+        Setup::small(),
+        deltas.clone(),
+    ));
+    deltas.truncate(40);
+    fams.push(family(
+        "delta-checksum",
+        "delta puts with payload checksums on",
+        Setup { payload_checksum: true, ..Setup::small() },
+        deltas,
+    ));
     fams.push(family(
         "checksum",
         "payload checksums on",
