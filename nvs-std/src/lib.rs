@@ -13,9 +13,12 @@
 //! - [`Follower`]: a reader following live writers (objects as they commit, end of
 //!   stream, writer gone), in this process or another.
 //! - [`Error`]: every refusal, naming the path it concerns.
+//! - [`dirty::TrackedBuf`]: object memory whose writes the OS tracks (userfaultfd
+//!   write-protect or mprotect), for delta puts of the pages changed since the last put.
 //!
 //! Linux is the target: the shim uses `flock`, `fstatfs` and `posix_fallocate`.
 
+pub mod dirty;
 mod durability;
 mod error;
 mod follow;
