@@ -165,6 +165,26 @@ impl FilePool {
         self.write(|p| p.put_vectored(lane, name, parts))
     }
 
+    /// Put `bytes` as the next version of `name` on `lane`, storing only `changes` (the
+    /// byte ranges that differ from version `parent`) when that pays; see
+    /// [`nvs_core::Pool::put_delta`].
+    pub fn put_delta(
+        &mut self,
+        lane: u32,
+        name: &[u8],
+        bytes: &[u8],
+        parent: u64,
+        changes: &dyn nvs_core::Changes,
+    ) -> Result<nvs_core::Put> {
+        self.write(|p| p.put_delta(lane, name, bytes, parent, changes))
+    }
+
+    /// How puts with a delta request choose between a delta and a full version.
+    pub fn set_delta_options(&mut self, opts: nvs_core::DeltaOptions) -> Result<()> {
+        let path = &self.path;
+        self.pool.set_delta_options(opts).map_err(|source| Error::Core { path: path.clone(), source })
+    }
+
     /// Commit `objects` together on `lane`: all or none survive a crash.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
         self.write(|p| p.put_batch(lane, objects))

@@ -214,3 +214,38 @@ fn demo_runs_and_cleans_up() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "demo left files: {left:?}");
 }
+
+/// `put --delta` stores only the changed chunks (full first, then deltas), `get` returns
+/// every version whole, `ls` shows full/delta and the stored size, `check` is clean.
+#[test]
+fn put_delta_and_ls_show_stored_sizes() {
+    let dir = tmp();
+    let pool = dir.path().join("p");
+    create(&pool, &["--payload-checksum"]);
+    let v1: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let mut v2 = v1.clone();
+    v2[50_000] ^= 1;
+    let mut v3 = v2.clone();
+    v3.truncate(90_000); // another length: stored whole
+    for (data, version, note) in
+        [(&v1, "1", "full: stored 100000"), (&v2, "2", "delta: stored 4160"), (&v3, "3", "full")]
+    {
+        let o = nvs_stdin(&["put", s(&pool), "grid", "--delta"], data);
+        assert_eq!((code(&o), stdout(&o).trim()), (0, version), "{}", stderr(&o));
+        assert!(stderr(&o).contains(note), "{}", stderr(&o));
+    }
+    for (v, want) in [("1", &v1), ("2", &v2), ("3", &v3)] {
+        let o = nvs(&["get", s(&pool), "grid", "--version", v]);
+        assert!(code(&o) == 0 && &o.stdout == want, "v{v}: {}", stderr(&o));
+    }
+    let o = nvs(&["ls", s(&pool)]);
+    let out = stdout(&o);
+    assert!(out.contains("stored=194160") && out.contains("v2:100000(delta 4160)"), "{out}");
+    let o = nvs(&["ls", "--long", s(&pool)]);
+    let out = stdout(&o);
+    assert!(out.contains("v2  100000 bytes  delta depth 1  stored 4160"), "{out}");
+    assert!(out.contains("v3  90000 bytes  full  stored 90000"), "{out}");
+    assert_eq!(code(&nvs(&["check", s(&pool)])), 0);
+    // --delta with --version is a usage error.
+    assert_fails(&nvs_stdin(&["put", s(&pool), "grid", "--delta", "--version", "9"], b"x"), 2);
+}

@@ -45,17 +45,50 @@ pub fn put(
     file: Option<&Path>,
     lane: u32,
     version: Option<u64>,
+    delta: bool,
     durability: Option<Durability>,
 ) -> Result<(), CliError> {
     let bytes = read_input(file)?;
     let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
     let name = name.as_bytes();
+    if delta {
+        return put_delta(&mut p, lane, name, &bytes);
+    }
     let v = match version {
         Some(v) => p.put_version(lane, name, v, &bytes)?,
         None => p.put_vectored(lane, name, &[&bytes])?,
     };
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     stdout(&format!("{v}\n"))
+}
+
+/// `put --delta`: compare with the latest version chunk by chunk, store what differs.
+fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(), CliError> {
+    let chunk = p.delta_options().chunk_bytes as usize;
+    let (parent, changes) = match p.latest(name) {
+        Ok(latest) => {
+            let old = p.get_vec(name, latest)?;
+            let changed: Vec<(u64, u64)> = if old.len() == bytes.len() {
+                let pairs = old.chunks(chunk).zip(bytes.chunks(chunk)).enumerate();
+                pairs.filter(|(_, (a, b))| a != b).map(|(i, (_, b))| ((i * chunk) as u64, b.len() as u64)).collect()
+            } else {
+                vec![] // another length: a full version whatever the ranges say
+            };
+            (latest, changed)
+        }
+        Err(nvs_core::Error::NotFound) => (0, vec![]),
+        Err(source) => return Err(nvs_std::Error::Core { path: p.path().to_path_buf(), source }.into()),
+    };
+    let put = p.put_delta(lane, name, bytes, parent, &changes)?;
+    let kind = if put.delta { "delta" } else { "full" };
+    stdout(&format!("{}\n", put.version))?;
+    eprintln_note(&format!("{kind}: stored {} of {} bytes", put.stored_bytes, bytes.len()));
+    Ok(())
+}
+
+/// A note for a person on stderr (stdout keeps only the version, for scripts).
+fn eprintln_note(msg: &str) {
+    eprintln!("nvs: {msg}");
 }
 
 pub fn get(
@@ -100,16 +133,33 @@ pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(),
         let name = p.name_bytes(n.id, &mut buf);
         let versions: Vec<_> = p.versions(name).map_err(core)?.collect();
         let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
-        let _ = write!(out, "{}  versions={} latest={} bytes={}", show_name(name), n.versions, n.latest, total);
+        let stored: u64 = versions.iter().map(|v| v.stored_bytes).sum();
+        let _ = write!(
+            out,
+            "{}  versions={} latest={} bytes={} stored={}",
+            show_name(name),
+            n.versions,
+            n.latest,
+            total,
+            stored
+        );
         if long {
             out.push('\n');
             for v in &versions {
-                let _ = writeln!(out, "  v{}  {} bytes  lane {} seq {}", v.version, v.len_bytes, v.lane, v.seq);
+                let kind = if v.depth == 0 { "full".to_string() } else { format!("delta depth {}", v.depth) };
+                let _ = writeln!(
+                    out,
+                    "  v{}  {} bytes  {kind}  stored {}  lane {} seq {}",
+                    v.version, v.len_bytes, v.stored_bytes, v.lane, v.seq
+                );
             }
             continue;
         }
-        let shown: Vec<String> =
-            versions.iter().rev().take(LS_SHOWN).rev().map(|v| format!("v{}:{}", v.version, v.len_bytes)).collect();
+        let size = |v: &nvs_core::ObjectInfo| match v.depth {
+            0 => format!("v{}:{}", v.version, v.len_bytes),
+            _ => format!("v{}:{}(delta {})", v.version, v.len_bytes, v.stored_bytes),
+        };
+        let shown: Vec<String> = versions.iter().rev().take(LS_SHOWN).rev().map(size).collect();
         let more = versions.len().saturating_sub(LS_SHOWN);
         let _ = write!(out, "  sizes=");
         if more > 0 {

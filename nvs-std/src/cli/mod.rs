@@ -71,6 +71,10 @@ enum Command {
         /// Explicit version (must exceed the latest).
         #[arg(long)]
         version: Option<u64>,
+        /// Store only the 4 KiB chunks that differ from the latest version (a delta),
+        /// when that saves enough; prints the version and what was stored.
+        #[arg(long, conflicts_with = "version")]
+        delta: bool,
     },
     /// Write a version of NAME (default: the latest) to stdout or a file.
     Get {
@@ -229,8 +233,8 @@ pub fn main() -> ExitCode {
         Command::Create { pool, size, segment_size, lanes, payload_checksum } => {
             commands::create(&pool, size, segment_size, lanes, payload_checksum, d)
         }
-        Command::Put { pool, name, file, lane, version } => {
-            commands::put(&pool, &name, file.as_deref(), lane, version, d)
+        Command::Put { pool, name, file, lane, version, delta } => {
+            commands::put(&pool, &name, file.as_deref(), lane, version, delta, d)
         }
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
         Command::Ls { pool, long } => commands::ls(&pool, long, d),
