@@ -228,7 +228,7 @@ fn fill(step: u64, array: u64, buf: &mut [u8]) {
 
 /// `/dev/shm` (memory, as the NVStream paper emulated persistent memory) if this process
 /// can write there, else the system's temporary directory.
-fn default_dir() -> PathBuf {
+pub(super) fn default_dir() -> PathBuf {
     let shm = Path::new("/dev/shm");
     let probe = shm.join(format!("nvs-demo-{}.probe", std::process::id()));
     let writable = OpenOptions::new().write(true).create_new(true).open(&probe).is_ok();
@@ -241,7 +241,7 @@ fn default_dir() -> PathBuf {
 }
 
 /// Files the demo created, removed when it ends however it ends.
-struct Cleanup(Vec<PathBuf>);
+pub(super) struct Cleanup(pub(super) Vec<PathBuf>);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {

@@ -12,6 +12,7 @@
 
 mod bench;
 mod commands;
+mod delta_bench;
 mod demo;
 mod follow;
 mod size;
@@ -140,6 +141,16 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         pause_us: u64,
     },
+    /// Delta puts vs full puts on a miniAMR-like grid (sparse and dense changes), for
+    /// every change detector: bytes stored and time per step.
+    BenchDelta {
+        /// Directory for the pools (default: /dev/shm, else the temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// A small grid and few steps (seconds).
+        #[arg(long)]
+        quick: bool,
+    },
     /// Benchmark nvs next to the hardware ceiling, memcpy, PMDK, tmpfs and fsync.
     Bench {
         /// Directory for the regions (default: /dev/shm, else the temp dir).
@@ -238,6 +249,7 @@ pub fn main() -> ExitCode {
         }
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
         Command::Ls { pool, long } => commands::ls(&pool, long, d),
+        Command::BenchDelta { dir, quick } => delta_bench::run(dir, quick),
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
         Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
