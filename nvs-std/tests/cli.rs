@@ -89,7 +89,7 @@ fn round_trip() {
     let o = nvs(&["ls", s(&pool)]);
     assert_eq!(code(&o), 0);
     let ls = stdout(&o);
-    assert!(ls.contains("grid  versions=2 latest=2 bytes=60010  sizes=v1:60000 v2:10"), "{ls}");
+    assert!(ls.contains("grid  versions=2 latest=2 bytes=60010 stored=60010  sizes=v1:60000 v2:10"), "{ls}");
     assert!(ls.contains("note  versions=1 latest=7"), "{ls}");
 
     let o = nvs(&["info", s(&pool)]);
