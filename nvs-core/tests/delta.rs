@@ -44,6 +44,7 @@ fn scribble(rng: &mut Rng, obj: &mut [u8], count: usize) -> Vec<(u64, u64)> {
 
 /// A delta stores about the changed chunks only; v1 and v2 read back whole, also after reopen.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn delta_stores_only_changed_chunks_and_reads_back_whole() {
     let mut ram = Ram::new(4 << 20, 0x5A);
     let mut rng = Rng(1);
@@ -76,6 +77,7 @@ fn delta_stores_only_changed_chunks_and_reads_back_whole() {
 /// A long run of deltas: depth climbs to `full_every`, then a full version; every version
 /// of the whole history reads back exactly, before and after reopen.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn chains_stay_within_full_every_and_every_version_reads_back() {
     let mut ram = Ram::new(8 << 20, 0x00);
     let mut rng = Rng(2);
@@ -109,6 +111,7 @@ fn chains_stay_within_full_every_and_every_version_reads_back() {
 /// Falls back to a full version: length changed, parent unknown, too much changed, or a
 /// pool made before deltas; the result is still exact.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn falls_back_to_full_when_a_delta_does_not_pay() {
     let mut ram = Ram::new(4 << 20, 0x00);
     let mut pool = pool_with(&mut ram, 1 << 20, false);
@@ -170,6 +173,7 @@ fn bad_ranges_and_options_are_refused_with_nothing_written() {
 /// ChunkHashes finds the changes itself: the stored size follows what changed, not what
 /// the caller claims, and every version reads back.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn chunk_hashes_detect_changes() {
     let mut ram = Ram::new(4 << 20, 0x00);
     let mut pool = pool_with(&mut ram, 1 << 20, false);
@@ -204,6 +208,7 @@ fn chunk_hashes_detect_changes() {
 
 /// A batch mixing delta and full objects, with vectored parts cut across the changed runs.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn batch_with_vectored_delta_objects() {
     let mut ram = Ram::new(4 << 20, 0x00);
     let mut pool = pool_with(&mut ram, 1 << 20, true);
@@ -232,6 +237,7 @@ fn batch_with_vectored_delta_objects() {
 /// reclaim(keep 1) keeps the full version and the deltas the latest version needs, and
 /// releases what no kept version needs.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn retention_keeps_what_a_live_delta_needs() {
     let mut ram = Ram::new(4096 + 40 * 65536, 0x00);
     let mut pool = pool_with(&mut ram, 65536, false);
@@ -271,6 +277,7 @@ fn retention_keeps_what_a_live_delta_needs() {
 /// Damage to a committed delta is reported, never returned as data: its extent table
 /// (record checksum), and with payload checksums its data.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn damaged_deltas_are_reported() {
     for checksums in [false, true] {
         let mut ram = Ram::new(4 << 20, 0x00);
@@ -307,6 +314,7 @@ fn damaged_deltas_are_reported() {
 /// A pool formatted before deltas existed (no FLAG_DELTAS) takes delta puts as full
 /// versions, and a delta object in such a pool is refused by recovery.
 #[test]
+#[cfg_attr(miri, ignore = "64 KiB objects over MiB pools: minutes under miri; delta code has no unsafe")]
 fn pools_without_the_delta_flag_take_full_versions() {
     let mut ram = Ram::new(1 << 20, 0x00);
     {
