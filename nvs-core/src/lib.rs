@@ -32,7 +32,7 @@ pub mod recover;
 pub mod region;
 pub mod sync;
 
-pub use delta::{ChunkHashes, Changes, Delta, DeltaOptions, Put};
+pub use delta::{Changes, ChunkHashes, Delta, DeltaOptions, Put};
 pub use error::{CorruptKind, Error, Result};
 pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
 #[cfg(feature = "alloc")]
