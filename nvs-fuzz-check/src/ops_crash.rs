@@ -88,7 +88,12 @@ impl RawOp {
         };
         let derived = |j: u64, m: u64| u64::from_le_bytes(fill((len as u64) << 8 | j, 8).try_into().unwrap()) % m;
         match kind % 20 {
-            0..=7 => Op::Put { lane, name, len, version: ver(extra) },
+            0..=5 => Op::Put { lane, name, len, version: ver(extra) },
+            6..=7 => {
+                let changes = (0..1 + extra % 4)
+                    .map(|j| (derived(j as u64 + 30, 4200) as u16, derived(j as u64 + 40, 300) as u16));
+                Op::Delta { lane, name, len, changes: changes.collect() }
+            }
             8..=11 => {
                 let parts = (0..extra % 7).map(|j| derived(j as u64, 700) as u16).collect();
                 Op::Vectored { lane, name, parts }
@@ -186,6 +191,14 @@ pub enum Op {
     Reopen,
     /// `Pool::refresh`: recovery again into the open pool (its caches and hints stay).
     Refresh,
+    /// `Pool::put_delta` of the name's latest version with `changes` (offset, len)
+    /// rewritten; a full put of `len` bytes when the name has no version.
+    Delta {
+        lane: u8,
+        name: u8,
+        len: u16,
+        changes: Vec<(u16, u16)>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -238,6 +251,8 @@ struct ReqObj {
     name: Vec<u8>,
     parts: Vec<Vec<u8>>,
     version: Option<u64>,
+    /// A delta put: the parent version and the changed ranges, sorted.
+    delta: Option<(u64, Vec<(u64, u64)>)>,
 }
 
 impl ReqObj {
@@ -250,6 +265,7 @@ impl ReqObj {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Call {
     Put,
+    Delta,
     Vectored,
     Batch,
     Close,
@@ -408,7 +424,31 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
             let name = name_of(*name);
             let version = explicit(&name, *version);
             let parts = vec![fill(seed, *len as usize % 4200)];
-            Req { call: Call::Put, lane: *lane as u32 % (model.lanes + 1), objs: vec![ReqObj { name, parts, version }] }
+            Req {
+                call: Call::Put,
+                lane: *lane as u32 % (model.lanes + 1),
+                objs: vec![ReqObj { name, parts, version, delta: None }],
+            }
+        }
+        Op::Delta { lane, name, len, changes } => {
+            let name = name_of(*name);
+            let lane = *lane as u32 % (model.lanes + 1);
+            let base =
+                model.latest(&name).and_then(|v| Some((v, model.objects.get(&(name.clone(), v))?.bytes.clone())));
+            let Some((parent, mut bytes)) = base else {
+                let parts = vec![fill(seed, *len as usize % 4200)];
+                let o = ReqObj { name, parts, version: None, delta: Some((0, vec![])) };
+                return Some(Req { call: Call::Delta, lane, objs: vec![o] });
+            };
+            let mut ranges = Vec::new();
+            for (k, &(off, n)) in changes.iter().enumerate() {
+                let (off, end) = ((off as usize).min(bytes.len()), (off as usize + n as usize).min(bytes.len()));
+                bytes[off..end].copy_from_slice(&fill(seed ^ (k as u64 + 1) << 32, end - off));
+                ranges.push((off as u64, (end - off) as u64));
+            }
+            ranges.sort_unstable();
+            let o = ReqObj { name, parts: vec![bytes], version: None, delta: Some((parent, ranges)) };
+            Req { call: Call::Delta, lane, objs: vec![o] }
         }
         Op::Vectored { lane, name, parts } => {
             let lens: Vec<usize> = parts.iter().take(MAX_PARTS).map(|&l| l as usize % 700).collect();
@@ -421,7 +461,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
                     all[at - l..at].to_vec()
                 })
                 .collect();
-            let o = ReqObj { name: name_of(*name), parts, version: None };
+            let o = ReqObj { name: name_of(*name), parts, version: None, delta: None };
             Req { call: Call::Vectored, lane: *lane as u32 % (model.lanes + 1), objs: vec![o] }
         }
         Op::Batch { lane, objects } => {
@@ -433,7 +473,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
                     let name = name_of(o.name);
                     let version = explicit(&name, o.version);
                     let parts = vec![fill(seed ^ ((k as u64 + 1) << 40), o.len as usize % 1500)];
-                    ReqObj { name, parts, version }
+                    ReqObj { name, parts, version, delta: None }
                 })
                 .collect();
             Req { call: Call::Batch, lane: *lane as u32 % (model.lanes + 1), objs }
@@ -447,6 +487,10 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
 fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
     match (req.call, &req.objs[..]) {
         (Call::Close, _) => pool.close_lane(req.lane).map(|()| Vec::new()),
+        (Call::Delta, [o]) => {
+            let (parent, ranges) = o.delta.clone().unwrap_or_default();
+            pool.put_delta(req.lane, &o.name, &o.bytes(), parent, &ranges).map(|p| vec![p.version])
+        }
         (Call::Put, [o]) => {
             let b = o.bytes();
             match o.version {
@@ -510,6 +554,7 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
     {
         let opts = options(input.pool_id ^ 1, segment_len, lanes, false);
         let mut pool = Pool::format(img.region(), opts, HeapMemory::new()).expect("format the stale pool");
+        small_deltas(&mut pool);
         let model = Model::new(segment_len, lanes);
         for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
             if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
@@ -523,6 +568,12 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
 /// `Pool::reclaim(keep)` on the live pool, checked against the model: only objects with
 /// at least `keep` newer versions of their name are released, nothing else changes, at
 /// most one truncate unit per lane; and recorded as units for the crash check.
+/// Delta options for objects of a few KiB: 64-byte chunks, chains of at most 3.
+fn small_deltas<M: Media>(pool: &mut Pool<M, HeapMemory>) {
+    let opts = nvs_core::DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50 };
+    pool.set_delta_options(opts).expect("valid delta options");
+}
+
 fn reclaim(sim: &SimMedia, pool: &mut Pool<&SimMedia, HeapMemory>, model: &mut Model, done: &mut Vec<Done>, keep: u32) {
     let lanes = model.lanes;
     let before = pool_lane_infos(pool, lanes);
@@ -592,6 +643,7 @@ pub fn check(input: &Input) {
     let sim = SimMedia::from_bytes(&base);
     let opts = options(input.pool_id, segment_len, lanes, g & 0x40 != 0);
     let mut pool = Pool::format(&sim, opts, HeapMemory::new()).expect("format");
+    small_deltas(&mut pool);
     let formatted = sim.point();
     let mut model = Model::new(segment_len, lanes);
     let mut done: Vec<Done> = Vec::new();
@@ -610,6 +662,7 @@ pub fn check(input: &Input) {
                 let (media, _) = pool.close();
                 pool = Pool::open(media, HeapMemory::new())
                     .unwrap_or_else(|e| panic!("reopen without a crash failed: {e}"));
+                small_deltas(&mut pool);
             }
             assert_eq!(sim.thaw(), 0, "recovery stored");
             let (objects, infos) = committed(&done);
