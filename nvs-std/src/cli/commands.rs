@@ -203,6 +203,8 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
     );
     row("lanes", format!("{} (in use: {})", sb.lanes_max, st.lanes));
     row("payload checksum", on_off(sb.has_payload_checksum()).into());
+    let deltas = if sb.has_deltas() { "allowed" } else { "not in this pool (made before deltas): full versions only" };
+    row("delta objects", deltas.into());
     let origin = match durability {
         Some(_) => "as asked".to_string(),
         None => format!("the default for a {}", m.backing()),
