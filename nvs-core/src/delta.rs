@@ -29,7 +29,7 @@ use core::mem::size_of;
 pub struct DeltaOptions {
     /// Changes are stored in whole chunks of this many bytes (a power of two, >= 64).
     pub chunk_bytes: u64,
-    /// At most this many deltas follow a full version (1 ..= 64).
+    /// At most this many deltas follow a full version (1 ..= 255).
     pub full_every: u32,
     /// A delta storing more than this percentage of the object is written as a full
     /// version instead (1 ..= 100).
@@ -48,7 +48,7 @@ impl DeltaOptions {
             return Err(Error::DeltaOptions { what: "chunk_bytes must be a power of two of at least 64" });
         }
         if !(1..=DELTA_DEPTH_MAX).contains(&self.full_every) {
-            return Err(Error::DeltaOptions { what: "full_every must be between 1 and 64" });
+            return Err(Error::DeltaOptions { what: "full_every must be between 1 and 255" });
         }
         if !(1..=100).contains(&self.max_percent) {
             return Err(Error::DeltaOptions { what: "max_percent must be between 1 and 100" });

@@ -75,7 +75,7 @@ pub const FLAG_DELTAS: u32 = 2;
 /// Object header flag: the payload is a [`DeltaRecord`] against an earlier version.
 pub const OBJECT_DELTA: u16 = 1;
 /// Longest chain of deltas from a full version (a delta's `depth`).
-pub const DELTA_DEPTH_MAX: u32 = 64;
+pub const DELTA_DEPTH_MAX: u32 = 255;
 
 /// The superblock, at offset 0.
 #[repr(C)]

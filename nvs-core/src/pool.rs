@@ -147,7 +147,9 @@ struct Planned {
 type Plan<const N: usize> = heapless::Vec<Planned, N>;
 
 /// A delta's entry and its ancestors down to the full version.
-type Chain = heapless::Vec<Entry, { format::DELTA_DEPTH_MAX as usize + 1 }>;
+/// Entry ids, newest first (ids stay valid while the pool is borrowed: only `&mut`
+/// methods remove entries; the entries themselves are read under the lock).
+type Chain = heapless::Vec<u32, { format::DELTA_DEPTH_MAX as usize + 1 }>;
 
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
@@ -1070,6 +1072,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// The entry of (`name`, `version`) in `s`'s index.
     fn lookup<'s>(&self, s: &'s Shared<X>, name: &[u8], version: u64) -> Result<&'s Entry> {
+        Ok(s.index.entry(self.lookup_id(s, name, version)?))
+    }
+
+    /// The entry id of (`name`, `version`) in `s`'s index.
+    fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<u32> {
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
         let id = match s.index.name_is(&self.media, hint_name, name) {
@@ -1081,7 +1088,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             None => s.index.find_version(id, version).ok_or(Error::NotFound)?,
         };
         self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
-        Ok(s.index.entry(e))
+        Ok(e)
     }
 
     /// Copy version `version` of `name` into `buf`; returns its length. A delta version
@@ -1092,17 +1099,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let mut chain = Chain::new();
         let e = {
             let s = self.shared.read();
-            let e = *self.lookup(&s, name, version)?;
-            self.chain_of(&s, e, &mut chain)?;
-            e
+            let id = self.lookup_id(&s, name, version)?;
+            self.chain_of(&s, id, &mut chain)?;
+            *s.index.entry(id)
         };
+        let entry = |id: u32| *self.shared.read().index.entry(id);
         let len = e.len_bytes as usize;
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         // The full version first, then each delta from the oldest; each payload checked
         // against its checksum (if the pool has them) as it is used.
         let checksums = self.sb.has_payload_checksum();
         let mut bad_sum = None;
-        for link in chain.iter().rev() {
+        for &id in chain.iter().rev() {
+            let link = &entry(id);
             let sum = if link.depth == 0 {
                 self.media.read(link.payload_off as usize, dst);
                 checksums.then(|| hash64(self.sb.pool_id, dst))
@@ -1120,7 +1129,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
         // A writer in another process released and reused a segment while this reader's
         // index still listed it: the bytes may be someone else's.
-        if !self.writable && !chain.iter().all(|link| self.still_there(link)) {
+        if !self.writable && !chain.iter().all(|&id| self.still_there(&entry(id))) {
             return Err(Error::NotFound);
         }
         if let Some(offset) = bad_sum {
@@ -1129,21 +1138,24 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(len)
     }
 
-    /// `e` and, if it is a delta, its ancestors down to its full version, newest first.
-    /// Each parent must be in the index, one level shallower, of the same length.
-    fn chain_of(&self, s: &Shared<X>, e: Entry, chain: &mut Chain) -> Result<()> {
+    /// Entry `id` and, if it is a delta, its ancestors down to its full version, newest
+    /// first. Each parent must be in the index, one level shallower, of the same length.
+    fn chain_of(&self, s: &Shared<X>, id: u32, chain: &mut Chain) -> Result<()> {
         chain.clear();
-        let mut at = e;
+        let mut id = id;
         loop {
-            chain.push(at).map_err(|_| Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain })?;
+            let at = *s.index.entry(id);
+            let bad = Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain };
+            chain.push(id).map_err(|_| bad)?;
             if at.depth == 0 {
                 return Ok(());
             }
             let parent = delta::parent_of(&self.media, &at);
-            let p = s.index.find_version(at.name, parent).map(|i| *s.index.entry(i));
-            at = p
-                .filter(|p| p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version)
-                .ok_or(Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain })?;
+            let ok = |p: &u32| {
+                let p = s.index.entry(*p);
+                p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version
+            };
+            id = s.index.find_version(at.name, parent).filter(ok).ok_or(bad)?;
         }
     }
 
@@ -1230,13 +1242,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let mut at = s.index.name(id).first;
             while at != NONE {
                 let e = *s.index.entry(at);
+                let id = at;
                 if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
                     return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
                 }
                 if e.depth > 0 {
                     // Its record is sound and its chain reaches a full version.
                     delta::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
-                    self.chain_of(&s, e, &mut chain)?;
+                    self.chain_of(&s, id, &mut chain)?;
                 }
                 checked += 1;
                 at = e.next;

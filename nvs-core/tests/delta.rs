@@ -161,7 +161,7 @@ fn bad_ranges_and_options_are_refused_with_nothing_written() {
         DeltaOptions { chunk_bytes: 100, ..DeltaOptions::default() },
         DeltaOptions { chunk_bytes: 32, ..DeltaOptions::default() },
         DeltaOptions { full_every: 0, ..DeltaOptions::default() },
-        DeltaOptions { full_every: 65, ..DeltaOptions::default() },
+        DeltaOptions { full_every: 256, ..DeltaOptions::default() },
         DeltaOptions { max_percent: 0, ..DeltaOptions::default() },
         DeltaOptions { max_percent: 101, ..DeltaOptions::default() },
     ] {
@@ -367,4 +367,29 @@ fn reclaim_never_orphans_a_delta_that_stays() {
         pool.get(b"d", v, &mut [0u8; 1000]).unwrap_or_else(|e| panic!("v{v} listed but unreadable: {e}"));
     }
     assert!(pool.verify_all().is_ok());
+}
+
+/// The deepest chain the format allows (255 deltas) reads back, and the next version is full.
+#[test]
+#[cfg_attr(miri, ignore = "300 puts and 255-deep rebuilds: slow under miri")]
+fn deepest_chain_reads_back() {
+    let mut ram = Ram::new(4 << 20, 0x00);
+    let mut pool = pool_with(&mut ram, 1 << 20, true);
+    pool.set_delta_options(DeltaOptions { chunk_bytes: 64, full_every: 255, max_percent: 50 }).unwrap();
+    let mut obj = vec![0u8; 4096];
+    let mut history = Vec::new();
+    for v in 1..=258u64 {
+        obj[(v as usize * 67) % 4096] = v as u8;
+        let put = pool.put_delta(0, b"deep", &obj, v - 1, &[((v * 67) % 4096, 1)]).unwrap();
+        assert_eq!(put.version, v);
+        history.push(obj.clone());
+    }
+    assert_eq!(pool.stat(b"deep", 256).unwrap().depth, 255);
+    assert_eq!(pool.stat(b"deep", 257).unwrap().depth, 0);
+    for v in [1u64, 2, 128, 255, 256, 257, 258] {
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(pool.get(b"deep", v, &mut buf), Ok(4096));
+        assert_eq!(buf, history[v as usize - 1], "v{v}");
+    }
+    assert_eq!(pool.verify_all(), Ok(258));
 }

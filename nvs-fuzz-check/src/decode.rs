@@ -270,11 +270,11 @@ fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -
         .and_then(|p| (off + (48 + name_len).div_ceil(64) * 64).checked_add(p));
     let Some(end) = end.filter(|&e| e <= unit_end) else { return bounds };
     // FORMAT.md: a full object has flags, depth and object_len 0; a delta (flags 1) needs
-    // the pool's delta flag (2), depth 1..=64, a payload of at least 64 bytes and an
+    // the pool's delta flag (2), depth 1..=255, a payload of at least 64 bytes and an
     // object_len no larger than a segment.
     let kind_ok = match h.flags {
         0 => h.depth == 0 && h.object_len == 0,
-        1 => sb.flags & 2 != 0 && (1..=64).contains(&h.depth) && h.payload_len >= 64 && h.object_len <= sb.segment_len,
+        1 => sb.flags & 2 != 0 && (1..=255).contains(&h.depth) && h.payload_len >= 64 && h.object_len <= sb.segment_len,
         _ => false,
     };
     if !kind_ok {
