@@ -5,7 +5,9 @@
 //! those images.
 //!
 //! - [`SimMedia`] records every store (split into aligned 8-byte words), flush and
-//!   fence, per thread, and keeps the volatile view the running code reads back.
+//!   fence, per thread, and keeps the volatile view the running code reads back. Under
+//!   `--cfg loom` the threads are loom's model threads and every fence is a loom
+//!   scheduling point (nvs-verify's loom × crash test, tests/loom_crash.rs).
 //! - [`state::crash_state`] turns a trace prefix into a [`State`]: what every word may
 //!   hold after a crash there. [`state::fence_points`] are the crash points that cover
 //!   every image (before each fence, and at the end); [`state::all_points`] is every

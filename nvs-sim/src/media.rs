@@ -8,13 +8,40 @@ use nvs_core::Media;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
+#[cfg(not(loom))]
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+#[cfg(not(loom))]
 thread_local! {
     static THREAD: u32 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
-/// A small id of the calling OS thread (fences are per thread).
+/// A small id of the calling thread (fences are per thread).
+///
+/// Normally the OS thread's. Under `--cfg loom` it is the loom model thread's: loom runs
+/// all of an execution's threads on one OS thread, so an OS thread-local would give
+/// them one id and one thread's fence would make another's stores durable. A
+/// `SimMedia` is then used only inside `loom::model` (as nvs-core's pool is).
 pub fn thread_id() -> u32 {
+    #[cfg(not(loom))]
+    return THREAD.with(|t| *t);
+    #[cfg(loom)]
+    return loom_thread_id();
+}
+
+/// The loom model thread's index in its execution (0 for the model's main thread),
+/// read once per thread from its `ThreadId` (whose `Debug` is `ThreadId(n)`; loom has
+/// no other accessor). Unlike a counter in a `loom::lazy_static`, this adds no
+/// synchronization to the model.
+#[cfg(loom)]
+fn loom_thread_id() -> u32 {
+    fn parse() -> u32 {
+        let id = format!("{:?}", loom::thread::current().id());
+        let n = id.strip_prefix("ThreadId(").and_then(|s| s.strip_suffix(')')).and_then(|s| s.parse().ok());
+        n.unwrap_or_else(|| panic!("nvs-sim: unexpected loom thread id {id:?}"))
+    }
+    loom::thread_local! {
+        static THREAD: u32 = parse();
+    }
     THREAD.with(|t| *t)
 }
 
@@ -126,9 +153,25 @@ struct Inner {
 pub struct SimMedia {
     inner: Mutex<Inner>,
     len: usize,
+    /// Under loom, every fence is also a scheduling point (a Relaxed read-modify-write
+    /// of this counter, which adds no synchronization): loom then interleaves the
+    /// threads' units at their fences, and crash points see several threads mid-unit.
+    #[cfg(loom)]
+    fences: loom::sync::atomic::AtomicUsize,
 }
 
 impl SimMedia {
+    /// The recorder's lock. It is held only inside one media call, which makes no
+    /// loom operation, so under loom (all model threads on one OS thread, switching only
+    /// at loom operations) it is never contended: blocking on it there would hang the
+    /// model, so a contended lock panics instead.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        #[cfg(loom)]
+        return self.inner.try_lock().expect("nvs-sim: media lock held across a loom thread switch");
+        #[cfg(not(loom))]
+        return self.inner.lock().unwrap();
+    }
+
     /// A media of these bytes (length a multiple of 8), nothing recorded yet.
     pub fn from_bytes(bytes: &[u8]) -> SimMedia {
         SimMedia::on(View::new(State::from_bytes(bytes), Chooser::default()))
@@ -146,32 +189,34 @@ impl SimMedia {
                 stores_while_frozen: 0,
             }),
             len: words * 8,
+            #[cfg(loom)]
+            fences: loom::sync::atomic::AtomicUsize::new(0),
         }
     }
 
     /// Number of events recorded so far (a crash point).
     pub fn point(&self) -> usize {
-        self.inner.lock().unwrap().events.len()
+        self.lock().events.len()
     }
 
     pub fn events(&self) -> Vec<Event> {
-        self.inner.lock().unwrap().events.clone()
+        self.lock().events.clone()
     }
 
     /// The crash state if the machine had crashed after the first `point` events.
     pub fn crash_state(&self, point: usize) -> State {
-        let g = self.inner.lock().unwrap();
+        let g = self.lock();
         crash_state(&g.base.effective_state(), &g.events, point)
     }
 
     /// Refuse stores from now on (counting them) until `thaw`: recovery must not write.
     pub fn freeze(&self) {
-        self.inner.lock().unwrap().frozen = true;
+        self.lock().frozen = true;
     }
 
     /// Allow stores again; returns how many were attempted while frozen.
     pub fn thaw(&self) -> u64 {
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         g.frozen = false;
         std::mem::take(&mut g.stores_while_frozen)
     }
@@ -214,7 +259,7 @@ impl Media for SimMedia {
 
     fn read(&self, off: usize, dst: &mut [u8]) {
         self.check(off, dst.len());
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         if dst.is_empty() {
             return;
         }
@@ -233,14 +278,14 @@ impl Media for SimMedia {
     fn load_word(&self, off: usize) -> u64 {
         self.check(off, 8);
         assert!(off.is_multiple_of(8), "nvs bug: unaligned word load at {off}");
-        self.inner.lock().unwrap().word(off / 8)
+        self.lock().word(off / 8)
     }
 
     fn store_nt(&self, off: usize, src: &[u8]) {
         let padded = src.len().next_multiple_of(8);
         self.check(off, padded);
         assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         for (k, chunk) in src.chunks(8).enumerate() {
             let mut w = [0u8; 8];
             w[..chunk.len()].copy_from_slice(chunk);
@@ -251,7 +296,7 @@ impl Media for SimMedia {
     fn store_word_nt(&self, off: usize, word: u64) {
         self.check(off, 8);
         assert!(off.is_multiple_of(8), "nvs bug: unaligned word store at {off}");
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         Self::store_word(&mut g, off / 8, word, true);
     }
 
@@ -260,7 +305,7 @@ impl Media for SimMedia {
         if src.is_empty() {
             return;
         }
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         let (first, last) = (off / 8, (off + src.len() - 1) / 8);
         for w in first..=last {
             let mut bytes = g.word(w).to_le_bytes();
@@ -276,7 +321,7 @@ impl Media for SimMedia {
 
     fn flush(&self, off: usize, len: usize) {
         self.check(off, len);
-        let mut g = self.inner.lock().unwrap();
+        let mut g = self.lock();
         if g.frozen || len == 0 {
             return;
         }
@@ -286,7 +331,10 @@ impl Media for SimMedia {
     }
 
     fn fence(&self) {
-        let mut g = self.inner.lock().unwrap();
+        // Before the lock: another model thread may run here.
+        #[cfg(loom)]
+        self.fences.fetch_add(1, loom::sync::atomic::Ordering::Relaxed);
+        let mut g = self.lock();
         if g.frozen {
             return;
         }

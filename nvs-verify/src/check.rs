@@ -1,13 +1,13 @@
 //! The crash check: run a workload, crash it at every crash point, explore every image
 //! recovery can observe there, and hold what it recovers to the contract (ARCHITECTURE §4).
 
-use crate::workload::{run, Family, Issued, Trace, Workload};
+use crate::workload::{run, Family, Issued, Workload};
 use nvs_core::{HeapMemory, Media, Pool, NAME_MAX};
 use nvs_sim::{all_points, explore, fence_points, Chooser, CrashView, SimMedia, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Runs allowed per crash point before the verdict is "incomplete".
@@ -148,7 +148,7 @@ fn digest(rec: &[Rec]) -> u64 {
 /// every point (each explored on its own, nested). Returns the recovered state's digest
 /// and the number of nested runs.
 pub fn check_once(
-    trace: &Trace,
+    issued: &[Issued],
     point: usize,
     state: &nvs_sim::State,
     ch: &Chooser,
@@ -163,7 +163,7 @@ pub fn check_once(
     if view.stores() != 0 {
         return Err(format!("recovery stored {} times (opening must not write)", view.stores()));
     }
-    oracle(&trace.issued, point, &[], &rec)?;
+    oracle(issued, point, &[], &rec)?;
     let d = digest(&rec);
     if !depth2 {
         return Ok((d, 0));
@@ -265,6 +265,109 @@ pub struct FamilyReport {
     pub time: Duration,
 }
 
+/// What the crash check of one trace found (one workload's run, or one loom execution).
+#[derive(Debug, Default)]
+pub struct TraceReport {
+    /// Crash points checked.
+    pub points: u64,
+    /// Lazy runs (each a recovery on one crash view), nested depth-2 runs included.
+    pub states: u64,
+    pub eager_points: u64,
+    pub eager_runs: u64,
+    /// Lazy runs at the points where the eager explorer also ran.
+    pub lazy_runs_where_eager: u64,
+    /// (lazy runs, eager runs) at the single largest point where both ran.
+    pub largest_both: (u64, u64),
+    pub incomplete: u64,
+    /// (point, choices, message) of each violation.
+    pub failures: Vec<(usize, Vec<usize>, String)>,
+}
+
+/// One recovery check at one crash point (with its choices), owning what it needs:
+/// the recovered state's digest and the number of nested runs, or a violation.
+pub type Job = Box<dyn FnOnce() -> Result<(u64, u64), String> + Send>;
+
+/// Check a recorded trace at each of `points`: `state_at(p)` is the crash state after
+/// the trace's first `p` events and `issued` what its operations issued and when they
+/// were acknowledged. Every image recovery can observe is explored lazily (and eagerly
+/// too where at most [`EAGER_MAX_UNDECIDED`] words are undecided, the outcome sets
+/// compared), and what recovery returns is held to the [`oracle`]. Stops at the first
+/// failure if `stop_early`.
+pub fn check_trace(
+    state_at: impl Fn(usize) -> nvs_sim::State,
+    points: &[usize],
+    issued: &[Issued],
+    depth2: bool,
+    stop_early: bool,
+) -> TraceReport {
+    check_trace_with(&|job: Job| job(), state_at, points, issued, depth2, stop_early)
+}
+
+/// [`check_trace`], every recovery check run by `runner` (which runs the job and
+/// returns its result). The loom × crash test (tests/loom_crash.rs) runs each in a
+/// fresh loom execution: nvs-core built for loom needs one, and a loom thread counts
+/// only 65,535 synchronizing operations, which a few hundred recoveries exceed.
+pub fn check_trace_with(
+    runner: &dyn Fn(Job) -> Result<(u64, u64), String>,
+    state_at: impl Fn(usize) -> nvs_sim::State,
+    points: &[usize],
+    issued: &[Issued],
+    depth2: bool,
+    stop_early: bool,
+) -> TraceReport {
+    let issued: Arc<[Issued]> = issued.into();
+    let job = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser, eager: bool, depth2: bool| -> Job {
+        let (issued, state, ch) = (issued.clone(), state.clone(), ch.clone());
+        Box::new(move || check_once(&issued, point, &state, &ch, eager, depth2))
+    };
+    let mut r = TraceReport::default();
+    for &point in points {
+        r.points += 1;
+        let state = Arc::new(state_at(point));
+        let mut lazy_out = BTreeSet::new();
+        let mut nested = 0;
+        let verdict = explore(BUDGET, |ch| {
+            let (d, n) = runner(job(point, &state, ch, false, depth2))?;
+            lazy_out.insert(d);
+            nested += n;
+            Ok(())
+        });
+        let lazy_runs = verdict.runs();
+        r.states += lazy_runs + nested;
+        match verdict {
+            Verdict::Pass { .. } => {}
+            Verdict::Incomplete { .. } => r.incomplete += 1,
+            Verdict::Fail { choices, message, .. } => {
+                r.failures.push((point, choices, message));
+                if stop_early {
+                    break;
+                }
+                continue;
+            }
+        }
+        if !depth2 && state.undecided() <= EAGER_MAX_UNDECIDED {
+            let mut eager_out = BTreeSet::new();
+            let v = explore(BUDGET, |ch| {
+                eager_out.insert(runner(job(point, &state, ch, true, false))?.0);
+                Ok(())
+            });
+            r.eager_points += 1;
+            r.eager_runs += v.runs();
+            r.lazy_runs_where_eager += lazy_runs;
+            if v.runs() > r.largest_both.1 {
+                r.largest_both = (lazy_runs, v.runs());
+            }
+            if let Verdict::Fail { choices, message, .. } = v {
+                r.failures.push((point, choices, format!("eager: {message}")));
+            } else if eager_out != lazy_out {
+                let message = format!("lazy found {} outcomes, eager {}", lazy_out.len(), eager_out.len());
+                r.failures.push((point, vec![], message));
+            }
+        }
+    }
+    r
+}
+
 /// Check every crash point of one workload into `report`. Stops at the first failure
 /// if `stop_early`.
 fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<FamilyReport>) {
@@ -279,59 +382,19 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     let events = trace.media.events();
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
     let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.format_end).collect();
-    let (mut states, mut eager_points, mut eager_runs, mut lazy_both, mut incomplete) = (0, 0, 0, 0, 0);
-    let mut largest = (0, 0);
-    for &point in &points {
-        let state = trace.media.crash_state(point);
-        let mut lazy_out = BTreeSet::new();
-        let mut nested = 0;
-        let verdict = explore(BUDGET, |ch| {
-            let (d, n) = check_once(&trace, point, &state, ch, false, fam.depth2)?;
-            lazy_out.insert(d);
-            nested += n;
-            Ok(())
-        });
-        let lazy_runs = verdict.runs();
-        states += lazy_runs + nested;
-        match verdict {
-            Verdict::Pass { .. } => {}
-            Verdict::Incomplete { .. } => incomplete += 1,
-            Verdict::Fail { choices, message, .. } => {
-                fail(point, choices, message);
-                if stop_early {
-                    break;
-                }
-                continue;
-            }
-        }
-        if !fam.depth2 && state.undecided() <= EAGER_MAX_UNDECIDED {
-            let mut eager_out = BTreeSet::new();
-            let v = explore(BUDGET, |ch| {
-                eager_out.insert(check_once(&trace, point, &state, ch, true, false)?.0);
-                Ok(())
-            });
-            eager_points += 1;
-            eager_runs += v.runs();
-            lazy_both += lazy_runs;
-            if v.runs() > largest.1 {
-                largest = (lazy_runs, v.runs());
-            }
-            if let Verdict::Fail { choices, message, .. } = v {
-                fail(point, choices, format!("eager: {message}"));
-            } else if eager_out != lazy_out {
-                fail(point, vec![], format!("lazy found {} outcomes, eager {}", lazy_out.len(), eager_out.len()));
-            }
-        }
+    let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.depth2, stop_early);
+    for (point, choices, message) in t.failures {
+        fail(point, choices, message);
     }
     let mut r = report.lock().unwrap();
-    r.points += points.len() as u64;
-    r.states += states;
-    r.eager_points += eager_points;
-    r.eager_runs += eager_runs;
-    r.lazy_runs_where_eager += lazy_both;
-    r.incomplete += incomplete;
-    if largest.1 > r.largest_both.1 {
-        r.largest_both = largest;
+    r.points += t.points;
+    r.states += t.states;
+    r.eager_points += t.eager_points;
+    r.eager_runs += t.eager_runs;
+    r.lazy_runs_where_eager += t.lazy_runs_where_eager;
+    r.incomplete += t.incomplete;
+    if t.largest_both.1 > r.largest_both.1 {
+        r.largest_both = t.largest_both;
     }
 }
 
@@ -362,5 +425,5 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
 pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> Result<(), String> {
     let trace = run(w)?;
     let state = trace.media.crash_state(point);
-    nvs_sim::replay(choices, |ch| check_once(&trace, point, &state, ch, false, fam.depth2).map(|_| ()))
+    nvs_sim::replay(choices, |ch| check_once(&trace.issued, point, &state, ch, false, fam.depth2).map(|_| ()))
 }
