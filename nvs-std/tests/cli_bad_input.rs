@@ -222,7 +222,18 @@ fn nobody_can_reach(p: &Path) -> bool {
 fn locked_by_a_writer() {
     let dir = tmp();
     let p = pool(dir.path(), "p.pool");
-    let writer = FilePool::open(&p, Access::ReadWrite).expect("hold the writer lock");
+    // `pool` closed its writer, but a child another test spawned at that moment may
+    // still hold a copy of the descriptor (and so the flock) until its exec closes it:
+    // retry briefly.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let writer = loop {
+        match FilePool::open(&p, Access::ReadWrite) {
+            Err(nvs_std::Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            r => break r.expect("hold the writer lock"),
+        }
+    };
     let before = std::fs::read(&p).unwrap();
     for args in [vec!["put", s(&p), "name"], vec!["put", s(&p), "new", "--lane", "2"]] {
         let o = nvs(&args);
