@@ -7,7 +7,8 @@
 //! `dense`: every cell changes every step. Each detector runs the same steps on its
 //! own pool; a step is timed from the start of the grid update to the end of the put
 //! (so an OS tracker's page faults during the update are counted), and the bytes are
-//! what the put stored. Detectors:
+//! what the put stored; at the end, a get of the last version (the whole run's chain)
+//! is timed. Detectors:
 //! - `full`: no detection, every step a full put (the baseline of the ratios);
 //! - `ranges`: the simulation passes the byte ranges it wrote (free detection);
 //! - `hashes`: nvs-core's `ChunkHashes` hashes every chunk and compares;
@@ -25,6 +26,8 @@ use std::time::Instant;
 
 const NAME: &[u8] = b"grid";
 const DETECTORS: [&str; 5] = ["full", "ranges", "hashes", "uffd-wp", "mprotect"];
+/// Deltas per full version (the deepest chain the format allows).
+const FULL_EVERY: u32 = 255;
 
 /// The grid's memory: a plain vector or a tracked buffer.
 enum Grid {
@@ -97,6 +100,8 @@ struct Row {
     bytes: Vec<u64>,
     secs: Vec<f64>,
     deltas: usize,
+    /// Seconds to get the last version (median of 5): a chain of all the run's deltas.
+    get_secs: f64,
 }
 
 pub fn run(dir: Option<PathBuf>, quick: bool) -> Result<(), CliError> {
@@ -115,7 +120,7 @@ pub fn run(dir: Option<PathBuf>, quick: bool) -> Result<(), CliError> {
             let opts =
                 CreateOptions { segment_size: Some(segment), lanes: 1, populate: true, ..CreateOptions::default() };
             let mut pool = FilePool::create(&path, size, &opts)?;
-            pool.set_delta_options(DeltaOptions { full_every: 64, ..DeltaOptions::default() })?;
+            pool.set_delta_options(DeltaOptions { full_every: FULL_EVERY, ..DeltaOptions::default() })?;
             rows.push(run_one(&mut pool, detector, dense, n, steps)?);
             // Every version reads back as the plain simulation computed it.
             check(&pool, n, steps, dense, detector)?;
@@ -140,8 +145,14 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
     let mut hashes = ChunkHashes::new(vec![0u64; ChunkHashes::<Vec<u64>>::words_for(cells as u64 * 4, 4096)], 4096)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let (mut wrote, mut dirty) = (Vec::new(), Vec::new());
-    let mut row =
-        Row { workload: if dense { "dense" } else { "sparse" }, detector, bytes: vec![], secs: vec![], deltas: 0 };
+    let mut row = Row {
+        workload: if dense { "dense" } else { "sparse" },
+        detector,
+        bytes: vec![],
+        secs: vec![],
+        deltas: 0,
+        get_secs: 0.0,
+    };
     let mut parent = 0;
     for t in 0..steps {
         let start = Instant::now();
@@ -173,6 +184,14 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
             row.deltas += put.delta as usize;
         }
     }
+    let mut buf = vec![0u8; cells * 4];
+    let mut gets = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        pool.get(NAME, parent, &mut buf).map_err(|source| nvs_std::Error::Core { path: pool.path().into(), source })?;
+        gets.push(start.elapsed().as_secs_f64());
+    }
+    row.get_secs = median(&gets);
     Ok(row)
 }
 
@@ -200,28 +219,44 @@ fn report(rows: &[Row], grid_bytes: u64, n: usize, steps: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "grid {n}^3 f32 = {:.1} MiB, {steps} steps (the first, a full put, not counted); every version checked",
+        "grid {n}^3 f32 = {:.1} MiB, {steps} steps (the first, a full put, not counted); every version checked\n\
+         amortised: bytes per step over a whole chain (a full version, then {FULL_EVERY} steps like these)",
         grid_bytes as f64 / (1 << 20) as f64
     );
     let _ = writeln!(
         out,
-        "{:<8} {:<9} {:>7} {:>14} {:>10} {:>12} {:>9}",
-        "workload", "detector", "deltas", "bytes/step", "vs full", "ms/step", "vs full"
+        "{:<8} {:<9} {:>7} {:>14} {:>10} {:>10} {:>12} {:>9} {:>10} {:>9}",
+        "workload",
+        "detector",
+        "deltas",
+        "bytes/step",
+        "vs full",
+        "amortised",
+        "ms/step",
+        "vs full",
+        "get ms",
+        "vs full"
     );
     for r in rows {
         let full = rows.iter().find(|f| f.workload == r.workload && f.detector == "full").unwrap_or(r);
         let mean = |b: &[u64]| b.iter().sum::<u64>() as f64 / b.len().max(1) as f64;
         let (bytes, ms) = (mean(&r.bytes), median(&r.secs) * 1e3);
+        // Over a whole chain: one full version, then FULL_EVERY steps like these.
+        let k = FULL_EVERY as f64;
+        let amortised = (grid_bytes as f64 + k * bytes) / (k + 1.0);
         let _ = writeln!(
             out,
-            "{:<8} {:<9} {:>7} {:>14.0} {:>10.5} {:>12.3} {:>9.3}",
+            "{:<8} {:<9} {:>7} {:>14.0} {:>10.5} {:>10.5} {:>12.3} {:>9.3} {:>10.3} {:>9.3}",
             r.workload,
             r.detector,
             format!("{}/{}", r.deltas, r.bytes.len()),
             bytes,
             bytes / mean(&full.bytes),
+            amortised / mean(&full.bytes),
             ms,
-            ms / (median(&full.secs) * 1e3)
+            ms / (median(&full.secs) * 1e3),
+            r.get_secs * 1e3,
+            r.get_secs / full.get_secs
         );
     }
     out
