@@ -146,9 +146,9 @@ struct Planned {
 /// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
 type Plan<const N: usize> = heapless::Vec<Planned, N>;
 
-/// A delta's entry and its ancestors down to the full version.
-/// Entry ids, newest first (ids stay valid while the pool is borrowed: only `&mut`
-/// methods remove entries; the entries themselves are read under the lock).
+/// A delta's entry and its ancestors down to the full version, as entry ids, newest
+/// first (ids stay valid while the pool is borrowed: only `&mut` methods remove entries;
+/// the entries themselves are read under the lock).
 type Chain = heapless::Vec<u32, { format::DELTA_DEPTH_MAX as usize + 1 }>;
 
 /// Versions committed by one put or batch, in object order.
@@ -1097,11 +1097,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // The read lock's Acquire pairs with the publishing writer's Release: an entry
         // seen here belongs to a committed unit whose payload stores came before.
         let mut chain = Chain::new();
-        let e = {
+        let (e, walked) = {
             let s = self.shared.read();
             let id = self.lookup_id(&s, name, version)?;
-            self.chain_of(&s, id, &mut chain)?;
-            *s.index.entry(id)
+            (*s.index.entry(id), self.chain_of(&s, id, &mut chain))
         };
         let entry = |id: u32| *self.shared.read().index.entry(id);
         let len = e.len_bytes as usize;
@@ -1109,33 +1108,33 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // The full version first, then each delta from the oldest; each payload checked
         // against its checksum (if the pool has them) as it is used.
         let checksums = self.sb.has_payload_checksum();
-        let mut bad_sum = None;
-        for &id in chain.iter().rev() {
-            let link = &entry(id);
-            let sum = if link.depth == 0 {
-                self.media.read(link.payload_off as usize, dst);
-                checksums.then(|| hash64(self.sb.pool_id, dst))
-            } else {
-                delta::walk_record(&self.media, self.sb.pool_id, link, &mut |at, from, n| {
-                    if let Some(d) = dst.get_mut(at as usize..(at + n) as usize) {
-                        self.media.read(from as usize, d);
-                    }
-                })?;
-                checksums.then(|| self.media_sum(link.payload_off, link.stored_len))
-            };
-            if sum.is_some_and(|sum| sum != link.payload_sum) {
-                bad_sum = bad_sum.or(Some(link.payload_off));
+        let copied = walked.and_then(|()| {
+            for &id in chain.iter().rev() {
+                let link = &entry(id);
+                let sum = if link.depth == 0 {
+                    self.media.read(link.payload_off as usize, dst);
+                    checksums.then(|| hash64(self.sb.pool_id, dst))
+                } else {
+                    delta::walk_record(&self.media, self.sb.pool_id, link, &mut |at, from, n| {
+                        if let Some(d) = dst.get_mut(at as usize..(at + n) as usize) {
+                            self.media.read(from as usize, d);
+                        }
+                    })?;
+                    checksums.then(|| self.media_sum(link.payload_off, link.stored_len))
+                };
+                if sum.is_some_and(|sum| sum != link.payload_sum) {
+                    return Err(Error::Corrupted { offset: link.payload_off, kind: CorruptKind::PayloadChecksum });
+                }
             }
-        }
+            Ok(len)
+        });
         // A writer in another process released and reused a segment while this reader's
-        // index still listed it: the bytes may be someone else's.
+        // index still listed it: the bytes (a parent pointer, a record, the data) may be
+        // someone else's, whatever the checks above said.
         if !self.writable && !chain.iter().all(|&id| self.still_there(&entry(id))) {
             return Err(Error::NotFound);
         }
-        if let Some(offset) = bad_sum {
-            return Err(Error::Corrupted { offset, kind: CorruptKind::PayloadChecksum });
-        }
-        Ok(len)
+        copied
     }
 
     /// Entry `id` and, if it is a delta, its ancestors down to its full version, newest
