@@ -299,6 +299,20 @@ mod x86 {
         }
     }
 
+    /// Prefetch (into all cache levels) every cache line of `p..p + len`.
+    ///
+    /// # Safety
+    /// The range is inside a valid mapping (a prefetch never faults or writes anyway).
+    pub unsafe fn prefetch_lines(p: *const u8, len: usize) {
+        let mut line = p as usize & !63;
+        let end = p as usize + len;
+        while line < end {
+            // SAFETY: a hint; the line is inside the mapping (contract).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+            line += 64;
+        }
+    }
+
     /// Write back every cache line of `p..p + len`: `clwb` where present, else
     /// `clflushopt`, else `clflush`. Durable after the next sfence.
     ///
@@ -328,7 +342,7 @@ mod x86 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use x86::{copy_nt, flush_lines, has_avx2, has_avx512f, sfence, store_word_nt};
+pub use x86::{copy_nt, flush_lines, has_avx2, has_avx512f, prefetch_lines, sfence, store_word_nt};
 
 #[cfg(not(target_arch = "x86_64"))]
 mod fallback {
@@ -347,6 +361,9 @@ mod fallback {
     /// # Safety
     /// None needed: nothing to write back without an architecture-specific instruction.
     pub unsafe fn flush_lines(_p: *mut u8, _len: usize) {}
+    /// # Safety
+    /// None needed: a hint that does nothing here.
+    pub unsafe fn prefetch_lines(_p: *const u8, _len: usize) {}
     pub fn sfence() {
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst)
     }
@@ -359,4 +376,4 @@ mod fallback {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub use fallback::{copy_nt, flush_lines, has_avx2, has_avx512f, sfence, store_word_nt};
+pub use fallback::{copy_nt, flush_lines, has_avx2, has_avx512f, prefetch_lines, sfence, store_word_nt};

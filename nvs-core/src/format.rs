@@ -20,7 +20,7 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
 use crate::error::{CorruptKind, Error, Result};
-use crate::hash::{hash64, mix, Hasher};
+use crate::hash::{hash64, hash64_words, mix};
 use crate::media::Media;
 use crate::mutant;
 use bytemuck::{Pod, Zeroable};
@@ -225,17 +225,32 @@ impl SegmentHeader {
 }
 
 impl BatchHeader {
+    /// `nvs-hash64(pool_id, bytes 8..56)`, from the fields (the same bytes, in registers).
     pub fn compute_checksum(&self, pool_id: u64) -> u64 {
-        hash64(seed(pool_id), bytemuck::bytes_of(self).get(8..covered::<Self>()).unwrap_or(&[]))
+        let words = [
+            self.seq,
+            self.unit_len,
+            self.object_count as u64 | (self.lane as u64) << 32,
+            self.flags,
+            self.reserved[0],
+            self.reserved[1],
+        ];
+        hash64_words(seed(pool_id), &words, &[])
     }
 }
 
 impl ObjectHeader {
+    /// `nvs-hash64(pool_id, bytes 0..40 ++ name)`, from the fields (the same bytes, in
+    /// registers).
     pub fn compute_checksum(&self, pool_id: u64, name: &[u8]) -> u64 {
-        let mut h = Hasher::new(seed(pool_id));
-        h.write(bytemuck::bytes_of(self).get(..covered::<Self>()).unwrap_or(&[]));
-        h.write(name);
-        h.finish()
+        let words = [
+            self.version,
+            self.payload_len,
+            self.name_len as u64 | (self.flags as u64) << 16 | (self.depth as u64) << 32,
+            self.payload_sum,
+            self.object_len,
+        ];
+        hash64_words(seed(pool_id), &words, name)
     }
 }
 
@@ -464,6 +479,40 @@ pub fn decode_object<M: Media + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The header checksums computed from the fields equal the byte-wise definition.
+    #[test]
+    fn header_checksums_match_their_bytes() {
+        let bh = BatchHeader {
+            commit: 7,
+            seq: 0x1122_3344_5566_7788,
+            unit_len: 4096,
+            object_count: 0x8000_0001,
+            lane: 0xfedc_ba98,
+            flags: 3,
+            reserved: [u64::MAX, 5],
+            checksum: 0,
+        };
+        let want = crate::hash::hash64(99, bytemuck::bytes_of(&bh).get(8..56).unwrap_or(&[]));
+        assert_eq!(bh.compute_checksum(99), want);
+        let name: [u8; 40] = core::array::from_fn(|i| (i * 37 + 11) as u8);
+        for n in 0..=name.len() {
+            let oh = ObjectHeader {
+                version: 0xdead_beef_0000_0001,
+                payload_len: 0x0102_0304_0506_0708,
+                name_len: 0xabcd,
+                flags: 0x8001,
+                depth: 0xffff_fffe,
+                payload_sum: 42,
+                object_len: u64::MAX - 1,
+                checksum: 0,
+            };
+            let mut h = crate::hash::Hasher::new(99);
+            h.write(bytemuck::bytes_of(&oh).get(..40).unwrap_or(&[]));
+            h.write(name.get(..n).unwrap_or(&[]));
+            assert_eq!(oh.compute_checksum(99, name.get(..n).unwrap_or(&[])), h.finish(), "name of {n} bytes");
+        }
+    }
 
     /// Layout helpers keep payloads cache-line aligned and never undercount.
     #[test]

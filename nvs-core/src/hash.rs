@@ -93,6 +93,29 @@ pub fn hash64(seed: u64, bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// `nvs-hash64(seed, words ++ bytes)`, the words taken as their little-endian bytes:
+/// the same value as streaming those bytes through a [`Hasher`], computed word by word
+/// in registers (a header's fields need not be laid out in memory first).
+#[inline]
+pub fn hash64_words(seed: u64, words: &[u64], bytes: &[u8]) -> u64 {
+    let mut acc = seed ^ P3;
+    for &w in words {
+        acc = round(acc, w);
+    }
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        acc = round(acc, u64::from_le_bytes(a));
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        acc = round(acc, rest.iter().rev().fold(0u64, |w, &b| w << 8 | b as u64));
+    }
+    let len = (words.len() * 8 + bytes.len()) as u64;
+    finish(acc ^ len.wrapping_mul(P1))
+}
+
 /// Mix a few words into one (commit words, index keys).
 pub fn mix(words: &[u64]) -> u64 {
     let mut acc = P3;
@@ -105,6 +128,20 @@ pub fn mix(words: &[u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hashing words in registers equals hashing their bytes, for every tail length.
+    #[test]
+    fn words_equal_bytes() {
+        let words = [1u64, u64::MAX, 0x0123_4567_89ab_cdef];
+        let tail: [u8; 19] = core::array::from_fn(|i| (i * 29 + 1) as u8);
+        for n in 0..=tail.len() {
+            let mut h = Hasher::new(9);
+            words.iter().for_each(|w| h.write_u64(*w));
+            h.write(&tail[..n]);
+            assert_eq!(hash64_words(9, &words, &tail[..n]), h.finish(), "tail {n}");
+            assert_eq!(hash64_words(9, &[], &tail[..n]), hash64(9, &tail[..n]), "bytes only, {n}");
+        }
+    }
 
     /// Streaming over any split equals hashing the whole; every single-bit flip changes the hash.
     #[test]

@@ -416,6 +416,12 @@ impl<X: IndexMemory> Index<X> {
         is(last).then_some(last)
     }
 
+    /// The entry after entry `i` in its name's version list, if both exist.
+    pub fn next_of(&self, i: u32) -> Option<&Entry> {
+        let entries = self.mem.parts_ref().entries.get(..self.entries)?;
+        entries.get(entries.get(i as usize)?.next as usize)
+    }
+
     /// The entry of version `version` of name slot `name`.
     pub fn find_version(&self, name: u32, version: u64) -> Option<u32> {
         let p = self.mem.parts_ref();
@@ -498,6 +504,7 @@ impl<X: IndexMemory> Index<X> {
     /// Append a committed object as the newest version of the known name `name_id`
     /// (the put path: validation found the name's slot and checked that `entry.version`
     /// exceeds its latest, and `reserve` made room). Skips the name lookup `insert` does.
+    #[inline]
     pub fn append(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
         let p = self.mem.parts_ref();
         let room = self.entries < p.entries.len() && 2 * (self.entries + self.names + 1) <= usable(p.table.len());
@@ -538,10 +545,10 @@ impl<X: IndexMemory> Index<X> {
 
     /// Add `entry` as an entry of name `name_id` (room reserved, not a duplicate): its
     /// table slot, and its place in the name's ascending version list.
-    fn link(&mut self, name_id: u32, mut entry: Entry) -> Result<u32, InsertError> {
+    #[inline(always)]
+    fn link(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
         let e_id = self.entries as u32;
-        entry.name = name_id;
-        entry.next = NONE;
+        let mut next = NONE;
         let p = self.mem.parts();
         let cap = usable(p.table.len());
         let slot = free_slot(&p.table[..cap], version_key(name_id, entry.version));
@@ -554,7 +561,7 @@ impl<X: IndexMemory> Index<X> {
             p.entries[n.last as usize].next = e_id;
             p.names[name_id as usize].last = e_id;
         } else if entry.version < p.entries[n.first as usize].version {
-            entry.next = n.first;
+            next = n.first;
             p.names[name_id as usize].first = e_id;
         } else {
             // Somewhere in the middle: find the last entry below it (bounded by count).
@@ -566,10 +573,10 @@ impl<X: IndexMemory> Index<X> {
                 }
                 at = next;
             }
-            entry.next = p.entries[at as usize].next;
+            next = p.entries[at as usize].next;
             p.entries[at as usize].next = e_id;
         }
-        p.entries[e_id as usize] = entry;
+        p.entries[e_id as usize] = Entry { name: name_id, next, ..entry };
         p.names[name_id as usize].count += 1;
         self.entries += 1;
         Ok(e_id)
@@ -607,11 +614,13 @@ fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
     let at = off as usize;
     let end = at.checked_add(name.len().next_multiple_of(8));
     if at.is_multiple_of(8) && end.is_some_and(|e| e <= media.len()) {
+        // The wanted word is assembled in a register: a byte copy to the stack and a word
+        // load back would miss store forwarding, and wait for every store before it (on
+        // the put path: the previous unit's commit fence) to drain.
         return name.chunks(8).enumerate().all(|(k, chunk)| {
-            let mut want = [0u8; 8];
-            want.iter_mut().zip(chunk).for_each(|(w, c)| *w = *c);
+            let want = chunk.iter().rev().fold(0u64, |w, &b| w << 8 | b as u64);
             let mask = if chunk.len() == 8 { u64::MAX } else { (1u64 << (8 * chunk.len())) - 1 };
-            (media.load_word(at + 8 * k) ^ u64::from_le_bytes(want)) & mask == 0
+            (media.load_word(at + 8 * k) ^ want) & mask == 0
         });
     }
     if at.checked_add(name.len()).is_none_or(|e| e > media.len()) {

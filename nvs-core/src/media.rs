@@ -61,6 +61,13 @@ pub trait Media {
     /// Store fence (`sfence`). When it returns, every NT store and flush this thread
     /// issued before it is durable (for the mapping's durability domain; see nvs-std).
     fn fence(&self);
+
+    /// A hint that `off..off + len` will be read soon (a reader walking versions in
+    /// order). Reads nothing into the program, stores nothing, persists nothing; a range
+    /// partly or wholly outside the media is clipped. The default does nothing.
+    fn prefetch(&self, off: usize, len: usize) {
+        let _ = (off, len);
+    }
 }
 
 /// Shared references to a media are media: lanes on several threads share one.
@@ -88,5 +95,8 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn fence(&self) {
         (**self).fence()
+    }
+    fn prefetch(&self, off: usize, len: usize) {
+        (**self).prefetch(off, len)
     }
 }

@@ -9,7 +9,8 @@
 //!    and every payload;
 //! 4. fence — the unit is durable, but not yet committed;
 //! 5. NT-store the 8-byte commit word alone, aligned;
-//! 6. fence — committed; only now does the call return and the index learn the objects.
+//! 6. fence — committed; only now does the call return, and only now can anyone see the
+//!    objects in the index (written before step 4 when no one can look meanwhile).
 
 use crate::delta::{self, Changes, Delta, DeltaOptions, DeltaPlan, Put};
 use crate::error::{CorruptKind, Error, Result};
@@ -150,6 +151,9 @@ type Plan<const N: usize> = heapless::Vec<Planned, N>;
 /// first (ids stay valid while the pool is borrowed: only `&mut` methods remove entries;
 /// the entries themselves are read under the lock).
 type Chain = heapless::Vec<u32, { format::DELTA_DEPTH_MAX as usize + 1 }>;
+
+/// Bytes of the next version a get prefetches for a reader walking versions in order.
+const READ_AHEAD: u64 = 2048;
 
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
@@ -412,7 +416,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 pub(crate) trait SharedAccess<X: IndexMemory> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R;
     /// The state without locking, when access is exclusive anyway.
-    fn peek(&self) -> Option<&Shared<X>>;
+    fn exclusive(&mut self) -> Option<&mut Shared<X>>;
 }
 
 /// Exclusive access: no lock.
@@ -422,7 +426,7 @@ impl<X: IndexMemory> SharedAccess<X> for Own<'_, X> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
         f(self.0)
     }
-    fn peek(&self) -> Option<&Shared<X>> {
+    fn exclusive(&mut self) -> Option<&mut Shared<X>> {
         Some(self.0)
     }
 }
@@ -436,7 +440,7 @@ impl<X: IndexMemory> SharedAccess<X> for Locked<'_, X> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
         f(&mut self.0.write())
     }
-    fn peek(&self) -> Option<&Shared<X>> {
+    fn exclusive(&mut self) -> Option<&mut Shared<X>> {
         None
     }
 }
@@ -482,20 +486,30 @@ impl<M: Media> Writer<'_, M> {
             if new_names == 0 {
                 return Ok(Some(unit_len));
             }
-            let warm = |p: &Planned| s.index.touch_for_append(p.name_id, p.version);
-            let unit_off = self.write_unit(l, lane, objects, plan, unit_len, warm);
-            self.publish(s, l, lane, unit_off, objects, plan);
+            // The lock is held until after the commit: the index may learn the unit while
+            // its stores drain, as no one can look before the lock is released.
+            self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
+                self.publish(s, lane, off, seq, objects, plan)
+            });
             Ok(None)
         })?;
         if let Some(unit_len) = unlocked {
-            // Exclusive access may warm the index lines while the stores drain; a lane
-            // writer must not touch the index without the lock.
-            let unit_off = match shared.peek() {
-                Some(s) => self
-                    .write_unit(l, lane, objects, plan, unit_len, |p| s.index.touch_for_append(p.name_id, p.version)),
-                None => self.write_unit(l, lane, objects, plan, unit_len, |_| 0),
-            };
-            shared.with(|s| self.publish(s, l, lane, unit_off, objects, plan));
+            match shared.exclusive() {
+                // Exclusive access (`&mut Pool`): no one can look at the index until this
+                // call returns, after the commit, so it learns the unit while the unit's
+                // stores drain (work between the two fences and the next unit's stores
+                // would wait for the commit fence; work before the first one is free).
+                Some(s) => {
+                    self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
+                        self.publish(s, lane, off, seq, objects, plan)
+                    });
+                }
+                // A lane writer: the index learns the unit under the lock, after its commit.
+                None => {
+                    let (off, seq) = self.write_unit(l, lane, objects, plan, unit_len, |_, _, _| {});
+                    shared.with(|s| self.publish(s, lane, off, seq, objects, plan));
+                }
+            }
         }
         Ok(())
     }
@@ -516,6 +530,9 @@ impl<M: Media> Writer<'_, M> {
         // hashed once; its index slot, found here, is reused when the index learns it.
         let mut new_names = 0usize;
         let mut unit_len = LINE;
+        // Bits of the name hashes seen so far in this unit: an object whose bit is clear
+        // has no earlier object of the same name, and skips the scan for one.
+        let mut seen = [0u64; 8];
         for (i, o) in objects.iter().enumerate() {
             if o.name.is_empty() {
                 return Err(Error::NameEmpty);
@@ -533,8 +550,15 @@ impl<M: Media> Writer<'_, M> {
             };
             // The last earlier object of this unit with the same name holds its latest
             // version (versions of one name increase through a unit).
+            let bit = (hash >> 55) as usize; // 0..512
+            let word = &mut seen[bit / 64];
+            let maybe_earlier = *word & 1 << (bit % 64) != 0;
+            *word |= 1 << (bit % 64);
             let earlier = objects.get(..i).unwrap_or(&[]);
-            let in_unit = plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name);
+            let in_unit = match maybe_earlier {
+                true => plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name),
+                false => None,
+            };
             let (name_id, latest) = match (in_unit, found) {
                 (Some((p, _)), _) => (p.name_id, Some(p.version)),
                 (None, Some(id)) => {
@@ -608,8 +632,10 @@ impl<M: Media> Writer<'_, M> {
     }
 
     /// Steps 3–6: store the unit, fence, store the commit word, fence. Returns the
-    /// unit's offset; the lane's position moves past it. `warm` runs while the
-    /// NT stores drain (to pull index lines into the cache; 0 when not under the lock).
+    /// unit's offset and sequence number; the lane's position moves past it.
+    /// `early_publish(unit_off, seq, plan)` runs after the unit's stores are issued and
+    /// before the first fence, for a caller no one else can observe until this returns
+    /// (exclusive access, or the lock held to the end): work there overlaps the drain.
     fn write_unit(
         &self,
         l: &mut Lane,
@@ -617,8 +643,8 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         plan: &mut [Planned],
         unit_len: u64,
-        warm: impl Fn(&Planned) -> u64,
-    ) -> u64 {
+        early_publish: impl FnOnce(u64, u64, &[Planned]),
+    ) -> (u64, u64) {
         // 3. Payloads and headers, all by NT stores. The batch header and commit word
         // are computed after the payloads are stored: work done while the NT stores
         // drain (before the fence) is nearly free, work done before them is not.
@@ -645,12 +671,14 @@ impl<M: Media> Writer<'_, M> {
         if !late_payload {
             self.store_objects(objects, plan, unit_off);
         }
-        let (bh, commit) = header(l.next_seq);
+        let seq = l.next_seq;
+        let (bh, commit) = header(seq);
         self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
-        // While the NT stores drain, pull the index slots the commit will fill into the
-        // cache (reads only: the index learns nothing before the commit is durable).
-        for p in plan.iter().filter(|p| p.name_id != NONE) {
-            core::hint::black_box(warm(p));
+        let mut early_publish = Some(early_publish);
+        if !late_payload {
+            if let Some(f) = early_publish.take() {
+                f(unit_off, seq, plan)
+            }
         }
         // 4. Everything but the commit word is durable after this fence.
         if !mutant::on("no_fence_before_commit") {
@@ -658,6 +686,9 @@ impl<M: Media> Writer<'_, M> {
         }
         if late_payload {
             self.store_objects(objects, plan, unit_off);
+            if let Some(f) = early_publish.take() {
+                f(unit_off, seq, plan)
+            }
         }
         // 5–6. The commit word, alone, then the fence that makes the commit durable.
         if mutant::on("cached_commit") {
@@ -674,23 +705,22 @@ impl<M: Media> Writer<'_, M> {
             self.media.fence();
         }
         l.tail = unit_off + unit_len;
-        l.next_seq += 1;
+        l.next_seq = seq + 1;
         l.closed = false;
-        unit_off
+        (unit_off, seq)
     }
 
-    /// After the commit: the index, the statistics and the lane's published state learn
-    /// the unit.
+    /// The index, the statistics and the lane's published state learn unit `seq` (at
+    /// `unit_off`): after its commit, or before it where no one can look until then.
     fn publish<X: IndexMemory>(
         &self,
         s: &mut Shared<X>,
-        l: &Lane,
         lane: u32,
         unit_off: u64,
+        seq: u64,
         objects: &[Object<'_>],
         plan: &[Planned],
     ) {
-        let seq = l.next_seq - 1; // write_unit moved the lane past this unit
         let mut obj_off = unit_off + LINE;
         for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
             let payload_off = obj_off + object_head_len(o.name.len());
@@ -723,7 +753,7 @@ impl<M: Media> Writer<'_, M> {
         }
         s.stats.units += 1;
         s.pending_entries -= plan.len();
-        s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false });
+        s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false });
     }
 
     /// NT-store every object of a unit starting at `unit_off`: each payload, then its
@@ -1072,11 +1102,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// The entry of (`name`, `version`) in `s`'s index.
     fn lookup<'s>(&self, s: &'s Shared<X>, name: &[u8], version: u64) -> Result<&'s Entry> {
-        Ok(s.index.entry(self.lookup_id(s, name, version)?))
+        Ok(s.index.entry(self.lookup_id(s, name, version)?.0))
     }
 
-    /// The entry id of (`name`, `version`) in `s`'s index.
-    fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<u32> {
+    /// The entry id of (`name`, `version`) in `s`'s index, and whether this reader is
+    /// walking the name's versions in order (it asked for the version after the one it
+    /// read last).
+    fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<(u32, bool)> {
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
         let id = match s.index.name_is(&self.media, hint_name, name) {
@@ -1088,7 +1120,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             None => s.index.find_version(id, version).ok_or(Error::NotFound)?,
         };
         self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
-        Ok(e)
+        let walking = id == hint_name && s.index.next_of(hint_entry).is_some_and(|n| n.version == version);
+        Ok((e, walking))
     }
 
     /// Copy version `version` of `name` into `buf`; returns its length. A delta version
@@ -1097,10 +1130,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // The read lock's Acquire pairs with the publishing writer's Release: an entry
         // seen here belongs to a committed unit whose payload stores came before.
         let mut chain = Chain::new();
-        let (e, walked) = {
+        let (e, walked, ahead) = {
             let s = self.shared.read();
-            let id = self.lookup_id(&s, name, version)?;
-            (*s.index.entry(id), self.chain_of(&s, id, &mut chain))
+            let (id, walking) = self.lookup_id(&s, name, version)?;
+            let walked = self.chain_of(&s, id, &mut chain);
+            // Read-ahead: a reader walking the versions in order reads the next one next.
+            let next = walking.then(|| s.index.next_of(id)).flatten();
+            (*s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_len.min(READ_AHEAD))))
         };
         let entry = |id: u32| *self.shared.read().index.entry(id);
         let len = e.len_bytes as usize;
@@ -1128,6 +1164,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             }
             Ok(len)
         });
+        // Start loading the next version's first lines (a hint: it reads nothing into
+        // this program, and needs no lock) while this one's copy is still in flight.
+        if let Some((off, len)) = ahead {
+            self.media.prefetch(off as usize, len as usize);
+        }
         // A writer in another process released and reused a segment while this reader's
         // index still listed it: the bytes (a parent pointer, a record, the data) may be
         // someone else's, whatever the checks above said.

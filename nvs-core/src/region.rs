@@ -161,4 +161,14 @@ impl Media for Region {
             StoreKind::Portable => core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst),
         }
     }
+
+    fn prefetch(&self, off: usize, len: usize) {
+        let end = off.saturating_add(len).min(self.len);
+        if off >= end || self.kind != StoreKind::NonTemporal {
+            return;
+        }
+        // SAFETY: `off < end <= len`: inside the range (valid for reads); a prefetch
+        // changes no memory and cannot fault.
+        unsafe { arch::prefetch_lines(self.base.add(off), end - off) }
+    }
 }

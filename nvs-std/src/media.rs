@@ -189,6 +189,10 @@ impl Media for MappedMedia {
         self.dirtied(off, len);
     }
 
+    fn prefetch(&self, off: usize, len: usize) {
+        self.region.prefetch(off, len)
+    }
+
     fn fence(&self) {
         // The sfence first: the NT stores must have left the write-combining buffers and
         // reached the page cache before the kernel writes those pages back.
