@@ -208,3 +208,84 @@ fn lane_closing_while_a_follower_reads() {
         assert!(reopen(&media).lane_info(0).unwrap().closed);
     });
 }
+
+/// Executions of [`a_reclaim_racing_a_reader_in_another_process`]; of them, how many
+/// gave the reader the original bytes, how many `NotFound`, and in how many the reader's
+/// get overlapped the writer's reclaim-and-put (counted outside loom, which runs every
+/// model thread on one OS thread).
+static RECLAIM_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static RECLAIM_OK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static RECLAIM_GONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static RECLAIM_OVERLAP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static WRITER_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static WRITER_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A reclaim racing a reader in another process: a read-only pool on the same media,
+/// opened while v1 of `k` was there, gets v1 while the writer releases v1's segment and
+/// reuses it (v3 lands at v1's very payload offset). The reader gets v1's exact bytes or
+/// `NotFound`, never v3's or a mix.
+///
+/// One lane, two segments of 4 KiB: v1 (8 bytes) in segment 0; v2 (3,776 bytes) does
+/// not fit behind it and claims segment 1, leaving room for the truncate unit but not
+/// for v3, which must claim a segment — and the only free one is segment 0.
+///
+/// Preemption bound 1: at bound 0 loom runs the reader only after the writer finished
+/// (the stale reads are still explored, the interleavings are not); bound 2 runs for
+/// many minutes.
+#[test]
+fn a_reclaim_racing_a_reader_in_another_process() {
+    use std::sync::atomic::Ordering::Relaxed as R;
+    let started = std::time::Instant::now();
+    model_bounded(Some(1), || {
+        RECLAIM_RUNS.fetch_add(1, R);
+        WRITER_STARTED.store(false, R);
+        WRITER_DONE.store(false, R);
+        let media = Shared(Arc::new(LoomMedia { words: (0..(4096 * 3) / 8).map(|_| AtomicU64::new(0)).collect() }));
+        let mut o = FormatOptions::new(9);
+        o.segment_len = Some(4096);
+        o.lanes_max = 1;
+        let mut w: LPool = Pool::format(media.clone(), o, HeapMemory::new()).unwrap();
+        assert_eq!(w.put(b"k", &[1; 8]).unwrap(), 1);
+        assert_eq!(w.put(b"k", &[2; 3776]).unwrap(), 2);
+        assert_eq!((w.stats().segments_used, w.free_segments()), (2, 0));
+        // The reader's index lists v1 (the other process opened the pool before the reclaim).
+        let r = reopen(&media);
+        let v1_at = r.stat(b"k", 1).unwrap().offset;
+        let writer = spawn(move || {
+            WRITER_STARTED.store(true, R);
+            assert_eq!(w.reclaim(1).unwrap(), 1);
+            assert_eq!(w.put(b"k", &[3; 8]).unwrap(), 3);
+            WRITER_DONE.store(true, R);
+            assert_eq!(w.stat(b"k", 3).unwrap().offset, v1_at, "v3 did not reuse v1's place");
+        });
+        let reader = spawn(move || {
+            let mut b = [0u8; 8];
+            let writer_done = WRITER_DONE.load(R);
+            let got = r.get(b"k", 1, &mut b);
+            if !writer_done && WRITER_STARTED.load(R) {
+                RECLAIM_OVERLAP.fetch_add(1, R);
+            }
+            match got {
+                Ok(n) => {
+                    assert_eq!((n, b), (8, [1; 8]), "the reader got bytes that are not v1's");
+                    RECLAIM_OK.fetch_add(1, R);
+                }
+                Err(e) => {
+                    assert_eq!(e, nvs_core::Error::NotFound);
+                    RECLAIM_GONE.fetch_add(1, R);
+                }
+            }
+        });
+        writer.join().unwrap();
+        reader.join().unwrap();
+    });
+    let (runs, ok, gone) = (RECLAIM_RUNS.load(R), RECLAIM_OK.load(R), RECLAIM_GONE.load(R));
+    let overlap = RECLAIM_OVERLAP.load(R);
+    eprintln!(
+        "reclaim vs reader: {runs} executions ({ok} got v1, {gone} NotFound; the get overlapped the writer in {overlap}), {:.1?}",
+        started.elapsed()
+    );
+    assert!(runs > 1, "loom explored {runs} execution(s): the model interleaves nothing");
+    assert!(ok > 0 && gone > 0, "only one outcome ({ok} got v1, {gone} NotFound): the race is not explored");
+    assert!(overlap > 0, "the reader's get never overlapped the writer: no interleaving explored");
+}
