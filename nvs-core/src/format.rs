@@ -403,6 +403,7 @@ pub fn decode_unit<M: Media + ?Sized>(
         && (h.flags == 0) == (h.object_count >= 1)
         && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
         && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
+        && (h.flags == 0 || h.unit_len == LINE)
         && h.reserved[1] == 0
         && h.object_count as usize <= BATCH_MAX
         && h.unit_len.is_multiple_of(LINE)

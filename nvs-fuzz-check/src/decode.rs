@@ -339,15 +339,14 @@ fn expected_unit(
     if h.checksum != hash64(sb.pool_id, &raw[8..56]) {
         return Some(UnitOutcome::Corrupt(CorruptKind::RecordChecksum));
     }
-    // FORMAT.md: 1..=256 objects and flags 0; or a marker unit of no objects: flags 1
-    // (end of stream) or 2 (truncate, the only one with a nonzero base); reserved 0.
-    // (FORMAT.md also says a marker's unit_len is 64; the decoder accepts any length
-    // that fits, like for other units, and so does this predicate.)
+    // FORMAT.md: 1..=256 objects and flags 0; or a marker unit of no objects and
+    // unit_len 64: flags 1 (end of stream) or 2 (truncate, the only one with a nonzero
+    // base); reserved 0.
     let [base, reserved] = h.reserved;
     let kind_ok = match h.flags {
         0 => (1..=256).contains(&h.object_count) && base == 0,
-        1 => h.object_count == 0 && base == 0,
-        2 => h.object_count == 0,
+        1 => h.object_count == 0 && base == 0 && h.unit_len == 64,
+        2 => h.object_count == 0 && h.unit_len == 64,
         _ => false,
     } && reserved == 0;
     let ok = h.seq == seq
