@@ -1049,9 +1049,26 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 }
             }
         }
+        // All or nothing: a lane whose segment has no room for its truncate unit claims a
+        // new one, and if the free segments do not cover every such lane, nothing is
+        // written (a lane truncated before a later lane found the pool full would leave a
+        // refused reclaim half done).
+        let releasing = |lane: usize| base[lane] != u64::MAX && base[lane] > lowest[lane];
+        let claims = (0..lanes_max)
+            .filter(|&lane| releasing(lane))
+            .filter(|&lane| {
+                let l = *self.lanes[lane].state.get_mut();
+                !l.active || l.tail + LINE > l.seg_end
+            })
+            .count() as u32;
+        let count = self.sb.segment_count as usize;
+        let segs = self.shared.get_mut().index.segments(count).ok_or(Error::IndexFull { records: 0 })?;
+        if claims as usize > segs.iter().filter(|g| g.lane == FREE).count() {
+            return Err(Error::Full);
+        }
         let mut freed = 0;
         for lane in 0..lanes_max {
-            if base[lane] == u64::MAX || base[lane] <= lowest[lane] {
+            if !releasing(lane) {
                 continue;
             }
             let w = Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts };

@@ -186,3 +186,12 @@ fn torn_claim_of_a_released_segment_does_not_revive_its_header() {
 fn ops_crash_torn_claim_revives_released_header() {
     replay("ops_crash", "regress-torn-claim-revives-released-header");
 }
+
+/// ops_crash, finding 5 (CI, 2026-11-30): `reclaim(0)` over two lanes committed lane 0's
+/// truncate unit, then found no free segment for lane 2's (its segment was full) and
+/// returned `Full` — a refused call that had changed the pool. Reclaim now counts the
+/// segments its truncate units need before writing any.
+#[test]
+fn ops_crash_reclaim_full_after_a_truncate_unit() {
+    replay("ops_crash", "regress-reclaim-full-after-truncate");
+}
