@@ -64,23 +64,10 @@ pub trait Changes {
     fn for_each_range(&self, f: &mut dyn FnMut(u64, u64));
 }
 
-/// `(offset, len)` pairs, sorted by offset.
-impl Changes for &[(u64, u64)] {
+/// `(offset, len)` pairs, sorted by offset: a slice, an array, a vector.
+impl<T: AsRef<[(u64, u64)]>> Changes for T {
     fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
-        self.iter().for_each(|&(off, len)| f(off, len));
-    }
-}
-
-impl<const N: usize> Changes for [(u64, u64); N] {
-    fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
-        self.iter().for_each(|&(off, len)| f(off, len));
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl Changes for alloc::vec::Vec<(u64, u64)> {
-    fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
-        self.iter().for_each(|&(off, len)| f(off, len));
+        self.as_ref().iter().for_each(|&(off, len)| f(off, len));
     }
 }
 

@@ -155,6 +155,28 @@ type Chain = heapless::Vec<u32, { format::DELTA_DEPTH_MAX as usize + 1 }>;
 /// Bytes of the next version a get prefetches for a reader walking versions in order.
 const READ_AHEAD: u64 = 2048;
 
+/// Entry `id` and, if it is a delta, its ancestors down to its full version, newest
+/// first, into `chain`. Each parent must be in the index, one level shallower, of the
+/// same length; on error `chain` holds the links found so far.
+fn chain_of<M: Media, X: IndexMemory>(media: &M, s: &Shared<X>, id: u32, chain: &mut Chain) -> Result<()> {
+    chain.clear();
+    let mut id = id;
+    loop {
+        let at = *s.index.entry(id);
+        let bad = Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain };
+        chain.push(id).map_err(|_| bad)?;
+        if at.depth == 0 {
+            return Ok(());
+        }
+        let parent = delta::parent_of(media, &at);
+        let ok = |p: &u32| {
+            let p = s.index.entry(*p);
+            p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version
+        };
+        id = s.index.find_version(at.name, parent).filter(ok).ok_or(bad)?;
+    }
+}
+
 /// Versions committed by one put or batch, in object order.
 pub type Versions = heapless::Vec<u64, BATCH_MAX>;
 
@@ -997,26 +1019,24 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             // The chain position of the segment holding `e`. The byte before the payload is
             // the object's own (its header or name): an empty payload may start exactly at
             // the segment's end.
-            let chain_of = |s: &Shared<X>, e: &Entry| {
+            let chain_pos = |s: &Shared<X>, e: &Entry| {
                 let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as usize;
                 s.index.segments_ref().get(seg).map_or(0, |g| g.chain_seq)
             };
-            // Lower `base` so that `e` and its ancestors down to its full version stay;
-            // true if it moved.
-            let keep_chain = |s: &Shared<X>, base: &mut [u64; LANES_MAX as usize], e: Entry| {
-                let (mut link, mut moved) = (e, false);
-                for _ in 0..=format::DELTA_DEPTH_MAX {
-                    let chain = chain_of(s, &link);
-                    if let Some(b) = base.get_mut(link.lane as usize).filter(|b| chain < **b) {
-                        *b = chain;
+            // Lower `base` so that entry `id` and its ancestors down to its full version
+            // stay (as far as its chain is intact); true if it moved.
+            let mut chain = Chain::new();
+            let mut keep_chain = |s: &Shared<X>, base: &mut [u64; LANES_MAX as usize], id: u32| {
+                let _ = chain_of(&self.media, s, id, &mut chain);
+                let links = if mutant::on("retention_drops_delta_bases") { &chain[..1] } else { &chain[..] };
+                let mut moved = false;
+                for &link in links {
+                    let link = s.index.entry(link);
+                    let pos = chain_pos(s, link);
+                    if let Some(b) = base.get_mut(link.lane as usize).filter(|b| pos < **b) {
+                        *b = pos;
                         moved = true;
                     }
-                    if link.depth == 0 || mutant::on("retention_drops_delta_bases") {
-                        break;
-                    }
-                    let parent = delta::parent_of(&self.media, &link);
-                    let Some(p) = s.index.find_version(link.name, parent) else { break };
-                    link = *s.index.entry(p);
                 }
                 moved
             };
@@ -1029,7 +1049,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                     }
                     let e = *s.index.entry(at);
                     if n.count - 1 - i < keep_versions {
-                        keep_chain(s, &mut base, e);
+                        keep_chain(s, &mut base, at);
                     }
                     at = e.next;
                 }
@@ -1042,9 +1062,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 moved = false;
                 for i in 0..s.index.len() as u32 {
                     let e = *s.index.entry(i);
-                    let stays = base.get(e.lane as usize).is_some_and(|&b| chain_of(s, &e) >= b);
+                    let stays = base.get(e.lane as usize).is_some_and(|&b| chain_pos(s, &e) >= b);
                     if e.depth > 0 && stays {
-                        moved |= keep_chain(s, &mut base, e);
+                        moved |= keep_chain(s, &mut base, i);
                     }
                 }
             }
@@ -1147,15 +1167,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // The read lock's Acquire pairs with the publishing writer's Release: an entry
         // seen here belongs to a committed unit whose payload stores came before.
         let mut chain = Chain::new();
-        let (e, walked, ahead) = {
+        let (e_id, e, walked, ahead) = {
             let s = self.shared.read();
             let (id, walking) = self.lookup_id(&s, name, version)?;
-            let walked = self.chain_of(&s, id, &mut chain);
+            let walked = chain_of(&self.media, &s, id, &mut chain);
             // Read-ahead: a reader walking the versions in order reads the next one next.
             let next = walking.then(|| s.index.next_of(id)).flatten();
-            (*s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_len.min(READ_AHEAD))))
+            (id, *s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_len.min(READ_AHEAD))))
         };
-        let entry = |id: u32| *self.shared.read().index.entry(id);
+        // A delta's ancestors are read under the lock again (a full version, the usual
+        // case, needs no second look).
+        let entry = |id: u32| if id == e_id { e } else { *self.shared.read().index.entry(id) };
         let len = e.len_bytes as usize;
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         // The full version first, then each delta from the oldest; each payload checked
@@ -1193,27 +1215,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             return Err(Error::NotFound);
         }
         copied
-    }
-
-    /// Entry `id` and, if it is a delta, its ancestors down to its full version, newest
-    /// first. Each parent must be in the index, one level shallower, of the same length.
-    fn chain_of(&self, s: &Shared<X>, id: u32, chain: &mut Chain) -> Result<()> {
-        chain.clear();
-        let mut id = id;
-        loop {
-            let at = *s.index.entry(id);
-            let bad = Error::Corrupted { offset: at.payload_off, kind: CorruptKind::DeltaChain };
-            chain.push(id).map_err(|_| bad)?;
-            if at.depth == 0 {
-                return Ok(());
-            }
-            let parent = delta::parent_of(&self.media, &at);
-            let ok = |p: &u32| {
-                let p = s.index.entry(*p);
-                p.depth + 1 == at.depth && p.len_bytes == at.len_bytes && p.version < at.version
-            };
-            id = s.index.find_version(at.name, parent).filter(ok).ok_or(bad)?;
-        }
     }
 
     /// `nvs-hash64(pool_id, media[off .. off + len])`, read in blocks.
@@ -1306,7 +1307,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 if e.depth > 0 {
                     // Its record is sound and its chain reaches a full version.
                     delta::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
-                    self.chain_of(&s, id, &mut chain)?;
+                    chain_of(&self.media, &s, id, &mut chain)?;
                 }
                 checked += 1;
                 at = e.next;

@@ -246,28 +246,9 @@ impl Failure {
     }
 }
 
-/// What one family's check found.
-#[derive(Debug, Default)]
-pub struct FamilyReport {
-    pub name: String,
-    pub workloads: usize,
-    pub points: u64,
-    /// Lazy runs (each a recovery on one crash view).
-    pub states: u64,
-    pub eager_points: u64,
-    pub eager_runs: u64,
-    /// Lazy runs at the points where the eager explorer also ran.
-    pub lazy_runs_where_eager: u64,
-    /// (lazy runs, eager runs) at the single largest point where both ran.
-    pub largest_both: (u64, u64),
-    pub failures: Vec<Failure>,
-    pub incomplete: u64,
-    pub time: Duration,
-}
-
-/// What the crash check of one trace found (one workload's run, or one loom execution).
-#[derive(Debug, Default)]
-pub struct TraceReport {
+/// What a crash check counted: of one trace, or summed over a family.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counts {
     /// Crash points checked.
     pub points: u64,
     /// Lazy runs (each a recovery on one crash view), nested depth-2 runs included.
@@ -278,7 +259,39 @@ pub struct TraceReport {
     pub lazy_runs_where_eager: u64,
     /// (lazy runs, eager runs) at the single largest point where both ran.
     pub largest_both: (u64, u64),
+    /// Points whose exploration ran out of budget.
     pub incomplete: u64,
+}
+
+impl Counts {
+    /// Add `o` (the largest point: the larger of the two).
+    pub fn add(&mut self, o: &Counts) {
+        self.points += o.points;
+        self.states += o.states;
+        self.eager_points += o.eager_points;
+        self.eager_runs += o.eager_runs;
+        self.lazy_runs_where_eager += o.lazy_runs_where_eager;
+        self.incomplete += o.incomplete;
+        if o.largest_both.1 > self.largest_both.1 {
+            self.largest_both = o.largest_both;
+        }
+    }
+}
+
+/// What one family's check found.
+#[derive(Debug, Default)]
+pub struct FamilyReport {
+    pub name: String,
+    pub workloads: usize,
+    pub counts: Counts,
+    pub failures: Vec<Failure>,
+    pub time: Duration,
+}
+
+/// What the crash check of one trace found (one workload's run, or one loom execution).
+#[derive(Debug, Default)]
+pub struct TraceReport {
+    pub counts: Counts,
     /// (point, choices, message) of each violation.
     pub failures: Vec<(usize, Vec<usize>, String)>,
 }
@@ -322,7 +335,7 @@ pub fn check_trace_with(
     };
     let mut r = TraceReport::default();
     for &point in points {
-        r.points += 1;
+        r.counts.points += 1;
         let state = Arc::new(state_at(point));
         let mut lazy_out = BTreeSet::new();
         let mut nested = 0;
@@ -333,10 +346,10 @@ pub fn check_trace_with(
             Ok(())
         });
         let lazy_runs = verdict.runs();
-        r.states += lazy_runs + nested;
+        r.counts.states += lazy_runs + nested;
         match verdict {
             Verdict::Pass { .. } => {}
-            Verdict::Incomplete { .. } => r.incomplete += 1,
+            Verdict::Incomplete { .. } => r.counts.incomplete += 1,
             Verdict::Fail { choices, message, .. } => {
                 r.failures.push((point, choices, message));
                 if stop_early {
@@ -351,11 +364,11 @@ pub fn check_trace_with(
                 eager_out.insert(runner(job(point, &state, ch, true, false))?.0);
                 Ok(())
             });
-            r.eager_points += 1;
-            r.eager_runs += v.runs();
-            r.lazy_runs_where_eager += lazy_runs;
-            if v.runs() > r.largest_both.1 {
-                r.largest_both = (lazy_runs, v.runs());
+            r.counts.eager_points += 1;
+            r.counts.eager_runs += v.runs();
+            r.counts.lazy_runs_where_eager += lazy_runs;
+            if v.runs() > r.counts.largest_both.1 {
+                r.counts.largest_both = (lazy_runs, v.runs());
             }
             if let Verdict::Fail { choices, message, .. } = v {
                 r.failures.push((point, choices, format!("eager: {message}")));
@@ -386,16 +399,7 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     for (point, choices, message) in t.failures {
         fail(point, choices, message);
     }
-    let mut r = report.lock().unwrap();
-    r.points += t.points;
-    r.states += t.states;
-    r.eager_points += t.eager_points;
-    r.eager_runs += t.eager_runs;
-    r.lazy_runs_where_eager += t.lazy_runs_where_eager;
-    r.incomplete += t.incomplete;
-    if t.largest_both.1 > r.largest_both.1 {
-        r.largest_both = t.largest_both;
-    }
+    report.lock().unwrap().counts.add(&t.counts);
 }
 
 /// Check a whole family on `threads` threads.

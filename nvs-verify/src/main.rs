@@ -63,16 +63,20 @@ struct Totals {
 }
 
 fn row(r: &FamilyReport, what: &str) {
-    let eager = if r.eager_points > 0 { format!("{} / {}", r.lazy_runs_where_eager, r.eager_runs) } else { "-".into() };
+    let eager = if r.counts.eager_points > 0 {
+        format!("{} / {}", r.counts.lazy_runs_where_eager, r.counts.eager_runs)
+    } else {
+        "-".into()
+    };
     println!(
         "{:<10} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.1}s  {what}",
         r.name,
         r.workloads,
-        r.points,
-        r.states,
+        r.counts.points,
+        r.counts.states,
         eager,
         r.failures.len(),
-        r.incomplete,
+        r.counts.incomplete,
         r.time.as_secs_f64()
     );
     for f in r.failures.iter().take(3) {
@@ -94,14 +98,14 @@ fn crash(names: &[String]) -> (bool, Totals) {
         }
         let r = check_family(&fam, THREADS, false);
         row(&r, fam.what);
-        if r.largest_both.1 > largest.1 {
-            largest = (r.largest_both.0, r.largest_both.1, fam.name.to_string());
+        if r.counts.largest_both.1 > largest.1 {
+            largest = (r.counts.largest_both.0, r.counts.largest_both.1, fam.name.to_string());
         }
         t.workloads += r.workloads;
-        t.points += r.points;
-        t.states += r.states;
+        t.points += r.counts.points;
+        t.states += r.counts.states;
         t.violations += r.failures.len();
-        t.incomplete += r.incomplete;
+        t.incomplete += r.counts.incomplete;
     }
     if largest.1 > 0 {
         println!(

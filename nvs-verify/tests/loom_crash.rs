@@ -242,13 +242,13 @@ fn check_recorded(negative: bool) -> Totals {
         t.executions += executions;
         let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= *format_end).collect();
         let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &points, &issued, false, true);
-        let checked = &points[..r.points as usize];
+        let checked = &points[..r.counts.points as usize];
         t.both_pending += checked.iter().filter(|&&p| threads_pending(&events, p) >= 2).count() as u64;
-        t.points += r.points;
-        t.images += r.states;
-        t.eager_points += r.eager_points;
-        t.eager_runs += r.eager_runs;
-        t.incomplete += r.incomplete;
+        t.points += r.counts.points;
+        t.images += r.counts.states;
+        t.eager_points += r.counts.eager_points;
+        t.eager_runs += r.counts.eager_runs;
+        t.incomplete += r.counts.incomplete;
         if let Some((point, choices, message)) = r.failures.first() {
             t.violations.push(format!(
                 "point {point} of {} (choices {choices:?}): {message}\n  issued: {issued:?}",

@@ -85,8 +85,13 @@ fn crash_check_smoke() {
     fam.workloads.truncate(20);
     let r = nvs_verify::check::check_family(&fam, 2, false);
     assert!(r.failures.is_empty(), "{:?}", r.failures);
-    assert_eq!(r.incomplete, 0);
-    assert!(r.points > 40 && r.states > r.points, "{} points, {} states", r.points, r.states);
+    assert_eq!(r.counts.incomplete, 0);
+    assert!(
+        r.counts.points > 40 && r.counts.states > r.counts.points,
+        "{} points, {} states",
+        r.counts.points,
+        r.counts.states
+    );
 }
 
 /// The retention family really releases objects (so its checks are not vacuous), and
