@@ -23,8 +23,11 @@ use memmap2::{MmapOptions, MmapRaw};
 use nvs_core::{Media, Region, StoreKind};
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 /// The byte range dirtied since the last fence (empty when `lo >= hi`), and the first
 /// msync failure, which stays.
@@ -44,6 +47,14 @@ pub struct MappedMedia {
     backing: Backing,
     writable: bool,
     sync: Mutex<SyncState>,
+    prefault: Mutex<Option<Prefault>>,
+}
+
+/// A helper thread filling the mapping's page tables (see [`MappedMedia::start_prefault`]).
+#[derive(Debug)]
+struct Prefault {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
 }
 
 impl MappedMedia {
@@ -103,7 +114,62 @@ impl MappedMedia {
             backing,
             writable,
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
+            prefault: Mutex::new(None),
         })
+    }
+
+    /// Start a helper thread that fills the page tables of the mapping from its end
+    /// backwards, 2 MiB at a time (`MADV_POPULATE_READ`), until [`Self::stop_prefault`].
+    /// Recovery reads one header per record from the front: on a fresh mapping nearly
+    /// all of its time is page faults (each also maps the pages around it), and the two
+    /// meet in the middle. Only for tmpfs files (no disk reads), and only over the
+    /// file's data (`SEEK_DATA`/`SEEK_HOLE`: a read fault on a tmpfs hole would allocate
+    /// the page). Best effort: a kernel without `MADV_POPULATE_READ` (before 5.14) or a
+    /// failed call just ends the helper. Returns `false` if no helper was started.
+    pub fn start_prefault(&self, file: &File) -> bool {
+        if self.backing != Backing::Tmpfs {
+            return false;
+        }
+        let ranges = data_ranges(file, self.region.len());
+        let stop = Arc::new(AtomicBool::new(false));
+        let base = self.map.as_mut_ptr() as usize;
+        let flag = Arc::clone(&stop);
+        let spawned = std::thread::Builder::new().name("nvs-prefault".into()).spawn(move || {
+            const STEP: usize = 2 << 20;
+            for (start, end) in ranges.into_iter().rev() {
+                let mut hi = end;
+                while hi > start && !flag.load(Ordering::Relaxed) {
+                    let lo = hi.saturating_sub(STEP).max(start) & !(page_size() - 1);
+                    // SAFETY: `lo..hi` lies inside the mapping (the ranges are clipped to
+                    // its length), which stays mapped until this thread is joined
+                    // (`stop_prefault`, at the latest in `Drop`); populating page tables
+                    // for reading changes no memory contents.
+                    let r =
+                        unsafe { libc::madvise((base + lo) as *mut libc::c_void, hi - lo, libc::MADV_POPULATE_READ) };
+                    if r != 0 {
+                        return;
+                    }
+                    hi = lo;
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => {
+                *self.prefault.lock().unwrap_or_else(|p| p.into_inner()) = Some(Prefault { stop, handle });
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Stop the helper of [`Self::start_prefault`], if any, and wait for it (it finishes
+    /// the 2 MiB step it is in).
+    pub fn stop_prefault(&self) {
+        let helper = self.prefault.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(p) = helper {
+            p.stop.store(true, Ordering::Relaxed);
+            let _ = p.handle.join();
+        }
     }
 
     /// The durability mode in use.
@@ -150,6 +216,52 @@ impl MappedMedia {
             s.hi = s.hi.max(off + len);
         }
     }
+}
+
+impl Drop for MappedMedia {
+    fn drop(&mut self) {
+        // The helper must be gone before the mapping is (fields drop after this).
+        self.stop_prefault();
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
+}
+
+/// The byte ranges of `file` holding data (not holes), clipped to `len`, in order; the
+/// whole `0..len` if the file system cannot say. A file with as many blocks as bytes
+/// has no holes: asked first, as `SEEK_HOLE` on tmpfs walks the file page by page.
+fn data_ranges(file: &File, len: usize) -> Vec<(usize, usize)> {
+    use std::os::unix::fs::MetadataExt;
+    if file.metadata().is_ok_and(|m| m.blocks().saturating_mul(512) >= m.len()) {
+        return vec![(0, len)];
+    }
+    let fd = file.as_raw_fd();
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < len {
+        // SAFETY: lseek on an open descriptor; it only moves a file offset we do not use
+        // (every other access to this file is by mapping or positional I/O).
+        let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+        if data < 0 {
+            if out.is_empty() && io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO) {
+                return vec![(0, len)];
+            }
+            break;
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        let (data, hole) = (data as usize, if hole < 0 { len } else { (hole as usize).min(len) });
+        if data >= len || hole <= data {
+            break;
+        }
+        out.push((data, hole));
+        at = hole;
+    }
+    out
 }
 
 impl Media for MappedMedia {
@@ -214,5 +326,62 @@ impl Media for MappedMedia {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn shm_file(tag: &str) -> Option<(std::path::PathBuf, File)> {
+        let dir = Path::new("/dev/shm");
+        if !dir.is_dir() {
+            return None;
+        }
+        let path = dir.join(format!("nvs-media-test-{tag}-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).ok()?;
+        Some((path, f))
+    }
+
+    #[test]
+    fn data_ranges_skip_holes_and_fall_back_to_everything() {
+        let Some((path, f)) = shm_file("ranges") else { return };
+        let mb = 1usize << 20;
+        f.set_len(8 * mb as u64).unwrap();
+        // Data at 1 MiB..2 MiB and 5 MiB..5 MiB + 4 KiB; holes elsewhere.
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&vec![1u8; mb], mb as u64).unwrap();
+        f.write_all_at(&[2u8; 4096], 5 * mb as u64).unwrap();
+        let r = data_ranges(&f, 8 * mb);
+        assert_eq!(r, vec![(mb, 2 * mb), (5 * mb, 5 * mb + 4096)]);
+        // Clipped to the length asked for.
+        assert_eq!(data_ranges(&f, mb + 100), vec![(mb, mb + 100)]);
+        // A file without holes is one range, without walking it.
+        let (p2, mut g) = shm_file("full").unwrap();
+        g.write_all(&vec![3u8; 3 * mb]).unwrap();
+        assert_eq!(data_ranges(&g, 3 * mb), vec![(0, 3 * mb)]);
+        for p in [path, p2] {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn prefault_helper_leaves_the_contents_alone_and_stops() {
+        let Some((path, mut f)) = shm_file("prefault") else { return };
+        let bytes: Vec<u8> = (0..(6usize << 20)).map(|i| (i * 7 % 251) as u8).collect();
+        f.write_all(&bytes).unwrap();
+        let m = MappedMedia::map(&f, &path, Access::ReadOnly, None, false).unwrap();
+        assert!(m.start_prefault(&f), "tmpfs file: a helper starts");
+        m.stop_prefault();
+        m.stop_prefault(); // twice is fine
+        let mut back = vec![0u8; bytes.len()];
+        m.read(0, &mut back);
+        assert!(back == bytes);
+        // Dropped with a helper running: the helper is joined before the unmap.
+        let m2 = MappedMedia::map(&f, &path, Access::ReadOnly, None, false).unwrap();
+        assert!(m2.start_prefault(&f));
+        drop(m2);
+        std::fs::remove_file(path).unwrap();
     }
 }

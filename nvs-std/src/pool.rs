@@ -54,6 +54,10 @@ impl Default for CreateOptions {
     }
 }
 
+/// Smallest pool whose open gets a page-table helper thread (below it, starting a thread
+/// costs more than the faults it saves).
+const PREFAULT_MIN: usize = 64 << 20;
+
 /// The nvs-core pool type behind a [`FilePool`].
 pub type CorePool = Pool<MappedMedia, HeapMemory>;
 
@@ -130,12 +134,18 @@ impl FilePool {
             lock(&file, path)?;
         }
         let media = MappedMedia::map(&file, path, access, durability, false)?;
+        // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
+        // thread takes half of them (MappedMedia::start_prefault), until recovery is done.
+        if nvs_core::Media::len(&media) >= PREFAULT_MIN {
+            media.start_prefault(&file);
+        }
         let mem = HeapMemory::new();
         let pool = match access {
             Access::ReadWrite => Pool::open(media, mem),
             Access::ReadOnly => Pool::open_read_only(media, mem),
         }
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        pool.media().stop_prefault();
         Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed() })
     }
 

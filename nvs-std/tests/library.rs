@@ -91,6 +91,34 @@ fn round_trip_through_reopen() {
     assert_eq!(p.superblock().lanes_max, 4);
 }
 
+/// A pool big enough for the open's page-table helper (64 MiB and up, on tmpfs): both
+/// opens find every object with its bytes, and a write after a read-write open works.
+#[test]
+fn large_pool_reopens_with_the_prefault_helper() {
+    let Some(dir) = shm_dir() else {
+        eprintln!("skipped: no writable /dev/shm");
+        return;
+    };
+    let path = pool_in(dir.path());
+    let mut p = FilePool::create(&path, 96 << 20, &CreateOptions::default()).unwrap();
+    let obj = |i: u64| -> Vec<u8> { (0..48_000u64).map(|k| (k * 31 + i) as u8).collect() };
+    let mut n = 0u64;
+    while n < 1500 && p.put(format!("a{}", n % 7).as_bytes(), &obj(n)).is_ok() {
+        n += 1;
+    }
+    assert!(n > 1000, "{n} objects fit");
+    drop(p);
+    for access in [Access::ReadOnly, Access::ReadWrite] {
+        let p = FilePool::open(&path, access).unwrap();
+        assert_eq!(p.stats().objects, n);
+        for i in [0, n / 2, n - 1] {
+            assert_eq!(p.get_vec(format!("a{}", i % 7).as_bytes(), i / 7 + 1).unwrap(), obj(i));
+        }
+    }
+    let mut p = FilePool::open(&path, Access::ReadWrite).unwrap();
+    assert_eq!(p.put(b"after", b"reopen").unwrap(), 1);
+}
+
 /// One writer at a time (also within one process); readers open alongside the writer,
 /// follow it with refresh, and cannot write.
 #[test]
