@@ -142,6 +142,8 @@ struct Planned {
     payload_sum: u64,
     /// Stored as a delta.
     delta: Option<DeltaPlan>,
+    /// The payload is on the media already (`Writer::store_payload_ahead`).
+    payload_stored: bool,
 }
 
 /// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
@@ -479,7 +481,8 @@ struct Writer<'a, M: Media> {
 impl<M: Media> Writer<'_, M> {
     /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
     /// empty on entry and holds one [`Planned`] per object on success; on error nothing
-    /// was written.
+    /// was committed, and nothing was written except, for a lone put refused in planning,
+    /// its payload past the lane's log end ([`Self::store_payload_ahead`]).
     ///
     /// Locking: planning (versions, index room, a segment) and publishing (the index
     /// learns the committed objects) each run under `shared` — no lock is held while the
@@ -503,8 +506,13 @@ impl<M: Media> Writer<'_, M> {
         if objects.is_empty() || objects.len() > BATCH_MAX || objects.len() > N {
             return Err(Error::BatchSize { count: objects.len() });
         }
+        let ahead = self.store_payload_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
             let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan)?;
+            if let (Some(off), Some(p)) = (ahead, plan.first_mut()) {
+                debug_assert_eq!(off, l.tail, "the unit moved after its payload was stored");
+                p.payload_stored = true;
+            }
             if new_names == 0 {
                 return Ok(Some(unit_len));
             }
@@ -534,6 +542,38 @@ impl<M: Media> Writer<'_, M> {
             }
         }
         Ok(())
+    }
+
+    /// Store the payload of a lone full object before its unit is planned, when where it
+    /// goes is already known: the lane's segment has room for the unit at its tail (so
+    /// planning will not claim another). Planning (the name's index lookup, its version,
+    /// index room) then runs while the payload's NT stores drain, instead of before them;
+    /// on this CPU that is most of what a put costs beyond the copy and the two fences.
+    /// Returns the unit's offset (the lane's tail) if the payload was stored.
+    ///
+    /// If planning then refuses the put (index full, the name's versions exhausted), these bytes stay
+    /// behind past the lane's log end — where a crash mid-put leaves bytes too, and where
+    /// nothing is read: the unit's commit word slot, headers and everything before the
+    /// tail are untouched, so nothing committed changes (DESIGN.md, write path).
+    fn store_payload_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> Option<u64> {
+        let [o] = objects else { return None };
+        // Not for an explicit version (a caller's mistake there is refused in planning)
+        // nor a delta (planning decides what it stores).
+        if o.delta.is_some() || o.version.is_some() || o.name.is_empty() || o.name.len() > NAME_MAX || !l.active {
+            return None;
+        }
+        let len = o.len_bytes();
+        if len > max_object_bytes(self.sb, o.name.len()) || mutant::on("payload_after_first_fence") {
+            return None;
+        }
+        let unit_len = LINE + format::object_len(o.name.len(), len);
+        if l.tail + unit_len > l.seg_end {
+            return None;
+        }
+        let mut w = NtStream::new(self.media, l.tail + LINE + object_head_len(o.name.len()));
+        o.parts.iter().for_each(|p| w.write(p));
+        w.finish();
+        Some(l.tail)
     }
 
     /// Step 1–2 of the protocol under the shared state: validate, take versions, make
@@ -611,7 +651,16 @@ impl<M: Media> Writer<'_, M> {
             let stored = delta.map_or(len, |d| d.stored_len());
             unit_len += format::object_len(o.name.len(), stored);
             // objects.len() <= N was checked: this cannot fail.
-            let _ = plan.push(Planned { hash, version, len, stored, name_id, payload_sum: 0, delta });
+            let _ = plan.push(Planned {
+                hash,
+                version,
+                len,
+                stored,
+                name_id,
+                payload_sum: 0,
+                delta,
+                payload_stored: false,
+            });
         }
         if unit_len > self.sb.segment_len - LINE {
             return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
@@ -791,9 +840,11 @@ impl<M: Media> Writer<'_, M> {
             let payload_sum = match (o.delta, p.delta) {
                 (Some(d), Some(plan)) => self.store_delta(o.parts, d.changes, plan, payload_off, checksum),
                 _ => {
-                    let mut w = NtStream::new(&self.media, payload_off);
-                    o.parts.iter().for_each(|p| w.write(p));
-                    w.finish();
+                    if !p.payload_stored {
+                        let mut w = NtStream::new(self.media, payload_off);
+                        o.parts.iter().for_each(|p| w.write(p));
+                        w.finish();
+                    }
                     if checksum {
                         let mut h = Hasher::new(pool_id);
                         o.parts.iter().for_each(|p| h.write(p));

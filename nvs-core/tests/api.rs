@@ -189,7 +189,10 @@ fn read_only_open_writes_nothing() {
     assert_eq!(*rec.mem.borrow(), before);
 }
 
-/// A no_std user with fixed arrays gets `IndexFull` before anything is written.
+/// A no_std user with fixed arrays gets `IndexFull`, and nothing committed changes: the
+/// refused put may leave its payload past the lane's log end (a lone put's payload is
+/// stored before its unit is planned, DESIGN.md), never anything before it, and recovery
+/// finds exactly what was there.
 #[test]
 fn fixed_memory_fills_cleanly() {
     let mut ram = Ram::new(256 << 10, 0);
@@ -201,11 +204,38 @@ fn fixed_memory_fills_cleanly() {
         pool.put(b"a", &[i]).unwrap();
     }
     let units = pool.stats().units;
+    // The lane's log ends after the last unit's one-line payload.
+    let tail = pool.stat(b"a", 8).unwrap().offset as usize + 64;
+    let before = ram.bytes();
     assert_eq!(pool.put(b"a", b"z"), Err(Error::IndexFull { records: 8 }));
+    let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
+    // Not the next unit's commit word, batch header or object header either.
+    assert!(first_change.is_none_or(|at| at >= tail + 128), "refused put changed byte {first_change:?}");
     assert_eq!(pool.stats().units, units);
     let mut b = [0u8; 1];
     assert_eq!(pool.get(b"a", 8, &mut b), Ok(1));
     assert_eq!(b, [7]);
+    let _ = pool.close();
+    let pool = open(&mut ram).unwrap();
+    assert_eq!((pool.stats().objects, pool.latest(b"a")), (8, Ok(8)));
+}
+
+/// Refusals that depend on the caller's input (an explicit version that does not
+/// increase, a name too long, an object too large, a bad lane) write nothing at all.
+#[test]
+fn input_refusals_write_nothing() {
+    let mut ram = Ram::new(256 << 10, 0);
+    let mut o = FormatOptions::new(5);
+    o.segment_len = Some(16 << 10);
+    let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+    pool.put_version(0, b"a", 10, b"ten").unwrap();
+    let before = ram.bytes();
+    assert!(matches!(pool.put_version(0, b"a", 10, b"again"), Err(Error::VersionNotIncreasing { .. })));
+    assert!(matches!(pool.put(&[b'n'; 256], b"x"), Err(Error::NameTooLong { .. })));
+    assert!(matches!(pool.put(b"a", &[0u8; 16 << 10]), Err(Error::TooLarge { .. })));
+    assert!(matches!(pool.put_vectored(u32::MAX, b"a", &[b"x"]), Err(Error::NoSuchLane { .. })));
+    assert!(ram.bytes() == before, "a refused put wrote to the media");
+    assert_eq!(pool.put(b"a", b"eleven"), Ok(11));
 }
 
 /// Payload checksums: a flipped payload byte is reported as corruption by get and verify_all.

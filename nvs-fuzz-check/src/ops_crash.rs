@@ -484,6 +484,30 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
 }
 
 /// Issue `req` through the API entry point it names.
+/// What a refused op may have stored: nothing, except a lone put (automatic version, no
+/// delta) refused in planning (its name's versions exhausted, or index memory full),
+/// which may have NT-stored exactly its payload words, one run, no fence
+/// (`store_payload_ahead` in nvs-core). They lie past the lane's log end; every crash
+/// image checked after this op includes them, so damage to anything committed would
+/// show there.
+fn stored_ahead(events: &[nvs_sim::Event], req: &Req, e: &Error) -> bool {
+    let [o] = &req.objs[..] else { return false };
+    let planning =
+        matches!(e, Error::IndexFull { .. }) || matches!(e, Error::VersionNotIncreasing { latest: u64::MAX, .. });
+    if !planning || o.version.is_some() || o.delta.is_some() || req.call == Call::Delta {
+        return false;
+    }
+    let words: Option<Vec<u32>> = events
+        .iter()
+        .map(|ev| match ev {
+            nvs_sim::Event::Store { word, nt: true, .. } => Some(*word),
+            _ => None,
+        })
+        .collect();
+    let Some(words) = words else { return false };
+    words.len() == o.bytes().len().div_ceil(8) && words.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
 fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
     match (req.call, &req.objs[..]) {
         (Call::Close, _) => pool.close_lane(req.lane).map(|()| Vec::new()),
@@ -699,7 +723,8 @@ pub fn check(input: &Input) {
                     Err(errs) => errs.iter().any(|x| discriminant(x) == discriminant(&e)),
                 };
                 assert!(allowed, "{req:?} failed with {e:?}, expected {plan:?}");
-                assert_eq!(start, end, "a refused op ({e}) stored");
+                let stores = &sim.events()[start..end];
+                assert!(start == end || stored_ahead(stores, &req, &e), "a refused op ({e}) stored: {stores:?}");
             }
         }
     }
