@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use nvs_core::{Error, HeapMemory, Pool};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 fn payload(lane: u32, i: u32) -> Vec<u8> {
     let n = (i as usize * 37 + lane as usize * 11) % 700;
@@ -19,15 +19,21 @@ fn lanes_write_concurrently_and_a_reader_follows() {
     let pool = format(&mut ram, 64 << 10);
     const PUTS: u32 = 1500;
     let done = AtomicBool::new(false);
+    // The reader's reads so far: each writer waits for one before its last put, so the
+    // reader surely reads while writers write, however the threads are scheduled.
+    let reads = AtomicU32::new(0);
     let shared_versions = std::thread::scope(|s| {
         let writers: Vec<_> = (0..3u32)
             .map(|lane| {
-                let pool = &pool;
+                let (pool, reads) = (&pool, &reads);
                 s.spawn(move || {
                     let mut w = pool.lane(lane).unwrap();
                     assert_eq!(pool.lane(lane).err(), Some(Error::LaneBusy { lane }));
                     let mut shared = Vec::new();
                     for i in 0..PUTS {
+                        while i == PUTS - 1 && reads.load(Ordering::Relaxed) == 0 {
+                            std::thread::yield_now();
+                        }
                         let own = format!("lane{lane}");
                         assert_eq!(w.put(own.as_bytes(), &payload(lane, i)).unwrap(), i as u64 + 1);
                         if i % 10 == 0 {
@@ -40,21 +46,20 @@ fn lanes_write_concurrently_and_a_reader_follows() {
             .collect();
         let reader = s.spawn(|| {
             let mut buf = vec![0u8; 1024];
-            let mut reads = 0;
             while !done.load(Ordering::Relaxed) {
                 for lane in 0..3u32 {
                     if let Ok(v) = pool.latest(format!("lane{lane}").as_bytes()) {
                         let n = pool.get(format!("lane{lane}").as_bytes(), v, &mut buf).unwrap();
                         assert_eq!(&buf[..n], &payload(lane, v as u32 - 1)[..], "reader saw lane {lane} v{v}");
-                        reads += 1;
+                        reads.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
-            reads
         });
         let shared: Vec<_> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
         done.store(true, Ordering::Relaxed);
-        assert!(reader.join().unwrap() > 0);
+        reader.join().unwrap();
+        assert!(reads.load(Ordering::Relaxed) > 0);
         shared
     });
     let mut vs: Vec<u64> = shared_versions.iter().map(|x| x.0).collect();
