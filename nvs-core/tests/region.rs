@@ -46,11 +46,20 @@ fn check_kind(kind: StoreKind) {
     assert_eq!(&b, b"cached");
 }
 
-/// Both store kinds are byte-exact with zero padding and no stray writes.
+/// Both store kinds are byte-exact with zero padding and no stray writes; the NT kind
+/// with the default (AVX2) bulk stores and with AVX-512 ones where the CPU has them.
+/// (One test: the store width is process-wide.)
 #[test]
 fn stores_are_exact() {
     check_kind(StoreKind::NonTemporal);
     check_kind(StoreKind::Portable);
+    let avx512 = nvs_core::region::use_avx512(true);
+    assert_eq!(nvs_core::region::nt_store_width() == 64, avx512);
+    if avx512 {
+        check_kind(StoreKind::NonTemporal);
+    }
+    assert!(!nvs_core::region::use_avx512(false));
+    assert!(nvs_core::region::nt_store_width() <= 32);
 }
 
 /// An access outside the region is refused (panics) instead of touching other memory.

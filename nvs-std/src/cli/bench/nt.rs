@@ -1,13 +1,12 @@
-//! The ceiling: a raw copy with the widest non-temporal store this CPU has, and fences,
-//! written here without any nvs code (nvs-core's copy is what is being measured).
+//! The ceiling: a raw copy with non-temporal stores, and fences, written here without
+//! any nvs code (nvs-core's copy is what is being measured). Two store widths where the
+//! CPU has both: AVX2 (32 B) and AVX-512 (64 B); a row's ratio is over the faster.
 
-/// The store width the ceiling uses, in bytes (64 AVX-512, 32 AVX2, 16 SSE2, 0 none).
+/// The store width of the plain ceiling rows: 32 (AVX2), 16 (SSE2), 0 (no NT stores).
 pub fn width() -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            64
-        } else if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") {
             32
         } else {
             16
@@ -19,11 +18,23 @@ pub fn width() -> usize {
     }
 }
 
-/// NT-copy `src` to `dst` with `width()`-byte stores (8-byte `movnti` for the tail).
+/// The store width of the wide ceiling rows: 64 with AVX-512F, else 0 (not available).
+pub fn wide_width() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return 64;
+        }
+    }
+    0
+}
+
+/// NT-copy `src` to `dst` with `width`-byte stores (8-byte `movnti` for the tail).
 ///
 /// # Safety
 /// `dst` is 64-byte aligned, `dst..dst + src.len()` rounded up to 8 is valid for
-/// writes and does not overlap `src`; `width` is what [`width`] returned (non-zero).
+/// writes and does not overlap `src`; `width` is what [`width`] or [`wide_width`]
+/// returned (non-zero).
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn copy(dst: *mut u8, src: &[u8], width: usize) {
     let body = src.len() & !255;

@@ -12,9 +12,9 @@ const RIGHT: f64 = 700.0;
 const TOP: f64 = 60.0;
 const BOTTOM: f64 = 500.0;
 
-const COLOURS: [&str; 11] = [
-    "#000000", "#d62728", "#7f7f7f", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    "#bcbd22",
+const COLOURS: [&str; 13] = [
+    "#000000", "#555555", "#d62728", "#7f7f7f", "#aaaaaa", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+    "#e377c2", "#17becf", "#bcbd22",
 ];
 
 fn esc(s: &str) -> String {

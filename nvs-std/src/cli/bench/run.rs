@@ -32,7 +32,9 @@ pub const BATCH: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Ceiling,
+    CeilingWide,
     CeilingBatch,
+    CeilingBatchWide,
     Put,
     Batch,
     Memcpy,
@@ -45,10 +47,12 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 13] = [
         Method::Ceiling,
+        Method::CeilingWide,
         Method::Put,
         Method::CeilingBatch,
+        Method::CeilingBatchWide,
         Method::Batch,
         Method::Memcpy,
         Method::PmemMemcpy,
@@ -63,7 +67,9 @@ impl Method {
     pub fn name(self) -> &'static str {
         match self {
             Method::Ceiling => "ceiling",
+            Method::CeilingWide => "ceiling_avx512",
             Method::CeilingBatch => "ceiling_batch64",
+            Method::CeilingBatchWide => "ceiling_batch64_avx512",
             Method::Put => "nvs_put",
             Method::Batch => "nvs_put_batch64",
             Method::Memcpy => "memcpy_into_mapping",
@@ -80,7 +86,9 @@ impl Method {
     pub fn describe(self) -> &'static str {
         match self {
             Method::Ceiling => "ceiling: NT copy + fence + 8 B flag + fence",
+            Method::CeilingWide => "ceiling, AVX-512: NT copy + fence, flag, fence",
             Method::CeilingBatch => "ceiling: 64 NT copies + 2 fences",
+            Method::CeilingBatchWide => "ceiling, AVX-512: 64 NT copies + 2 fences",
             Method::Put => "nvs put (1 object per commit)",
             Method::Batch => "nvs put_batch (64 per commit)",
             Method::Memcpy => "memcpy into the mapping",
@@ -93,18 +101,22 @@ impl Method {
         }
     }
 
-    /// The ceiling row a row's ratio refers to.
-    pub fn ceiling(self) -> Method {
-        match self {
-            Method::Batch | Method::CeilingBatch => Method::CeilingBatch,
-            _ => Method::Ceiling,
+    /// The ceiling rows a row's ratio may refer to (it refers to the faster).
+    pub fn ceilings(self) -> [Method; 2] {
+        match self.per_op() {
+            1 => [Method::Ceiling, Method::CeilingWide],
+            _ => [Method::CeilingBatch, Method::CeilingBatchWide],
         }
+    }
+
+    pub fn is_ceiling(self) -> bool {
+        matches!(self, Method::Ceiling | Method::CeilingWide | Method::CeilingBatch | Method::CeilingBatchWide)
     }
 
     /// Objects per operation.
     pub fn per_op(self) -> usize {
         match self {
-            Method::Batch | Method::CeilingBatch => BATCH,
+            Method::Batch | Method::CeilingBatch | Method::CeilingBatchWide => BATCH,
             _ => 1,
         }
     }
@@ -269,6 +281,9 @@ impl Slot {
         if matches!(method, Method::Ceiling | Method::CeilingBatch) && nt::width() == 0 {
             return Err("needs x86_64 non-temporal stores".into());
         }
+        if matches!(method, Method::CeilingWide | Method::CeilingBatchWide) && nt::wide_width() == 0 {
+            return Err("needs AVX-512".into());
+        }
         match method {
             Method::PmemMemcpy => pmdk.pmem.as_ref().map(|_| ()).map_err(Clone::clone),
             Method::PmemLog => self.log.as_ref().map(|_| ()).map_err(Clone::clone),
@@ -353,7 +368,11 @@ impl Slot {
         let base = self.raw.as_mut_ptr();
         let len = self.raw_len;
         let step = line_up(size as u64) as usize + 2 * LINE as usize;
-        let width = nt::width();
+        let width = if matches!(method, Method::CeilingWide | Method::CeilingBatchWide) {
+            nt::wide_width()
+        } else {
+            nt::width()
+        };
         match method {
             Method::Put | Method::Batch => {
                 let unit = if method == Method::Put {
@@ -375,7 +394,7 @@ impl Slot {
         'outer: loop {
             for _ in 0..chunk {
                 match method {
-                    Method::Ceiling | Method::CeilingBatch => {
+                    Method::Ceiling | Method::CeilingWide | Method::CeilingBatch | Method::CeilingBatchWide => {
                         let n = method.per_op();
                         if self.off + n * step + LINE as usize > len {
                             self.off = DATA_OFF as usize;
@@ -496,7 +515,13 @@ impl Slot {
         }
         if matches!(
             method,
-            Method::Ceiling | Method::CeilingBatch | Method::Memcpy | Method::PmemMemcpy | Method::PwriteTmpfs
+            Method::Ceiling
+                | Method::CeilingWide
+                | Method::CeilingBatch
+                | Method::CeilingBatchWide
+                | Method::Memcpy
+                | Method::PmemMemcpy
+                | Method::PwriteTmpfs
         ) {
             self.clobbered = true;
         }
