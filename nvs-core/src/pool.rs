@@ -744,7 +744,7 @@ impl<M: Media> Writer<'_, M> {
         }
         let seq = l.next_seq;
         let (bh, commit) = header(seq);
-        self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        self.store_unit_header(unit_off, bh, commit);
         let mut early_publish = Some(early_publish);
         if !late_payload {
             if let Some(f) = early_publish.take() {
@@ -779,6 +779,20 @@ impl<M: Media> Writer<'_, M> {
         l.next_seq = seq + 1;
         l.closed = false;
         (unit_off, seq)
+    }
+
+    /// A unit's batch header (step 3), as one whole-line NT store: its first word, the
+    /// commit word slot, gets `!commit` — never the commit word itself, which follows
+    /// alone after the fence (steps 4–5). A whole line is one write-combining flush on
+    /// this CPU; the 56 bytes after the slot alone were a partial one, costing more.
+    fn store_unit_header(&self, unit_off: u64, mut bh: BatchHeader, commit: u64) {
+        let from = if mutant::on("commit_before_payload") {
+            8 // that mutant stored the commit word in the slot already: keep it there
+        } else {
+            bh.commit = !commit;
+            0
+        };
+        self.media.store_nt(unit_off as usize + from, &bytemuck::bytes_of(&bh)[from..]);
     }
 
     /// The index, the statistics and the lane's published state learn unit `seq` (at
@@ -865,18 +879,22 @@ impl<M: Media> Writer<'_, M> {
                 checksum: 0,
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name);
-            // Header and name, as one NT store when they fit one line (a short name);
-            // else as two: the header is 48 bytes, so the name starts on a word, and two
-            // stores leave exactly the bytes (and zero padding to the next word) of one.
+            // Header, name and zero padding to the payload's line, as whole-line NT
+            // stores (a partial line is a slower write-combining flush): one line for a
+            // name of up to 16 bytes, else one store of the header and one of the name
+            // with its padding (the header is 48 bytes, so the name starts on a word).
             let head = size_of::<ObjectHeader>();
             if head + o.name.len() <= LINE as usize {
                 let mut line = [0u8; LINE as usize];
                 line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
                 line[head..head + o.name.len()].copy_from_slice(o.name);
-                self.media.store_nt(obj_off as usize, &line[..head + o.name.len()]);
+                self.media.store_nt(obj_off as usize, &line);
             } else {
+                let mut name = [0u8; NAME_MAX + LINE as usize];
+                name[..o.name.len()].copy_from_slice(o.name);
+                let padded = (object_head_len(o.name.len()) as usize) - head;
                 self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
-                self.media.store_nt(obj_off as usize + head, o.name);
+                self.media.store_nt(obj_off as usize + head, &name[..padded]);
             }
             p.payload_sum = payload_sum;
             obj_off = payload_off + line_up(p.stored);
@@ -1004,9 +1022,10 @@ impl<M: Media> Writer<'_, M> {
             checksum: 0,
         };
         bh.checksum = bh.compute_checksum(self.sb.pool_id);
-        self.media.store_nt(l.tail as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        let commit = commit_word(self.sb.pool_id, lane, l.next_seq, bh.checksum);
+        self.store_unit_header(l.tail, bh, commit);
         self.media.fence();
-        self.media.store_word_nt(l.tail as usize, commit_word(self.sb.pool_id, lane, l.next_seq, bh.checksum));
+        self.media.store_word_nt(l.tail as usize, commit);
         self.media.fence();
         l.tail += LINE;
         l.next_seq += 1;
@@ -1544,9 +1563,18 @@ impl<'m, M: Media> NtStream<'m, M> {
         self.carry_len = rest.len();
     }
 
+    /// Store the partial last word (zero-padded) and zeros to the end of its line: every
+    /// stream ends where a line does (payloads are padded to 64 bytes), and a whole line
+    /// is a faster write-combining flush than a partial one.
     fn finish(self) {
+        let mut off = self.off;
         if self.carry_len > 0 {
-            self.media.store_nt(self.off as usize, &self.carry[..self.carry_len]);
+            self.media.store_nt(off as usize, &self.carry[..self.carry_len]);
+            off += 8;
+        }
+        let pad = (line_up(off) - off) as usize;
+        if pad > 0 {
+            self.media.store_nt(off as usize, &[0u8; LINE as usize][..pad]);
         }
     }
 }

@@ -486,7 +486,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
 /// Issue `req` through the API entry point it names.
 /// What a refused op may have stored: nothing, except a lone put (automatic version, no
 /// delta) refused in planning (its name's versions exhausted, or index memory full),
-/// which may have NT-stored exactly its payload words, one run, no fence
+/// which may have NT-stored exactly its payload's lines, one run, no fence
 /// (`store_payload_ahead` in nvs-core). They lie past the lane's log end; every crash
 /// image checked after this op includes them, so damage to anything committed would
 /// show there.
@@ -505,7 +505,8 @@ fn stored_ahead(events: &[nvs_sim::Event], req: &Req, e: &Error) -> bool {
         })
         .collect();
     let Some(words) = words else { return false };
-    words.len() == o.bytes().len().div_ceil(8) && words.windows(2).all(|w| w[1] == w[0] + 1)
+    // The payload and its zero padding to the end of its line.
+    words.len() == o.bytes().len().next_multiple_of(64) / 8 && words.windows(2).all(|w| w[1] == w[0] + 1)
 }
 
 fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
