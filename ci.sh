@@ -12,8 +12,8 @@ step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
 step "tests";   cargo test --workspace
 step "crash check: nvs-verify all (every crash image of every workload, damage, lazy/eager, mutants)"
 cargo run --release -q -p nvs-verify -- all
-step "loom: every interleaving of the concurrent pool paths (preemption bound 2)"
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-core --test loom
+step "loom: every interleaving of the concurrent pool paths (preemption bound 3; 2 for the two recovery models)"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-core --test loom
 step "loom x crash: every crash image of the interleavings of 2 lane writers x 2 puts (preemption bound 3)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-verify --test loom_crash -- --nocapture
 step "no_std: nvs-core for x86_64-unknown-none"
