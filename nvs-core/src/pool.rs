@@ -551,10 +551,11 @@ impl<M: Media> Writer<'_, M> {
     /// on this CPU that is most of what a put costs beyond the copy and the two fences.
     /// Returns the unit's offset (the lane's tail) if the payload was stored.
     ///
-    /// If planning then refuses the put (index full, the name's versions exhausted), these bytes stay
-    /// behind past the lane's log end — where a crash mid-put leaves bytes too, and where
-    /// nothing is read: the unit's commit word slot, headers and everything before the
-    /// tail are untouched, so nothing committed changes (DESIGN.md, write path).
+    /// If planning then refuses the put (index full, the name's versions exhausted),
+    /// these bytes stay behind past the lane's log end — where a crash mid-put leaves
+    /// bytes too, and where nothing is read: the unit's commit word slot, headers and
+    /// everything before the tail are untouched, so nothing committed changes
+    /// (DESIGN.md, write path).
     fn store_payload_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> Option<u64> {
         let [o] = objects else { return None };
         // Not for an explicit version (a caller's mistake there is refused in planning)
