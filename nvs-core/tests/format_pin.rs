@@ -68,11 +68,13 @@ fn pad_ranges(pool: &Pool<nvs_core::Region, HeapMemory>) -> Vec<(usize, usize)> 
         let mut buf = [0u8; nvs_core::NAME_MAX];
         let name = pool.name_bytes(n.id, &mut buf).to_vec();
         let head = nvs_core::format::object_head_len(name.len()) as usize;
+        let header = size_of::<nvs_core::format::ObjectHeader>();
+        let line = nvs_core::format::LINE as usize;
         for o in pool.versions(&name).unwrap() {
             let payload = o.offset as usize;
-            out.push((payload - head + 48 + name.len(), payload));
+            out.push((payload - head + header + name.len(), payload));
             let end = payload + o.stored_bytes as usize;
-            out.push((end, end.next_multiple_of(64)));
+            out.push((end, end.next_multiple_of(line)));
         }
     }
     out

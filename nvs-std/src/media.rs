@@ -136,10 +136,11 @@ impl MappedMedia {
         let flag = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name("nvs-prefault".into()).spawn(move || {
             const STEP: usize = 2 << 20;
+            let page_mask = !(page_size() - 1);
             for (start, end) in ranges.into_iter().rev() {
                 let mut hi = end;
                 while hi > start && !flag.load(Ordering::Relaxed) {
-                    let lo = hi.saturating_sub(STEP).max(start) & !(page_size() - 1);
+                    let lo = hi.saturating_sub(STEP).max(start) & page_mask;
                     // SAFETY: `lo..hi` lies inside the mapping (the ranges are clipped to
                     // its length), which stays mapped until this thread is joined
                     // (`stop_prefault`, at the latest in `Drop`); populating page tables
