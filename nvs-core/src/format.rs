@@ -356,7 +356,13 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
 
 /// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
 pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Option<SegmentHeader> {
-    let h: SegmentHeader = read_pod(media, sb.segment_off(i));
+    let off = sb.segment_off(i);
+    // The magic word first: a free or torn segment is usually told by it alone, and a
+    // reader that stops there reads (and, in the crash checker, branches on) one word.
+    if media.load_word(off as usize) != SEGMENT_MAGIC {
+        return None;
+    }
+    let h: SegmentHeader = read_pod(media, off);
     let valid = h.magic == SEGMENT_MAGIC
         && (h.pool_id == sb.pool_id || mutant::on("no_pool_id_check"))
         && h.checksum == h.compute_checksum()
@@ -385,12 +391,16 @@ pub fn decode_unit<M: Media + ?Sized>(
     if off + size_of::<BatchHeader>() as u64 > seg_end {
         return Ok(UnitSlot::End);
     }
+    // The commit word and the checksum it binds decide whether the unit counts; the
+    // rest of the header is read only then (an uncommitted slot costs two words).
     let commit = media.load_word(off as usize);
-    let h: BatchHeader = read_pod(media, off);
-    let seq = if mutant::on("no_seq_check") { h.seq } else { seq };
-    if commit != commit_word(sb.pool_id, lane, seq, h.checksum) {
+    let checksum = media.load_word(off as usize + offset_of!(BatchHeader, checksum));
+    let seq =
+        if mutant::on("no_seq_check") { media.load_word(off as usize + offset_of!(BatchHeader, seq)) } else { seq };
+    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
         return Ok(UnitSlot::End);
     }
+    let h: BatchHeader = read_pod(media, off);
     // The commit word matches: the unit was committed, so its header was durable before
     // the commit word was written. From here on, a mismatch is damage, not a torn write.
     let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });

@@ -23,6 +23,12 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ("seq_restarts_after_open", "after recovery a lane's sequence restarts at 0"),
     ("alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)"),
     ("first_seq_off_by_one", "a claimed segment records the wrong first sequence number"),
+    ("torn_claim_kept", "a claim over a non-zero (torn, stale) segment header does not zero it first"),
+    ("no_final_fence_marker", "no fence after an end-of-stream or truncate unit's commit word"),
+    ("repair_newest_first", "the writer's open-time repair invalidates released segments newest first"),
+    ("latest_is_oldest", "latest(name) returns the oldest version"),
+    ("delta_ignores_parent_len", "a delta is planned against a parent of another length"),
+    ("format_in_one_store", "format stores the whole superblock at once (a crash can tear it)"),
     ("retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'"),
 ];
 

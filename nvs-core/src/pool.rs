@@ -245,8 +245,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // Over an earlier pool, the new id is derived from the caller's and the old one,
         // so formatting again with the ids of earlier generations (A, B, A, ...) never
         // brings back an id whose segments may still lie on the media.
+        // A superblock left unsealed by a crash inside an earlier format (magic word 0,
+        // the rest old or new or both) still names ids whose segments may be here.
+        let old: Superblock = format::read_pod(&media, 0);
+        let unsealed = old.magic == 0 && (old.pool_id != 0 || old.checksum != 0);
         let mut pool_id = opts.pool_id;
-        if let Ok(old) = format::decode_superblock(&media) {
+        if unsealed || format::decode_superblock(&media).is_ok() {
             pool_id = crate::hash::mix(&[opts.pool_id, old.pool_id, old.checksum]);
             if pool_id == old.pool_id {
                 pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -265,7 +269,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             checksum: 0,
         };
         sb.checksum = sb.compute_checksum();
-        media.store_nt(0, bytemuck::bytes_of(&sb));
+        if mutant::on("format_in_one_store") {
+            media.store_nt(0, bytemuck::bytes_of(&sb));
+            media.fence();
+            return Self::open_with(media, mem, true);
+        }
+        // Crash-safe in three fenced steps, so that a crash leaves the old pool, no pool
+        // (`NotFormatted`), or the new empty one — never a torn superblock: (1) the old
+        // magic word goes (the old pool is gone from here on); (2) the new superblock but
+        // its magic word; (3) the magic word, alone (one failure-atomic 8-byte store).
+        if old.magic != 0 {
+            media.store_word_nt(0, 0);
+            media.fence();
+        }
+        media.store_nt(8, &bytemuck::bytes_of(&sb)[8..]);
+        media.fence();
+        media.store_word_nt(0, sb.magic);
         media.fence();
         Self::open_with(media, mem, true)
     }
@@ -303,7 +322,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         pool.refresh()?;
         if writable {
-            pool.invalidate_released();
+            // The writer's open-time repair (a crash between a truncate unit and the
+            // invalidation of its segments). Newest first only as a seeded bug.
+            pool.invalidate_released(mutant::on("repair_newest_first"));
         }
         Ok(pool)
     }
@@ -696,7 +717,8 @@ impl<M: Media> Writer<'_, M> {
         let record = delta::plan_record(self.sb.pool_id, d.parent, d.changes, self.delta.chunk_bytes, len)?;
         // The parent: committed (in the index), of the same length, not too deep.
         let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
-        let Some(parent) = parent.filter(|p| p.len_bytes == len && p.version < version) else { return Ok(None) };
+        let same_len = |p: &Entry| p.len_bytes == len || mutant::on("delta_ignores_parent_len");
+        let Some(parent) = parent.filter(|p| same_len(p) && p.version < version) else { return Ok(None) };
         let plan = DeltaPlan { record, depth: parent.depth + 1 };
         let small = plan.stored_len().saturating_mul(100) <= len.saturating_mul(self.delta.max_percent as u64);
         let ok = self.sb.has_deltas() && plan.depth <= self.delta.full_every && small;
@@ -943,7 +965,9 @@ impl<M: Media> Writer<'_, M> {
         h.finish()
     }
 
-    /// Claim a free segment as the next in `lane`'s chain; its header is durable on return.
+    /// Claim a free segment as the next in `lane`'s chain. Its header is stored but not
+    /// fenced: the caller's unit, written next by this thread, fences it with its own
+    /// stores, before its commit word.
     fn claim_segment<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane) -> Result<Lane> {
         let count = self.sb.segment_count;
         let cursor = s.alloc_cursor;
@@ -969,11 +993,25 @@ impl<M: Media> Writer<'_, M> {
         };
         h.checksum = h.compute_checksum();
         let seg_off = self.sb.segment_off(free);
+        // A header that is not all zero (a claim torn by a crash, a torn invalidation, an
+        // earlier pool's, garbage) is zeroed and fenced first. Its words may agree with
+        // the new header's (same magic, pool id, lane): if a crash then persisted only
+        // those, the old words would make a whole, valid header again — an old claim
+        // reborn, with the wrong chain or first sequence.
+        const ZERO: [u8; size_of::<SegmentHeader>()] = [0; size_of::<SegmentHeader>()];
+        let mut old_header = ZERO;
+        self.media.read(seg_off as usize, &mut old_header);
+        if old_header != ZERO && !mutant::on("torn_claim_kept") {
+            self.media.store_nt(seg_off as usize, &ZERO);
+            self.media.fence();
+        }
+        // No fence of its own: the claim is made only while planning a unit, as its last
+        // step, and the unit's first fence (before its commit word, by this same thread)
+        // makes the header durable before anything in the segment can count.
         if mutant::on("segment_header_unfenced") {
             self.media.store(seg_off as usize, bytemuck::bytes_of(&h)); // cached, never flushed
         } else {
             self.media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
-            self.media.fence();
         }
         segs[free as usize] = crate::index::SegSlot { chain_seq, first_seq, lane, index: free };
         s.alloc_cursor = (free + 1) % count;
@@ -1027,7 +1065,9 @@ impl<M: Media> Writer<'_, M> {
         self.store_unit_header(l.tail, bh, commit);
         self.media.fence();
         self.media.store_word_nt(l.tail as usize, commit);
-        self.media.fence();
+        if !mutant::on("no_final_fence_marker") {
+            self.media.fence();
+        }
         l.tail += LINE;
         l.next_seq += 1;
         if flags == format::UNIT_END_OF_STREAM {
@@ -1170,7 +1210,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if freed > 0 {
             // Mark the released segments as recovery would, then invalidate them.
             self.refresh()?;
-            self.invalidate_released();
+            self.invalidate_released(false);
             self.refresh()?;
         }
         Ok(freed)
@@ -1179,7 +1219,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Invalidate the headers of segments retention released (a crash may have left them
     /// valid), oldest first per lane, each fenced, so a lane's chain stays contiguous at
     /// every step; then they are free.
-    fn invalidate_released(&mut self) {
+    fn invalidate_released(&mut self, newest_first: bool) {
         let count = self.sb.segment_count as usize;
         let s = self.shared.get_mut();
         let Some(segs) = s.index.segments(count) else { return };
@@ -1190,7 +1230,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 .iter()
                 .enumerate()
                 .filter(|(_, g)| g.lane != FREE && g.first_seq == crate::recover::RELEASED)
-                .min_by_key(|(_, g)| (g.lane, g.chain_seq))
+                .min_by_key(|(_, g)| (g.lane, if newest_first { u64::MAX - g.chain_seq } else { g.chain_seq }))
                 .map(|(i, _)| i);
             let Some(i) = next else { break };
             // The whole header, not just its magic: a later claim of this segment rewrites
@@ -1320,7 +1360,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn latest(&self, name: &[u8]) -> Result<u64> {
         let s = self.shared.read();
         let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
-        let last = s.index.name(id).last;
+        let last = if mutant::on("latest_is_oldest") { s.index.name(id).first } else { s.index.name(id).last };
         if last == NONE {
             return Err(Error::NotFound);
         }

@@ -149,3 +149,22 @@ fn alternating_ids_never_revive_old_generations() {
         assert_eq!(pool.stats().objects, round as u64 * 3 + 2, "round {round}");
     }
 }
+
+/// A format interrupted after it removed the old magic word leaves `NotFormatted`; a
+/// format over that unsealed superblock, even with the old pool's own id, gets a fresh
+/// id, so none of the old pool's segments (still on the media) comes back.
+#[test]
+fn format_over_an_unsealed_superblock_takes_a_fresh_id() {
+    let mut ram = Ram::new(4096 + 6 * 4096, 0);
+    let mut o = FormatOptions::new(0x77);
+    o.segment_len = Some(4096);
+    let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+    assert_eq!(pool.superblock().pool_id, 0x77, "fresh media: the caller's id");
+    pool.put(b"old", b"old bytes").unwrap();
+    drop(pool);
+    ram.bytes_mut()[..8].fill(0); // what a crash after format's first step leaves
+    assert!(matches!(Pool::open(ram.region(), HeapMemory::new()), Err(Error::NotFormatted)));
+    let pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+    assert_ne!(pool.superblock().pool_id, 0x77);
+    assert_eq!(pool.names().count(), 0, "the old pool's objects stay gone");
+}

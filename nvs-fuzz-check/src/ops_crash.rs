@@ -25,7 +25,10 @@
 //!    order): every object byte-exact on its lane and sequence number, nothing else,
 //!    each lane's unit count and closed flag (§4.1–4.4).
 //! 5. A put on the recovered pool (it must resume on the right tail and sequence), a
-//!    reopen: exactly the recovered objects plus that put.
+//!    reopen: exactly the recovered objects plus that put. When the put's length asks
+//!    for it, a second crash inside the writer's open and that put (at one of its fence
+//!    points, all pending words persisted or none): nothing the first recovery returned
+//!    may be lost, and the put is whole or absent (present once it returned).
 
 use crate::fill;
 use arbitrary::{Arbitrary, Unstructured};
@@ -802,15 +805,39 @@ pub fn check(input: &Input) {
     let last = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
     assert!(last <= lane_seq, "lane {lane}: objects of unit {last} but {lane_seq} units");
     let mut want = recovered.clone();
-    match pool.put_vectored(lane, b"after", &[&bytes]) {
+    let acked = match pool.put_vectored(lane, b"after", &[&bytes]) {
         Ok(v) => {
             assert_eq!(v, 1);
             want.insert((b"after".to_vec(), 1), Stored { bytes, lane, seq: lane_seq });
+            true
         }
-        Err(Error::Full) => {}
+        Err(Error::Full) => false,
         Err(e) => panic!("put after recovery: {e:?}"),
-    }
+    };
     drop(pool);
+    // A second crash (when the length's top bits ask for one): at a fence point of the
+    // writer's open-time repair and the put, the pending words all persisted or none.
+    // Everything the first recovery returned must still be there; the put whole or not
+    // at all, and there if it returned.
+    let k2 = (len >> 11) as usize;
+    if k2 > 0 {
+        let points = fence_points(&sim2.events());
+        let point2 = points[k2 % points.len()];
+        let state2 = sim2.crash_state(point2);
+        let choices = vec![k2 & 1; state2.undecided()];
+        let view2 = CrashView::new(state2, Chooser::replaying(choices));
+        let pool2 = Pool::open_read_only(&view2, HeapMemory::new())
+            .unwrap_or_else(|e| panic!("recovery failed after a second crash at event {point2}: {e}"));
+        let c = contents(&pool2);
+        let end = point2 == sim2.point();
+        assert!(
+            c == want || (!(acked && end) && c == recovered),
+            "after a second crash at event {point2} of {}: {} objects, {} before it",
+            sim2.point(),
+            c.len(),
+            recovered.len()
+        );
+    }
     let pool = Pool::open(&sim2, HeapMemory::new()).expect("reopen after the post-crash put");
     assert_eq!(contents(&pool), want, "after a crash, a put and a reopen");
 }

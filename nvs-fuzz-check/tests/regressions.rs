@@ -145,7 +145,7 @@ fn ops_crash_empty_object_at_segment_end() {
 
 /// ops_crash, finding 4: a lane claiming a segment that retention released (its header
 /// invalidated by zeroing only the magic word) rewrites the header with NT stores; a
-/// crash before the claim's fence that persisted the new magic word but none of the
+/// crash before the claim was fenced that persisted the new magic word but none of the
 /// other new words left the *old* header whole again — old fields, old checksum, valid
 /// magic — so recovery saw the released segment back in its old lane's chain, with a
 /// gap after it, and refused the pool: `Corrupted(SegmentChain)` on a crash image.
@@ -164,9 +164,10 @@ fn torn_claim_of_a_released_segment_does_not_revive_its_header() {
     let before = sim.point();
     pool.put_vectored(1, b"b", &[b"lane 1 reuses a released segment"]).expect("put on lane 1");
     drop(pool);
-    // Crash at the claim's fence: only the new segment header's words are pending.
+    // Crash at the put's first fence (the unit's, which also fences the claim: the
+    // claim has none of its own): the new header's words and the unit's are pending.
     let events = sim.events();
-    let fence = (before..events.len()).find(|&i| matches!(events[i], Event::Fence { .. })).expect("claim fence");
+    let fence = (before..events.len()).find(|&i| matches!(events[i], Event::Fence { .. })).expect("unit fence");
     let state = sim.crash_state(fence);
     assert!(state.undecided() >= 2, "the claim rewrote a released header");
     for first in 0..2 {

@@ -20,7 +20,7 @@
 //! so this can only make checks of cached-store mutants stricter.
 
 /// A word of a crash state.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Cell {
     /// Holds this value in every crash image.
     Fixed(u64),
@@ -32,7 +32,7 @@ pub enum Cell {
 }
 
 /// A cache line with pending cached stores.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Group {
     /// The line's last durable value per word (`Fixed` or `Open`).
     pub durable: [Cell; 8],
@@ -41,7 +41,7 @@ pub struct Group {
 }
 
 /// What every word of the media may hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct State {
     pub cells: Vec<Cell>,
     pub groups: Vec<Group>,

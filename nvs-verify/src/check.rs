@@ -1,10 +1,10 @@
 //! The crash check: run a workload, crash it at every crash point, explore every image
 //! recovery can observe there, and hold what it recovers to the contract (ARCHITECTURE §4).
 
-use crate::workload::{run, Family, Issued, Workload};
+use crate::workload::{continue_with, run, Family, Issued, Op, Workload};
 use nvs_core::{HeapMemory, Media, Pool, NAME_MAX};
 use nvs_sim::{all_points, explore, fence_points, Chooser, CrashView, SimMedia, Verdict};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,18 +18,49 @@ pub const EAGER_MAX_UNDECIDED: usize = 10;
 /// One recovered object: (name, version, lane, bytes).
 pub type Rec = (Vec<u8>, u64, u32, Vec<u8>);
 
-/// Open (recover) a pool on `media` and read back everything it holds. A panic, an
-/// error, or a store during recovery is a violation.
-pub fn recover_all<M: Media>(media: M) -> Result<Vec<Rec>, String> {
-    let r = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Rec>, String> {
+/// What a recovery returned: every object (sorted) and the lanes that are closed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Recovered {
+    pub objects: Vec<Rec>,
+    /// Lanes whose stream is closed (their last unit is an end-of-stream marker), sorted.
+    pub closed: Vec<u32>,
+}
+
+impl Recovered {
+    pub fn of(objects: Vec<Rec>) -> Recovered {
+        Recovered { objects, closed: vec![] }
+    }
+}
+
+/// Open (recover) a pool on `media` and read back everything it holds, through every
+/// read call: `names`, `versions`, `latest`, `stat`, `get`, `lane_info`, which must
+/// agree with each other. A panic, an error, or a store during recovery is a violation.
+pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
+    let r = catch_unwind(AssertUnwindSafe(|| -> Result<Recovered, String> {
         let media_len = media.len() as u64;
         let pool = Pool::open_read_only(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
         let mut out = Vec::new();
         let names: Vec<_> = pool.names().collect();
+        let mut listed = BTreeSet::new();
         for n in names {
             let mut nb = [0u8; NAME_MAX];
             let name = pool.name_bytes(n.id, &mut nb).to_vec();
+            let shown = String::from_utf8_lossy(&name).into_owned();
+            if !listed.insert(name.clone()) {
+                return Err(format!("names() lists {shown} twice"));
+            }
             let infos: Vec<_> = pool.versions(&name).map_err(|e| format!("versions: {e}"))?.collect();
+            let Some(newest) = infos.last() else {
+                return Err(format!("names() lists {shown}, which has no versions"));
+            };
+            if !infos.windows(2).all(|w| w[0].version < w[1].version) {
+                return Err(format!("versions({shown}) is not increasing"));
+            }
+            match pool.latest(&name) {
+                Ok(v) if v == newest.version => {}
+                Ok(v) => return Err(format!("latest({shown}) = {v}, but its newest version is {}", newest.version)),
+                Err(e) => return Err(format!("latest({shown}): {e}")),
+            }
             for info in infos {
                 if info.len_bytes > media_len {
                     return Err(format!(
@@ -37,13 +68,21 @@ pub fn recover_all<M: Media>(media: M) -> Result<Vec<Rec>, String> {
                         info.len_bytes
                     ));
                 }
+                if pool.stat(&name, info.version) != Ok(info) {
+                    return Err(format!("stat({shown}, {}) disagrees with versions()", info.version));
+                }
                 let mut buf = vec![0u8; info.len_bytes as usize];
                 pool.get(&name, info.version, &mut buf).map_err(|e| format!("get: {e}"))?;
                 out.push((name.clone(), info.version, info.lane, buf));
             }
         }
+        if pool.latest(b"never written") != Err(nvs_core::Error::NotFound) {
+            return Err("latest of a name never written is not NotFound".into());
+        }
         out.sort();
-        Ok(out)
+        let lanes = pool.superblock().lanes_max;
+        let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
+        Ok(Recovered { objects: out, closed })
     }));
     match r {
         Ok(r) => r,
@@ -56,16 +95,21 @@ pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The contract, for a crash at trace position `point`:
-/// - every object of `durable` (recovered before an earlier crash) is recovered, intact;
+/// - every object of `durable` (recovered before an earlier crash) is recovered, intact,
+///   unless a reclaim since released it;
 /// - every acknowledged operation is recovered, byte-exact (durable when acknowledged);
 /// - nothing is recovered that no started operation wrote (no phantoms);
 /// - an operation is recovered whole or not at all (atomic);
-/// - per lane, the recovered operations are a prefix of the lane's operations.
-pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> Result<(), String> {
+/// - per lane, the recovered operations are a prefix of the lane's operations;
+/// - a lane is closed exactly when its last unit in the recovered prefix may be an
+///   end-of-stream marker: closed if an acknowledged close follows its last recovered
+///   put, and never closed unless a close (or `durable`'s closed state) allows it.
+pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recovered) -> Result<(), String> {
     // (name, version) -> (issuing op, or None for `durable`; lane; bytes)
     type Expect<'a> = BTreeMap<(&'a [u8], u64), (Option<usize>, u32, &'a [u8])>;
+    let acked = |op: &Issued| matches!(op.ack, Some(a) if a <= point);
     let mut expect: Expect = BTreeMap::new();
-    for (n, v, lane, b) in durable {
+    for (n, v, lane, b) in &durable.objects {
         expect.insert((n, *v), (None, *lane, b));
     }
     for (i, op) in issued.iter().enumerate() {
@@ -79,14 +123,13 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
     // while it ran.
     let mut gone: BTreeMap<(&[u8], u64), bool> = BTreeMap::new();
     for op in issued.iter().filter(|op| op.start < point) {
-        let acked = matches!(op.ack, Some(a) if a <= point);
         for (n, v) in &op.released {
-            gone.insert((n, *v), acked);
+            gone.insert((n, *v), acked(op));
         }
     }
     let mut got: BTreeMap<usize, usize> = BTreeMap::new();
     let mut durable_seen = 0;
-    for (n, v, lane, b) in rec {
+    for (n, v, lane, b) in &rec.objects {
         let name = String::from_utf8_lossy(n);
         if gone.get(&(&n[..], *v)) == Some(&true) {
             return Err(format!("{name} v{v} came back after a reclaim released it"));
@@ -102,21 +145,25 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
         }
         match op {
             Some(i) => *got.entry(*i).or_default() += 1,
-            None => durable_seen += 1,
+            None if !gone.contains_key(&(&n[..], *v)) => durable_seen += 1,
+            None => {}
         }
     }
-    if durable_seen != durable.len() {
+    let durable_owed = durable.objects.iter().filter(|(n, v, _, _)| !gone.contains_key(&(&n[..], *v))).count();
+    if durable_seen != durable_owed {
         return Err(format!(
             "{} of {} objects recovered before the crash are lost",
-            durable.len() - durable_seen,
-            durable.len()
+            durable_owed - durable_seen,
+            durable_owed
         ));
     }
+    // A put whose objects a reclaim released (a unit's objects share a segment, so all
+    // or none) was committed, but is no longer owed.
+    let released = |op: &Issued| op.objects.iter().any(|(n, v, _)| gone.contains_key(&(&n[..], *v)));
     let mut lane_gap: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, op) in issued.iter().enumerate() {
-        // Reclaims write no objects; puts whose objects a reclaim released (a unit's
-        // objects share a segment, so all or none) are no longer owed.
-        if op.objects.is_empty() || op.objects.iter().any(|(n, v, _)| gone.contains_key(&(&n[..], *v))) {
+        // Reclaims and closes write no objects.
+        if op.objects.is_empty() || released(op) {
             continue;
         }
         let seen = got.get(&i).copied().unwrap_or(0);
@@ -124,7 +171,7 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
             return Err(format!("op {}: torn: {seen} of {} objects recovered", op.op, op.objects.len()));
         }
         if seen == 0 {
-            if matches!(op.ack, Some(a) if a <= point) {
+            if acked(op) {
                 return Err(format!("op {}: acknowledged (at {}) but lost (crash at {point})", op.op, op.ack.unwrap()));
             }
             lane_gap.entry(op.lane).or_insert(op.op);
@@ -132,28 +179,62 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> 
             return Err(format!("lane {}: op {} recovered after op {gap} was lost (not a prefix)", op.lane, op.op));
         }
     }
+    // End of stream, per lane: the lane's started puts and closes in order; what follows
+    // its last put in the log (recovered, or released by a reclaim) decides.
+    let lanes: BTreeSet<u32> = issued
+        .iter()
+        .filter(|op| op.close)
+        .map(|op| op.lane)
+        .chain(durable.closed.iter().copied())
+        .chain(rec.closed.iter().copied())
+        .collect();
+    for lane in lanes {
+        let ops: Vec<(usize, &Issued)> = issued
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.lane == lane && op.start < point && (op.close || !op.objects.is_empty()))
+            .collect();
+        let last_put = ops.iter().rposition(|(i, op)| !op.close && (got.contains_key(i) || released(op)));
+        let after = &ops[last_put.map_or(0, |p| p + 1)..];
+        let was_closed = last_put.is_none() && durable.closed.contains(&lane);
+        let must = was_closed || after.iter().any(|(_, op)| op.close && acked(op));
+        let may = was_closed || after.iter().any(|(_, op)| op.close);
+        let closed = rec.closed.contains(&lane);
+        if must && !closed {
+            return Err(format!("lane {lane}: its close was acknowledged, but it is not closed (crash at {point})"));
+        }
+        if closed && !may {
+            return Err(format!("lane {lane}: closed, but no close follows its last recovered put"));
+        }
+    }
     Ok(())
 }
 
 /// Digest of a recovered state (to compare the explorers' outcome sets).
-fn digest(rec: &[Rec]) -> u64 {
+fn digest(rec: &Recovered) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     rec.hash(&mut h);
     h.finish()
 }
 
+/// Depth-2 verdicts already reached in one trace's check, by a hash of (second crash
+/// state, first recovery's result, what the continuation issued): the same three give
+/// the same exploration, so it runs once. Many first-crash images differ only in words
+/// the continuation overwrites and fences, so their later crash states coincide.
+pub type Memo = Mutex<HashSet<u64>>;
+
 /// One check at one crash point, with the given choices: recover and apply the oracle;
-/// at depth 2, also recover the same image again as a writer, put, and crash that at
-/// every point (each explored on its own, nested). Returns the recovered state's digest
-/// and the number of nested runs.
+/// at depth 2 (`then`), also recover the same image again as a writer, run `then`, and
+/// crash that at every point (each explored on its own, nested). Returns the recovered
+/// state's digest and the number of nested runs.
 pub fn check_once(
     issued: &[Issued],
     point: usize,
     state: &nvs_sim::State,
     ch: &Chooser,
     eager: bool,
-    depth2: bool,
+    then: Option<(&[Op], &Memo)>,
 ) -> Result<(u64, u64), String> {
     let view = CrashView::new(state.clone(), ch.clone());
     if eager {
@@ -163,32 +244,45 @@ pub fn check_once(
     if view.stores() != 0 {
         return Err(format!("recovery stored {} times (opening must not write)", view.stores()));
     }
-    oracle(issued, point, &[], &rec)?;
+    oracle(issued, point, &Recovered::default(), &rec)?;
     let d = digest(&rec);
-    if !depth2 {
-        return Ok((d, 0));
-    }
-    // Depth 2: the same crash image, recovered again by a writer that then puts. Words
-    // recovery observed keep their values; the rest stay undecided.
+    let Some((then, memo)) = then else { return Ok((d, 0)) };
+    // Depth 2: the same crash image, recovered again by a writer that then runs `then`.
+    // Words recovery observed keep their values; the rest stay undecided (a read by the
+    // writer decides them, as a choice of this run).
     let m2 = SimMedia::on(view.into_view());
     let again = recover_all(&m2)?;
     if again != rec {
         return Err("a second recovery of the same image gave another result".into());
     }
-    let issued2 = continue_writing(&m2)?;
+    let issued2 = match catch_unwind(AssertUnwindSafe(|| continue_with(&m2, then))) {
+        Ok(r) => r?,
+        Err(p) => return Err(format!("the writer after the crash panicked: {}", panic_message(&p))),
+    };
     let mut points = vec![0];
     points.extend(fence_points(&m2.events()));
     points.dedup();
     let mut nested = 0;
     for p2 in points {
         let state2 = m2.crash_state(p2);
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&state2, d, p2, format!("{issued2:?}")).hash(&mut h);
+            h.finish()
+        };
+        if memo.lock().unwrap().contains(&key) {
+            continue;
+        }
         let v = explore(BUDGET, |ch2| {
             let rec2 = recover_all(CrashView::new(state2.clone(), ch2.clone()))?;
             oracle(&issued2, p2, &rec, &rec2)
         });
         nested += v.runs();
         match v {
-            Verdict::Pass { .. } => {}
+            Verdict::Pass { .. } => {
+                memo.lock().unwrap().insert(key);
+            }
             Verdict::Fail { choices, message, .. } => {
                 return Err(format!("second crash at {p2} (choices {choices:?}): {message}"))
             }
@@ -196,33 +290,6 @@ pub fn check_once(
         }
     }
     Ok((d, nested))
-}
-
-/// After a recovery: open as a writer and put one object on each lane.
-fn continue_writing(m2: &SimMedia) -> Result<Vec<Issued>, String> {
-    let mut pool = catch_unwind(AssertUnwindSafe(|| Pool::open(m2, HeapMemory::new())))
-        .map_err(|p| format!("reopen panicked: {}", panic_message(&p)))?
-        .map_err(|e| format!("reopen failed: {e}"))?;
-    let mut issued = Vec::new();
-    for (i, lane) in [0u32, 1].into_iter().enumerate() {
-        let start = m2.point();
-        let bytes: Vec<u8> = (0..77).map(|k| (k * 3 + i * 101 + 1) as u8).collect();
-        let name = format!("after{lane}").into_bytes();
-        match catch_unwind(AssertUnwindSafe(|| pool.put_vectored(lane, &name, &[&bytes]))) {
-            Ok(Ok(v)) => issued.push(Issued {
-                op: 100 + i,
-                lane,
-                start,
-                ack: Some(m2.point()),
-                objects: vec![(name, v, bytes)],
-                released: vec![],
-            }),
-            Ok(Err(nvs_core::Error::Full)) => {}
-            Ok(Err(e)) => return Err(format!("put after recovery failed: {e}")),
-            Err(p) => return Err(format!("put after recovery panicked: {}", panic_message(&p))),
-        }
-    }
-    Ok(issued)
 }
 
 /// A violation, with what reproduces it alone.
@@ -310,10 +377,10 @@ pub fn check_trace(
     state_at: impl Fn(usize) -> nvs_sim::State,
     points: &[usize],
     issued: &[Issued],
-    depth2: bool,
+    then: Option<&[Op]>,
     stop_early: bool,
 ) -> TraceReport {
-    check_trace_with(&|job: Job| job(), state_at, points, issued, depth2, stop_early)
+    check_trace_with(&|job: Job| job(), state_at, points, issued, then, stop_early)
 }
 
 /// [`check_trace`], every recovery check run by `runner` (which runs the job and
@@ -325,13 +392,17 @@ pub fn check_trace_with(
     state_at: impl Fn(usize) -> nvs_sim::State,
     points: &[usize],
     issued: &[Issued],
-    depth2: bool,
+    then: Option<&[Op]>,
     stop_early: bool,
 ) -> TraceReport {
     let issued: Arc<[Issued]> = issued.into();
+    let then: Option<Arc<[Op]>> = then.map(Into::into);
+    let memo: Arc<Memo> = Arc::default();
+    let depth2 = then.is_some();
     let job = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser, eager: bool, depth2: bool| -> Job {
-        let (issued, state, ch) = (issued.clone(), state.clone(), ch.clone());
-        Box::new(move || check_once(&issued, point, &state, &ch, eager, depth2))
+        let (issued, state, ch, memo) = (issued.clone(), state.clone(), ch.clone(), memo.clone());
+        let then = then.clone().filter(|_| depth2);
+        Box::new(move || check_once(&issued, point, &state, &ch, eager, then.as_deref().map(|t| (t, &*memo))))
     };
     let mut r = TraceReport::default();
     for &point in points {
@@ -381,6 +452,38 @@ pub fn check_trace_with(
     r
 }
 
+/// A crash inside `format` at each of `points` of `media`'s trace: every image must
+/// recover as the pool that was on the media before (the state at point 0), as no pool
+/// (`NotFormatted`), or as an empty pool — never as an error or anything else.
+fn check_format(media: &SimMedia, points: &[usize]) -> TraceReport {
+    let before = recover_all(CrashView::new(media.crash_state(0), Chooser::default()));
+    let mut r = TraceReport::default();
+    for &point in points {
+        let state = media.crash_state(point);
+        let v = explore(BUDGET, |ch| format_once(&before, &state, ch));
+        r.counts.points += 1;
+        r.counts.states += v.runs();
+        match v {
+            Verdict::Pass { .. } => {}
+            Verdict::Incomplete { .. } => r.counts.incomplete += 1,
+            Verdict::Fail { choices, message, .. } => r.failures.push((point, choices, message)),
+        }
+    }
+    r
+}
+
+/// One image of a crash inside format (see [`check_format`]); `before` is what the
+/// media held before format began.
+fn format_once(before: &Result<Recovered, String>, state: &nvs_sim::State, ch: &Chooser) -> Result<(), String> {
+    let not_formatted = format!("recovery failed: {}", nvs_core::Error::NotFormatted);
+    match recover_all(CrashView::new(state.clone(), ch.clone())) {
+        Err(e) if e == not_formatted => Ok(()),
+        Ok(rec) if rec == Recovered::default() || Ok(&rec) == before.as_ref() => Ok(()),
+        Ok(rec) => Err(format!("a crash inside format left a pool of {} objects", rec.objects.len())),
+        Err(e) => Err(format!("a crash inside format: {e}")),
+    }
+}
+
 /// Check every crash point of one workload into `report`. Stops at the first failure
 /// if `stop_early`.
 fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<FamilyReport>) {
@@ -393,9 +496,19 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
         Err(p) => return fail(0, vec![], format!("workload panicked: {}", panic_message(&p))),
     };
     let events = trace.media.events();
+    if fam.in_format {
+        let mut points = vec![0];
+        points.extend(fence_points(&events).into_iter().filter(|&p| p < trace.format_end));
+        points.dedup();
+        let t = check_format(&trace.media, &points);
+        for (point, choices, message) in t.failures {
+            fail(point, choices, message);
+        }
+        return report.lock().unwrap().counts.add(&t.counts);
+    }
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
     let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.format_end).collect();
-    let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.depth2, stop_early);
+    let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
     for (point, choices, message) in t.failures {
         fail(point, choices, message);
     }
@@ -429,5 +542,11 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
 pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> Result<(), String> {
     let trace = run(w)?;
     let state = trace.media.crash_state(point);
-    nvs_sim::replay(choices, |ch| check_once(&trace.issued, point, &state, ch, false, fam.depth2).map(|_| ()))
+    if fam.in_format {
+        let before = recover_all(CrashView::new(trace.media.crash_state(0), Chooser::default()));
+        return nvs_sim::replay(choices, |ch| format_once(&before, &state, ch));
+    }
+    let memo = Memo::default();
+    let then = fam.then.as_deref().map(|t| (t, &memo));
+    nvs_sim::replay(choices, |ch| check_once(&trace.issued, point, &state, ch, false, then).map(|_| ()))
 }

@@ -4,7 +4,7 @@
 //! a clear error, never panic or read out of bounds; and after a flip, whatever it does
 //! return was really written (a flip may lose data, it may not invent any).
 
-use crate::check::{oracle, recover_all, Failure};
+use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
 use nvs_core::format::{
     commit_word, decode_segment, decode_superblock, read_pod, BatchHeader, ObjectHeader, LINE, NAME_MAX,
@@ -42,7 +42,7 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize)> {
 }
 
 /// Open a copy of `bytes`, catching panics.
-fn recover_bytes(bytes: &[u8]) -> Result<Vec<crate::check::Rec>, String> {
+fn recover_bytes(bytes: &[u8]) -> Result<Recovered, String> {
     recover_all(SimMedia::from_bytes(bytes))
 }
 
@@ -132,7 +132,7 @@ pub fn check_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
                 img[at] ^= 0x10;
                 r.images += 1;
                 let verdict = match recover_bytes(&img) {
-                    Ok(rec) => oracle(&trace.issued, end, &[], &rec)
+                    Ok(rec) => oracle(&trace.issued, end, &Recovered::default(), &rec)
                         .err()
                         .filter(|e| !e.contains("lost") && !e.contains("prefix"))
                         .map(|e| format!("flip at byte {at}: {e}")),

@@ -21,8 +21,9 @@ pub enum Op {
     /// Retention: keep the last `keep` versions of each name, release older segments.
     Reclaim { keep: u32 },
     /// A delta put of name `d` against its last acknowledged version: that version's
-    /// bytes with `changes` (offset, len; clipped to `size`) rewritten. The first one, or
-    /// one whose size differs from the last, is a full put.
+    /// bytes, cut or grown to `size` (new bytes past the old end), with `changes`
+    /// (offset, len; clipped to `size`) rewritten. The first one is a full put; one whose
+    /// size differs from its parent's must become a full version (nvs decides).
     Delta { lane: u32, size: usize, changes: Vec<(usize, usize)> },
 }
 
@@ -65,7 +66,7 @@ pub struct Workload {
 }
 
 /// What one operation issued.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Issued {
     pub op: usize,
     pub lane: u32,
@@ -77,6 +78,9 @@ pub struct Issued {
     pub objects: Vec<(Vec<u8>, u64, Vec<u8>)>,
     /// A reclaim: the (name, version) it released (must be gone once acknowledged).
     pub released: Vec<(Vec<u8>, u64)>,
+    /// An end-of-stream marker on `lane` (once acknowledged, the lane is closed until a
+    /// later unit of the lane commits).
+    pub close: bool,
 }
 
 /// A workload's recorded run.
@@ -133,6 +137,14 @@ fn apply<'m>(
             }
             Op::Close { lane } => {
                 pool.close_lane(*lane).map_err(|e| format!("op {i}: close: {e}"))?;
+                issued.push(Issued {
+                    op: i,
+                    lane: *lane,
+                    start,
+                    ack: Some(media.point()),
+                    close: true,
+                    ..Default::default()
+                });
                 continue;
             }
             Op::Reclaim { keep } => {
@@ -145,22 +157,34 @@ fn apply<'m>(
                     lane: u32::MAX,
                     start,
                     ack: Some(media.point()),
-                    objects: vec![],
                     released,
+                    ..Default::default()
                 });
                 continue;
             }
             Op::Delta { lane, size, changes } => {
-                let (parent, mut bytes) = match &delta_base {
-                    Some((v, b)) if b.len() == *size => (*v, b.clone()),
-                    _ => (0, payload(seed, i, 0, *size)),
-                };
+                let fresh = payload(seed, i, 0, *size);
                 let mut ranges = Vec::new();
+                let (parent, mut bytes) = match &delta_base {
+                    Some((v, b)) => {
+                        let mut bytes = b.clone();
+                        bytes.resize(*size, 0);
+                        if b.len() < *size {
+                            bytes[b.len()..].copy_from_slice(&fresh[b.len()..]);
+                            ranges.push((b.len() as u64, (*size - b.len()) as u64));
+                        }
+                        (*v, bytes)
+                    }
+                    None => (0, fresh),
+                };
                 for (k, &(off, len)) in changes.iter().enumerate() {
                     let (off, end) = (off.min(*size), (off + len).min(*size));
                     bytes[off..end].copy_from_slice(&payload(seed, i, 1 + k, end - off));
                     ranges.push((off as u64, (end - off) as u64));
                 }
+                // Sorted and merged, as `Changes` requires.
+                ranges.sort_unstable();
+                let ranges = merge(ranges);
                 match pool.put_delta(*lane, DELTA_NAME, &bytes, parent, &ranges) {
                     Ok(put) => {
                         issued.push(Issued {
@@ -169,7 +193,7 @@ fn apply<'m>(
                             start,
                             ack: Some(media.point()),
                             objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
-                            released: vec![],
+                            ..Default::default()
                         });
                         delta_base = Some((put.version, bytes));
                     }
@@ -196,7 +220,7 @@ fn apply<'m>(
                 start,
                 ack: Some(media.point()),
                 objects: objects.iter().zip(versions.iter()).map(|((n, ps), v)| (n.clone(), *v, ps.concat())).collect(),
-                released: vec![],
+                ..Default::default()
             }),
             Err(Error::Full) => {
                 if media.point() != start {
@@ -207,6 +231,18 @@ fn apply<'m>(
         }
     }
     Ok(pool)
+}
+
+/// Sorted ranges with overlapping or touching ones merged.
+fn merge(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (off, len) in ranges {
+        match out.last_mut() {
+            Some((o, l)) if off <= *o + *l => *l = (*l).max(off + len - *o),
+            _ => out.push((off, len)),
+        }
+    }
+    out
 }
 
 /// Every (name, version) the pool holds.
@@ -248,6 +284,18 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
     let mut issued = Vec::new();
     apply(&media, pool, &w.ops, 0x5EED, &mut issued)?;
     Ok(Trace { media, format_end, issued, setup: w.setup.clone() })
+}
+
+/// After a crash: open the image on `media` as a writer (recovery, and the writer's
+/// open-time repair) and run `ops` on it (the second half of a depth-2 check).
+pub fn continue_with(media: &SimMedia, ops: &[Op]) -> Result<Vec<Issued>, String> {
+    let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("reopen after the crash failed: {e}"))?;
+    let mut issued = Vec::new();
+    apply(media, pool, ops, 0xC0DE, &mut issued).map_err(|e| format!("after the crash: {e}"))?;
+    for i in &mut issued {
+        i.op += 100;
+    }
+    Ok(issued)
 }
 
 /// Payload sizes crossing word and cache-line boundaries, and multi-line.
@@ -293,8 +341,13 @@ pub struct Family {
     pub workloads: Vec<Workload>,
     /// Check every crash point after every single event, not only before fences.
     pub all_points: bool,
-    /// After each crash: recover, put, crash again at every point, recover, check.
-    pub depth2: bool,
+    /// Depth 2: after each crash, a writer opens the image and runs these operations,
+    /// which are crashed again at every point (their recovery must keep everything the
+    /// first recovery returned).
+    pub then: Option<Vec<Op>>,
+    /// Crash inside `format` instead (every point before it returns): recovery must give
+    /// the media's earlier pool, no pool (`NotFormatted`) or the new empty one.
+    pub in_format: bool,
 }
 
 fn family(name: &'static str, what: &'static str, setup: Setup, seqs: Vec<Vec<Op>>) -> Family {
@@ -303,7 +356,7 @@ fn family(name: &'static str, what: &'static str, setup: Setup, seqs: Vec<Vec<Op
         .enumerate()
         .map(|(i, ops)| Workload { id: format!("{name}/{i}"), setup: setup.clone(), ops })
         .collect();
-    Family { name, what, workloads, all_points: false, depth2: false }
+    Family { name, what, workloads, all_points: false, then: None, in_format: false }
 }
 
 /// The families of the crash check.
@@ -337,6 +390,18 @@ pub fn families() -> Vec<Family> {
         }
     }
     fams.push(family("segment", "multi-line objects crossing segment boundaries", Setup::small(), seg));
+    // A claim torn by a crash, then the same segment claimed again.
+    let fill = |lane| Op::Put { lane, size: 1500 };
+    fams.push(family(
+        "claims",
+        "segment claims on both lanes, reclaimed and claimed again",
+        Setup::small(),
+        vec![
+            vec![fill(0), fill(0), fill(0)],
+            vec![fill(0), fill(1), fill(0), fill(0)],
+            vec![fill(0), fill(0), fill(0), Op::Reclaim { keep: 1 }, fill(0), fill(0)],
+        ],
+    ));
     let full_setup = Setup { segments: 3, ..Setup::small() };
     let mut full = Vec::new();
     for lanes in [[0u32, 0, 0, 0, 0], [0, 1, 0, 1, 0], [1, 1, 0, 0, 1]] {
@@ -393,9 +458,6 @@ pub fn families() -> Vec<Family> {
         keep.push(ops);
     }
     fams.push(family("retention", "reclaims (keep 1) between puts filling segments", Setup::small(), keep));
-    let mut depth2 = family("crash2", "crash, recover, put, crash again (depth 2)", Setup::small(), sequences(2));
-    depth2.depth2 = true;
-    fams.push(depth2);
     let mut allp = family("allpoints", "a crash after every single event", Setup::small(), sequences(2));
     allp.all_points = true;
     fams.push(allp);
@@ -406,12 +468,14 @@ pub fn families() -> Vec<Family> {
         2 => Op::Delta { lane: 1, size: 1000, changes: vec![(0, 1000)] },
         3 => Op::Reopen,
         4 => Op::Reclaim { keep: 1 },
-        _ => Op::Put { lane: 0, size: 2500 },
+        5 => Op::Put { lane: 0, size: 2500 },
+        // Another size: a full version, whatever the parent (then deltas of the new size).
+        _ => Op::Delta { lane: 0, size: 700, changes: vec![(5, 10)] },
     };
     let mut deltas = Vec::new();
     for a in [0usize, 1, 2] {
-        for b in 0..6 {
-            for c in 0..6 {
+        for b in 0..7 {
+            for c in 0..7 {
                 deltas.push(vec![delta_kinds(a), delta_kinds(b), delta_kinds(c)]);
             }
         }
@@ -442,5 +506,75 @@ pub fn families() -> Vec<Family> {
         Setup { payload_checksum: true, ..Setup::small() },
         sequences(2),
     ));
+    // Format over fresh media and over earlier pools (each ran its workload and more).
+    let mut format =
+        family("format", "a crash inside format, on fresh media and over an earlier pool", Setup::small(), vec![]);
+    for stale in [false, true] {
+        for ops in
+            [vec![], vec![Op::Put { lane: 0, size: 100 }], vec![Op::Put { lane: 1, size: 3000 }, Op::Close { lane: 0 }]]
+        {
+            let setup = Setup { stale, ..Setup::small() };
+            format.workloads.push(Workload { id: format!("format/{}", format.workloads.len()), setup, ops });
+        }
+    }
+    format.in_format = true;
+    fams.push(format);
+    let depth2 = depth2_families(&fams);
+    fams.extend(depth2);
     fams
+}
+
+/// Depth 2: first crashes of other families' workloads, each followed by a writer that
+/// runs more operations and is crashed again at every point. The second crash's images
+/// are explored as fully as the first's; what bounds the cost is which workloads are
+/// taken and what the writer runs after the crash (see DESIGN.md).
+fn depth2_families(fams: &[Family]) -> Vec<Family> {
+    let of = |name: &str| &fams.iter().find(|f| f.name == name).expect("family").workloads;
+    let put = |lane, size| Op::Put { lane, size };
+    let mut out = Vec::new();
+    let mut add = |name: &'static str, what: &'static str, ws: Vec<Workload>, then: Vec<Op>| {
+        let workloads = ws.into_iter().enumerate().map(|(i, w)| Workload { id: format!("{name}/{i}"), ..w }).collect();
+        out.push(Family { name, what, workloads, all_points: false, then: Some(then), in_format: false });
+    };
+    let short: Vec<Workload> = of("ops").iter().filter(|w| w.ops.len() <= 2).cloned().collect();
+    add(
+        "crash2",
+        "ops, crash, then puts on both lanes and a segment rollover",
+        short,
+        vec![put(0, 77), put(1, 77), put(0, 3000)],
+    );
+    add(
+        "claims2",
+        "torn claims, then the same segments claimed again",
+        of("claims").clone(),
+        vec![put(0, 77), put(0, 1500), put(1, 1500)],
+    );
+    let seg: Vec<Workload> = of("segment").iter().filter(|w| w.ops.len() == 2).cloned().collect();
+    add("segment2", "segment rollovers, crash, then more rollovers", seg, vec![put(0, 2000), put(1, 2000)]);
+    let keep: Vec<Workload> = of("retention").iter().rev().take(12).cloned().collect();
+    add(
+        "retention2",
+        "reclaims, crash (the open's repair is crashed too), then puts and a reclaim",
+        keep,
+        vec![put(0, 1500), Op::Reclaim { keep: 1 }, put(0, 1500)],
+    );
+    let close: Vec<Workload> = of("close").iter().filter(|w| w.ops.len() == 2).cloned().collect();
+    add(
+        "close2",
+        "end-of-stream markers, crash, then a put and a close",
+        close,
+        vec![put(0, 77), Op::Close { lane: 0 }, put(1, 9)],
+    );
+    let delta: Vec<Workload> = of("delta").iter().step_by(6).cloned().collect();
+    add(
+        "delta2",
+        "delta puts, crash, then deltas (one resized) and a reclaim",
+        delta,
+        vec![
+            Op::Delta { lane: 0, size: 1000, changes: vec![(64, 8)] },
+            Op::Reclaim { keep: 1 },
+            Op::Delta { lane: 1, size: 900, changes: vec![(0, 8)] },
+        ],
+    );
+    out
 }

@@ -30,7 +30,7 @@
 use nvs_core::{FormatOptions, HeapMemory, Media, Pool};
 use nvs_sim::{crash_state, fence_points, Event, SimMedia, State};
 use nvs_verify::check::{check_trace_with, Job};
-use nvs_verify::workload::Issued;
+use nvs_verify::workload::{Issued, Op};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -104,7 +104,7 @@ fn put(media: &SimMedia, op: usize, lane: u32, name: &[u8], bytes: Vec<u8>, f: i
     let start = media.point();
     let version = f();
     let ack = Some(media.point());
-    Issued { op, lane, start, ack, objects: vec![(name.to_vec(), version, bytes)], released: vec![] }
+    Issued { op, lane, start, ack, objects: vec![(name.to_vec(), version, bytes)], ..Default::default() }
 }
 
 /// A recorded execution, as an exact key: its events and what its puts issued.
@@ -138,7 +138,7 @@ fn issued_key(i: &Issued) -> IssuedKey {
 
 fn issued_of(k: &IssuedKey) -> Issued {
     let (op, lane, start, ack, objects) = k.clone();
-    Issued { op, lane, start, ack, objects, released: vec![] }
+    Issued { op, lane, start, ack, objects, ..Default::default() }
 }
 
 /// One loom execution: format, one put of `s` on lane 0, then two threads with their
@@ -199,6 +199,12 @@ fn in_loom(job: Job) -> Result<(u64, u64), String> {
     r
 }
 
+/// What the writer runs after a first crash, at depth 2: lane 0's put does not fit its
+/// segment and claims one (lane 1's first segment, if the crash tore that claim).
+fn then() -> Vec<Op> {
+    vec![Op::Put { lane: 0, size: 3800 }, Op::Put { lane: 1, size: 9 }]
+}
+
 /// What the crash check of all recorded traces found.
 #[derive(Default, Debug)]
 struct Totals {
@@ -214,6 +220,9 @@ struct Totals {
     negatives_caught: u64,
     /// Crash points where two threads both had unfenced stores (both mid-unit).
     both_pending: u64,
+    /// Of those, checked again at depth 2 (points and lazy runs, nested ones included).
+    depth2_points: u64,
+    depth2_images: u64,
 }
 
 /// Threads with a store after their last fence among the first `point` events.
@@ -241,26 +250,34 @@ fn check_recorded(negative: bool) -> Totals {
         t.traces += 1;
         t.executions += executions;
         let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= *format_end).collect();
-        let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &points, &issued, false, true);
+        let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &points, &issued, None, true);
         let checked = &points[..r.counts.points as usize];
-        t.both_pending += checked.iter().filter(|&&p| threads_pending(&events, p) >= 2).count() as u64;
-        t.points += r.counts.points;
-        t.images += r.counts.states;
-        t.eager_points += r.counts.eager_points;
-        t.eager_runs += r.counts.eager_runs;
-        t.incomplete += r.counts.incomplete;
-        if let Some((point, choices, message)) = r.failures.first() {
-            t.violations.push(format!(
-                "point {point} of {} (choices {choices:?}): {message}\n  issued: {issued:?}",
-                events.len()
-            ));
+        let both: Vec<usize> = checked.iter().copied().filter(|&p| threads_pending(&events, p) >= 2).collect();
+        t.both_pending += both.len() as u64;
+        // Depth 2 where both writers were mid-unit: a writer opens the image, puts on
+        // both lanes ([`then`]), and that is crashed again at every point.
+        let r2 = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &both, &issued, Some(&then()), true);
+        t.depth2_points += r2.counts.points;
+        t.depth2_images += r2.counts.states;
+        for r in [&r, &r2] {
+            t.points += r.counts.points;
+            t.images += r.counts.states;
+            t.eager_points += r.counts.eager_points;
+            t.eager_runs += r.counts.eager_runs;
+            t.incomplete += r.counts.incomplete;
+            if let Some((point, choices, message)) = r.failures.first() {
+                t.violations.push(format!(
+                    "point {point} of {} (choices {choices:?}): {message}\n  issued: {issued:?}",
+                    events.len()
+                ));
+            }
         }
         if negative {
             // The check can fail: without its last fence (the final fence of the last
             // put to return), the trace must lose an acknowledged put at the end.
             let (events, issued) = drop_last_fence(&events, &issued);
             let end = [events.len()];
-            let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &end, &issued, false, true);
+            let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &end, &issued, None, true);
             match r.failures.first() {
                 Some((_, _, m)) if m.contains("acknowledged") => t.negatives_caught += 1,
                 other => t.violations.push(format!("with the last fence dropped, the check found {other:?}")),
@@ -301,15 +318,17 @@ fn loom_crash_two_lanes_two_puts() {
     let r = check_recorded(mutant.is_none());
     println!(
         "loom × crash, preemption bound {}: {} executions ({:.1} s), {} distinct traces, {} crash points \
-         ({} with both writers mid-unit), {} crash images recovered (lazy runs), eager cross-check at {} \
-         points ({} runs), {} violations, {} incomplete; {} of {} traces with their last fence dropped \
-         caught; {:.1} s in all",
+         ({} with both writers mid-unit, checked again at depth 2: {} points, {} images), {} crash images \
+         recovered (lazy runs), eager cross-check at {} points ({} runs), {} violations, {} incomplete; {} of \
+         {} traces with their last fence dropped caught; {:.1} s in all",
         b.preemption_bound.unwrap(),
         r.executions,
         explored.as_secs_f64(),
         r.traces,
         r.points,
         r.both_pending,
+        r.depth2_points,
+        r.depth2_images,
         r.images,
         r.eager_points,
         r.eager_runs,
@@ -331,5 +350,6 @@ fn loom_crash_two_lanes_two_puts() {
     assert_eq!(r.incomplete, 0, "a crash point ran out of budget");
     assert!(r.executions > 1, "loom explored only {} execution", r.executions);
     assert!(r.points > 0 && r.images > 0, "no crash image was checked");
+    assert!(r.depth2_points > 0 && r.depth2_images > r.depth2_points, "depth 2 checked nothing");
     assert_eq!(r.negatives_caught, r.traces, "a dropped final fence went unnoticed");
 }

@@ -1,7 +1,7 @@
 //! The oracle can fail: each kind of contract violation is caught, and every state the
 //! contract allows passes. Plus a smoke run of the crash check on a few workloads.
 
-use nvs_verify::check::{oracle, Rec};
+use nvs_verify::check::{oracle, Rec, Recovered};
 use nvs_verify::workload::Issued;
 
 fn op(op: usize, lane: u32, start: usize, ack: Option<usize>, objs: &[(&str, u64, &[u8])]) -> Issued {
@@ -11,8 +11,13 @@ fn op(op: usize, lane: u32, start: usize, ack: Option<usize>, objs: &[(&str, u64
         start,
         ack,
         objects: objs.iter().map(|(n, v, b)| (n.as_bytes().to_vec(), *v, b.to_vec())).collect(),
-        released: vec![],
+        ..Default::default()
     }
+}
+
+/// The oracle over plain object lists (no lane closed).
+fn o(issued: &[Issued], point: usize, durable: &[Rec], rec: &[Rec]) -> Result<(), String> {
+    oracle(issued, point, &Recovered::of(durable.to_vec()), &Recovered::of(rec.to_vec()))
 }
 
 fn rec(n: &str, v: u64, lane: u32, b: &[u8]) -> Rec {
@@ -34,12 +39,12 @@ fn issued() -> Vec<Issued> {
 fn allowed_states_pass() {
     let is = issued();
     let all = vec![rec("a", 1, 0, b"A1"), rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1"), rec("a", 2, 1, b"A2")];
-    assert_eq!(oracle(&is, 40, &[], &all), Ok(()));
+    assert_eq!(o(&is, 40, &[], &all), Ok(()));
     let mut more = all.clone();
     more.push(rec("a", 3, 0, b"A3"));
-    assert_eq!(oracle(&is, 45, &[], &more), Ok(()), "started, not acknowledged, recovered: allowed");
-    assert_eq!(oracle(&is, 45, &[], &all), Ok(()), "started, not acknowledged, lost: allowed");
-    assert_eq!(oracle(&is, 15, &[], &[]), Ok(()));
+    assert_eq!(o(&is, 45, &[], &more), Ok(()), "started, not acknowledged, recovered: allowed");
+    assert_eq!(o(&is, 45, &[], &all), Ok(()), "started, not acknowledged, lost: allowed");
+    assert_eq!(o(&is, 15, &[], &[]), Ok(()));
 }
 
 /// Each violation is named.
@@ -48,7 +53,7 @@ fn violations_are_caught() {
     let is = issued();
     let base = vec![rec("a", 1, 0, b"A1"), rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1")];
     let check = |point, rec: &[Rec], needle: &str| {
-        let e = oracle(&is, point, &[], rec).expect_err(needle);
+        let e = o(&is, point, &[], rec).expect_err(needle);
         assert!(e.contains(needle), "{e} should mention {needle}");
     };
     check(30, &base[..1], "acknowledged");
@@ -65,16 +70,16 @@ fn violations_are_caught() {
     check(45, &[base[0].clone(), rec("a", 3, 0, b"A3")], "acknowledged"); // op 1 acked and lost
                                                                           // A hole: op 3 recovered without op 1 on the same lane (none acknowledged yet at 25).
     let is2 = vec![op(0, 0, 10, None, &[("a", 1, b"A1")]), op(1, 0, 20, None, &[("a", 2, b"A2")])];
-    let e = oracle(&is2, 25, &[], &[rec("a", 2, 0, b"A2")]).unwrap_err();
+    let e = o(&is2, 25, &[], &[rec("a", 2, 0, b"A2")]).unwrap_err();
     assert!(e.contains("prefix"), "{e}");
     // Unstarted ops' objects are phantoms.
-    let e = oracle(&is, 15, &[], &[rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1")]).unwrap_err();
+    let e = o(&is, 15, &[], &[rec("b", 1, 0, b"B1"), rec("c", 1, 0, b"C1")]).unwrap_err();
     assert!(e.contains("phantom"), "{e}");
     // Objects recovered before an earlier crash must stay.
     let durable = vec![rec("d", 1, 0, b"D1")];
-    let e = oracle(&[], 5, &durable, &[]).unwrap_err();
+    let e = o(&[], 5, &durable, &[]).unwrap_err();
     assert!(e.contains("lost"), "{e}");
-    assert_eq!(oracle(&[], 5, &durable, &durable), Ok(()));
+    assert_eq!(o(&[], 5, &durable, &durable), Ok(()));
 }
 
 /// The crash check passes a few real workloads and explores more than one state.
@@ -112,8 +117,8 @@ fn retention_family_releases_objects() {
         lane: u32::MAX,
         start: 60,
         ack: Some(70),
-        objects: vec![],
         released: vec![(b"a".to_vec(), 1)],
+        ..Default::default()
     });
     let all = vec![
         rec("a", 1, 0, b"A1"),
@@ -122,8 +127,69 @@ fn retention_family_releases_objects() {
         rec("a", 2, 1, b"A2"),
         rec("a", 3, 0, b"A3"),
     ];
-    let e = oracle(&is, 80, &[], &all).unwrap_err();
+    let e = o(&is, 80, &[], &all).unwrap_err();
     assert!(e.contains("came back"), "{e}");
-    assert_eq!(oracle(&is, 65, &[], &all), Ok(()), "while the reclaim runs, either is fine");
-    assert_eq!(oracle(&is, 80, &[], &all[1..]), Ok(()));
+    assert_eq!(o(&is, 65, &[], &all), Ok(()), "while the reclaim runs, either is fine");
+    assert_eq!(o(&is, 80, &[], &all[1..]), Ok(()));
+}
+
+/// Objects recovered before an earlier crash that a reclaim since released are owed no
+/// more once it is acknowledged, and may be either way while it runs.
+#[test]
+fn durable_objects_a_reclaim_released() {
+    let durable = vec![rec("d", 1, 0, b"D1"), rec("d", 2, 0, b"D2")];
+    let reclaim = Issued {
+        op: 0,
+        lane: u32::MAX,
+        start: 10,
+        ack: Some(20),
+        released: vec![(b"d".to_vec(), 1)],
+        ..Default::default()
+    };
+    let is = vec![reclaim];
+    assert_eq!(o(&is, 30, &durable, &durable[1..]), Ok(()));
+    assert_eq!(o(&is, 15, &durable, &durable), Ok(()));
+    assert_eq!(o(&is, 15, &durable, &durable[1..]), Ok(()));
+    assert!(o(&is, 30, &durable, &durable).unwrap_err().contains("came back"));
+    assert!(o(&is, 30, &durable, &[]).unwrap_err().contains("lost"));
+    assert!(o(&is, 5, &durable, &durable[1..]).unwrap_err().contains("lost"));
+}
+
+/// End of stream: an acknowledged close with nothing recovered after it must leave the
+/// lane closed; a lane is never closed without a close (or an earlier recovery's closed
+/// state) after its last recovered put.
+#[test]
+fn closed_lanes_follow_the_contract() {
+    let close = |op, lane, start, ack| Issued { op, lane, start, ack, close: true, ..Default::default() };
+    let is = vec![
+        op(0, 0, 10, Some(20), &[("a", 1, b"A1")]),
+        close(1, 0, 20, Some(30)),
+        op(2, 0, 30, Some(40), &[("a", 2, b"A2")]),
+        close(3, 0, 40, Some(50)),
+    ];
+    let a1 = rec("a", 1, 0, b"A1");
+    let a2 = rec("a", 2, 0, b"A2");
+    let r = |objects: Vec<Rec>, closed: &[u32]| Recovered { objects, closed: closed.to_vec() };
+    let none = Recovered::default();
+    assert_eq!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[0])), Ok(()));
+    assert!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));
+    assert_eq!(oracle(&is, 25, &none, &r(vec![a1.clone()], &[])), Ok(()), "while the close runs, either");
+    assert_eq!(oracle(&is, 25, &none, &r(vec![a1.clone()], &[0])), Ok(()));
+    assert!(oracle(&is, 15, &none, &r(vec![a1.clone()], &[0])).unwrap_err().contains("no close follows"));
+    assert!(oracle(&is, 40, &none, &r(vec![a1.clone(), a2.clone()], &[0])).unwrap_err().contains("no close follows"));
+    assert_eq!(
+        oracle(&is, 35, &none, &r(vec![a1.clone()], &[0])),
+        Ok(()),
+        "the put after the close lost: still closed"
+    );
+    assert_eq!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0])), Ok(()));
+    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[])).unwrap_err().contains("not closed"));
+    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0, 1])).unwrap_err().contains("lane 1"));
+    // Depth 2: the earlier recovery's closed lane stays closed until a put of it is recovered.
+    let durable = r(vec![a1.clone()], &[0]);
+    let later = vec![op(0, 0, 10, None, &[("a", 2, b"A2")])];
+    assert_eq!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[0])), Ok(()));
+    assert!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));
+    assert_eq!(oracle(&later, 20, &durable, &r(vec![a1.clone(), a2.clone()], &[])), Ok(()));
+    assert!(oracle(&later, 20, &durable, &r(vec![a1, a2], &[0])).unwrap_err().contains("no close follows"));
 }
