@@ -60,7 +60,9 @@ impl DeltaOptions {
 /// The byte ranges of an object that changed since its parent version.
 pub trait Changes {
     /// Call `f(offset, len)` for every changed range, in ascending order of offset
-    /// (ranges may touch or overlap; they are merged).
+    /// (ranges may touch or overlap; they are merged). A put asks twice (to plan the
+    /// delta, then to store it) and must get the same answer both times; if not, the put
+    /// fails with [`Error::ChangesInconsistent`] and commits nothing.
     fn for_each_range(&self, f: &mut dyn FnMut(u64, u64));
 }
 
@@ -156,7 +158,7 @@ pub(crate) fn plan_record(
     chunk: u64,
     object_len: u64,
 ) -> Result<DeltaRecord> {
-    let mut h = Hasher::new(seed(pool_id));
+    let mut h = table_hasher(pool_id);
     let (mut count, mut data_len) = (0u64, 0u64);
     for_each_run(changes, chunk, object_len, &mut |off, len| {
         h.write(bytemuck::bytes_of(&Extent { off, len }));
@@ -164,9 +166,19 @@ pub(crate) fn plan_record(
         data_len += len;
     })?;
     let mut record = DeltaRecord { parent, extent_count: count, data_len, table_sum: 0 };
-    h.write(covered(&record));
-    record.table_sum = h.finish();
+    record.table_sum = table_sum(h, &record);
     Ok(record)
+}
+
+/// A hasher for a delta's extent table (feed it the extents, then [`table_sum`]).
+pub(crate) fn table_hasher(pool_id: u64) -> Hasher {
+    Hasher::new(seed(pool_id))
+}
+
+/// The table checksum of `record` from a [`table_hasher`] fed its extents.
+pub(crate) fn table_sum(mut h: Hasher, record: &DeltaRecord) -> u64 {
+    h.write(covered(record));
+    h.finish()
 }
 
 /// The bytes of a record the table checksum covers besides the extents (0..24).
@@ -198,7 +210,7 @@ pub(crate) fn walk_record<M: Media + ?Sized>(
     {
         return bad;
     }
-    let mut h = Hasher::new(seed(pool_id));
+    let mut h = table_hasher(pool_id);
     let mut data = e.payload_off + delta_data_off(rec.extent_count);
     let (mut end, mut total) = (0u64, 0u64);
     let mut block = [Extent::default(); 32];
@@ -221,8 +233,7 @@ pub(crate) fn walk_record<M: Media + ?Sized>(
         }
         at += n as u64;
     }
-    h.write(covered(&rec));
-    if total != rec.data_len || h.finish() != rec.table_sum {
+    if total != rec.data_len || table_sum(h, &rec) != rec.table_sum {
         return bad;
     }
     Ok(())

@@ -44,6 +44,9 @@ pub enum Error {
     DeltaRanges { offset: u64 },
     /// Bad [`crate::DeltaOptions`] (`what` says which).
     DeltaOptions { what: &'static str },
+    /// A delta's [`crate::Changes`] gave other ranges when the delta was stored than when
+    /// it was planned: the unit was not committed (nothing outside it was written).
+    ChangesInconsistent,
 }
 
 /// What exactly was found corrupted.
@@ -125,6 +128,9 @@ impl fmt::Display for Error {
                 "changed ranges must be sorted by offset and lie inside the object (bad range at offset {offset})"
             ),
             Error::DeltaOptions { what } => write!(f, "bad delta options: {what}"),
+            Error::ChangesInconsistent => {
+                write!(f, "a delta's changed ranges differed between planning and storing; nothing was committed")
+            }
         }
     }
 }

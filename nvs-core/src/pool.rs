@@ -539,28 +539,31 @@ impl<M: Media> Writer<'_, M> {
             }
             // The lock is held until after the commit: the index may learn the unit while
             // its stores drain, as no one can look before the lock is released.
-            self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
+            let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
                 self.publish(s, lane, off, seq, objects, plan)
             });
+            written.inspect_err(|_| s.pending_entries -= objects.len())?;
             Ok(None)
         })?;
         if let Some(unit_len) = unlocked {
-            match shared.exclusive() {
+            let written = match shared.exclusive() {
                 // Exclusive access (`&mut Pool`): no one can look at the index until this
                 // call returns, after the commit, so it learns the unit while the unit's
                 // stores drain (work between the two fences and the next unit's stores
                 // would wait for the commit fence; work before the first one is free).
-                Some(s) => {
-                    self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
+                Some(s) => self
+                    .write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
                         self.publish(s, lane, off, seq, objects, plan)
-                    });
-                }
+                    })
+                    .map(|_| ()),
                 // A lane writer: the index learns the unit under the lock, after its commit.
-                None => {
-                    let (off, seq) = self.write_unit(l, lane, objects, plan, unit_len, |_, _, _| {});
-                    shared.with(|s| self.publish(s, lane, off, seq, objects, plan));
-                }
-            }
+                None => self
+                    .write_unit(l, lane, objects, plan, unit_len, |_, _, _| {})
+                    .map(|(off, seq)| shared.with(|s| self.publish(s, lane, off, seq, objects, plan))),
+            };
+            // A refused unit (its delta's `Changes` changed its answer) leaves no entry
+            // pending. Its versions stay taken: a version number is skipped, never reused.
+            written.inspect_err(|_| shared.with(|s| s.pending_entries -= objects.len()))?;
         }
         Ok(())
     }
@@ -726,7 +729,10 @@ impl<M: Media> Writer<'_, M> {
     }
 
     /// Steps 3–6: store the unit, fence, store the commit word, fence. Returns the
-    /// unit's offset and sequence number; the lane's position moves past it.
+    /// unit's offset and sequence number; the lane's position moves past it. Fails only
+    /// when a delta's `Changes` answers differently than when it was planned
+    /// ([`Self::store_delta`]): then nothing is committed and the lane stays where it
+    /// was (the stores made are fenced, past its log end, inside the planned unit).
     /// `early_publish(unit_off, seq, plan)` runs after the unit's stores are issued and
     /// before the first fence, for a caller no one else can observe until this returns
     /// (exclusive access, or the lock held to the end): work there overlaps the drain.
@@ -738,7 +744,7 @@ impl<M: Media> Writer<'_, M> {
         plan: &mut [Planned],
         unit_len: u64,
         early_publish: impl FnOnce(u64, u64, &[Planned]),
-    ) -> (u64, u64) {
+    ) -> Result<(u64, u64)> {
         // 3. Payloads and headers, all by NT stores. The batch header and commit word
         // are computed after the payloads are stored: work done while the NT stores
         // drain (before the fence) is nearly free, work done before them is not.
@@ -762,8 +768,15 @@ impl<M: Media> Writer<'_, M> {
             self.media.store_word_nt(unit_off as usize, header(l.next_seq).1);
         }
         let late_payload = mutant::on("payload_after_first_fence");
+        let refuse = |e| {
+            // Drain what was stored (a segment claim's header too) before going on.
+            self.media.fence();
+            Err(e)
+        };
         if !late_payload {
-            self.store_objects(objects, plan, unit_off);
+            if let Err(e) = self.store_objects(objects, plan, unit_off) {
+                return refuse(e);
+            }
         }
         let seq = l.next_seq;
         let (bh, commit) = header(seq);
@@ -779,7 +792,9 @@ impl<M: Media> Writer<'_, M> {
             self.media.fence();
         }
         if late_payload {
-            self.store_objects(objects, plan, unit_off);
+            if let Err(e) = self.store_objects(objects, plan, unit_off) {
+                return refuse(e);
+            }
             if let Some(f) = early_publish.take() {
                 f(unit_off, seq, plan)
             }
@@ -801,7 +816,7 @@ impl<M: Media> Writer<'_, M> {
         l.tail = unit_off + unit_len;
         l.next_seq = seq + 1;
         l.closed = false;
-        (unit_off, seq)
+        Ok((unit_off, seq))
     }
 
     /// A unit's batch header (step 3), as one whole-line NT store: its first word, the
@@ -868,14 +883,14 @@ impl<M: Media> Writer<'_, M> {
     /// header and name (the order of NT stores before a fence does not matter: all of
     /// them are pending until it). The header checksums are computed while the payload
     /// drains.
-    fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) {
+    fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) -> Result<()> {
         let pool_id = self.sb.pool_id;
         let checksum = self.sb.has_payload_checksum();
         let mut obj_off = unit_off + LINE;
         for (o, p) in objects.iter().zip(plan) {
             let payload_off = obj_off + object_head_len(o.name.len());
             let payload_sum = match (o.delta, p.delta) {
-                (Some(d), Some(plan)) => self.store_delta(o.parts, d.changes, plan, payload_off, checksum),
+                (Some(d), Some(plan)) => self.store_delta(o.parts, d.changes, plan, payload_off, checksum)?,
                 _ => {
                     if !p.payload_stored {
                         let mut w = NtStream::new(self.media, payload_off);
@@ -922,11 +937,19 @@ impl<M: Media> Writer<'_, M> {
             p.payload_sum = payload_sum;
             obj_off = payload_off + line_up(p.stored);
         }
+        Ok(())
     }
 
     /// NT-store a delta payload at `payload_off`: its record and extent table, zeros to
     /// the next line, and the changed runs of the object (`parts`). Returns its payload
     /// checksum (0 without payload checksums), hashed from the caller's buffers.
+    ///
+    /// `changes` is asked once more here, and it is caller code that may answer
+    /// differently than when the delta was planned: what it gives is clipped to the
+    /// planned table and data, so nothing outside this payload is ever written, and
+    /// re-hashed as planning hashed it; any difference is `ChangesInconsistent`, and the
+    /// caller does not commit the unit. The payload checksum then takes the extents from
+    /// the table just stored, not from `changes`.
     fn store_delta(
         &self,
         parts: &[&[u8]],
@@ -934,35 +957,58 @@ impl<M: Media> Writer<'_, M> {
         plan: DeltaPlan,
         payload_off: u64,
         checksum: bool,
-    ) -> u64 {
+    ) -> Result<u64> {
         let chunk = self.delta.chunk_bytes;
+        let record = plan.record;
         let object_len = parts.iter().map(|p| p.len() as u64).sum();
-        let data_off = format::delta_data_off(plan.record.extent_count);
+        let data_off = format::delta_data_off(record.extent_count);
         let mut table = NtStream::new(&self.media, payload_off);
         let mut data = NtStream::new(&self.media, payload_off + data_off);
-        table.write(bytemuck::bytes_of(&plan.record));
-        // The ranges were checked when the unit was planned: this pass cannot fail.
-        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
-            table.write(bytemuck::bytes_of(&format::Extent { off, len: n }));
+        table.write(bytemuck::bytes_of(&record));
+        let mut h = delta::table_hasher(self.sb.pool_id);
+        let (mut extents, mut stored, mut over) = (0u64, 0u64, false);
+        let ranges = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
+            if over || extents == record.extent_count || n > record.data_len - stored {
+                over = true;
+                return;
+            }
+            let x = format::Extent { off, len: n };
+            h.write(bytemuck::bytes_of(&x));
+            table.write(bytemuck::bytes_of(&x));
             for_each_part_slice(parts, off, n, &mut |b| data.write(b));
+            extents += 1;
+            stored += n;
         });
-        let pad = data_off - size_of::<format::DeltaRecord>() as u64 - plan.record.extent_count * 16;
-        table.write(&[0u8; LINE as usize][..pad as usize]);
+        let pad = data_off - size_of::<format::DeltaRecord>() as u64 - extents * 16;
+        table.write(&[0u8; LINE as usize][..pad.min(LINE) as usize]);
         table.finish();
         data.finish();
-        if !checksum {
-            return 0;
+        let same = ranges.is_ok()
+            && !over
+            && extents == record.extent_count
+            && stored == record.data_len
+            && delta::table_sum(h, &record) == record.table_sum;
+        if !same {
+            return Err(Error::ChangesInconsistent);
         }
+        if !checksum {
+            return Ok(0);
+        }
+        // The record, the table and its zero pad as stored above (read back, line by
+        // line), then the object's bytes at each stored extent.
         let mut h = Hasher::new(self.sb.pool_id);
-        h.write(bytemuck::bytes_of(&plan.record));
-        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
-            h.write(bytemuck::bytes_of(&format::Extent { off, len: n }))
-        });
-        h.write(&[0u8; LINE as usize][..pad as usize]);
-        let _ = delta::for_each_run(changes, chunk, object_len, &mut |off, n| {
-            for_each_part_slice(parts, off, n, &mut |b| h.write(b))
-        });
-        h.finish()
+        let mut line = [0u8; LINE as usize];
+        for at in (payload_off..payload_off + data_off).step_by(LINE as usize) {
+            self.media.read(at as usize, &mut line);
+            h.write(&line);
+        }
+        let mut at = payload_off + size_of::<format::DeltaRecord>() as u64;
+        for _ in 0..extents {
+            let x: format::Extent = format::read_pod(&self.media, at);
+            for_each_part_slice(parts, x.off, x.len, &mut |b| h.write(b));
+            at += size_of::<format::Extent>() as u64;
+        }
+        Ok(h.finish())
     }
 
     /// Claim a free segment as the next in `lane`'s chain. Its header is stored but not

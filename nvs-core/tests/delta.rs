@@ -442,3 +442,146 @@ fn a_stale_reader_of_a_delta_gets_not_found() {
     assert_eq!(r.get(b"d", 12, &mut buf), Ok(1500), "the kept chain reads back");
     assert_eq!(buf, history[11]);
 }
+
+/// A `Changes` (safe code) that answers `(0, 64)` the first time it is asked and the
+/// whole object afterwards.
+struct Flaky {
+    calls: std::cell::Cell<u32>,
+    len: u64,
+}
+
+impl nvs_core::Changes for Flaky {
+    fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
+        let first = self.calls.get() == 0;
+        self.calls.set(self.calls.get() + 1);
+        if first {
+            f(0, 64)
+        } else {
+            f(0, self.len)
+        }
+    }
+}
+
+/// Regression: a delta was planned from the first answer of its `Changes` and stored from
+/// a later one, unclipped: a unit planned to end exactly at its segment's end overwrote
+/// the next segment — another lane's committed `y` v1 — and the put returned `Ok`. Now
+/// whatever a later call answers, nothing outside the planned unit is written, and a
+/// delta whose stored ranges are not the planned ones is refused before its commit.
+#[test]
+fn changes_that_answer_differently_later_cannot_write_past_the_unit() {
+    for checksums in [false, true] {
+        let mut ram = Ram::new(4096 + 4 * 4096, 0);
+        let mut pool = pool_with(&mut ram, 4096, checksums);
+        pool.set_delta_options(DeltaOptions { chunk_bytes: 64, full_every: 16, max_percent: 50 }).unwrap();
+        let x1: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        assert_eq!(pool.put(b"x", &x1), Ok(1)); // lane 0, segment 0: a 1,152-byte unit
+                                                // Leave exactly 256 bytes (the delta's unit) at the end of segment 0.
+        let f = vec![7u8; 4096 - 64 - 1152 - 256 - 128];
+        assert_eq!(pool.put(b"f", &f), Ok(1));
+        let y = vec![0xEEu8; 500];
+        assert_eq!(pool.put_vectored(1, b"y", &[&y]), Ok(1)); // lane 1, segment 1
+        let y_off = pool.stat(b"y", 1).unwrap().offset;
+        assert_eq!(y_off / 4096, 2, "y sits in the segment right after lane 0's");
+        let mut x2 = x1.clone();
+        x2[..1000].iter_mut().for_each(|b| *b ^= 0xFF);
+        let flaky = Flaky { calls: std::cell::Cell::new(0), len: 1000 };
+        let r = pool.put_delta(0, b"x", &x2, 1, &flaky);
+        assert_eq!(r, Err(Error::ChangesInconsistent));
+        assert_eq!(get(&pool, b"y", 1), y, "lane 1's object survives");
+        assert_eq!(get(&pool, b"x", 1), x1);
+        assert_eq!(pool.latest(b"x"), Ok(1), "the refused delta was not committed");
+        // The pool goes on: the next put of x works and everything survives a reopen.
+        let v = pool.put(b"x", &x2).unwrap();
+        drop(pool);
+        let pool = Pool::open(ram.region(), HeapMemory::new()).unwrap();
+        assert_eq!(get(&pool, b"y", 1), y);
+        assert_eq!(get(&pool, b"x", 1), x1);
+        assert_eq!(get(&pool, b"x", v), x2);
+    }
+}
+
+/// A round-trip model: about 10,000 delta puts — chunk sizes 64 B to 8 KiB, `full_every`
+/// 1 to 255, objects of 0 to 20,000 bytes that sometimes change size, single puts,
+/// batches of two, vectored parts cut anywhere, payload checksums off and on, reopens —
+/// each version compared with a reference copy, right away and after every reopen.
+#[test]
+#[cfg_attr(miri, ignore = "thousands of puts of up to 20 KB: hours under miri")]
+fn delta_round_trip_model() {
+    use std::collections::BTreeMap;
+    let mut rng = Rng(0xD17A_5EED);
+    let (mut puts, mut deltas) = (0, 0);
+    for round in 0..16u32 {
+        let checksums = round % 2 == 1;
+        let opts = DeltaOptions {
+            chunk_bytes: 64 << (round % 8),
+            full_every: [1, 2, 3, 16, 255][round as usize % 5],
+            max_percent: [50, 100][round as usize % 2],
+        };
+        let mut ram = Ram::new(4096 + 24 * (2 << 20), 0x3C);
+        let mut pool = pool_with(&mut ram, 2 << 20, checksums);
+        pool.set_delta_options(opts).unwrap();
+        let mut model: BTreeMap<(Vec<u8>, u64), Vec<u8>> = BTreeMap::new();
+        let mut last: BTreeMap<Vec<u8>, (u64, Vec<u8>)> = BTreeMap::new();
+        // The next version of `name`: the last one's bytes (or new ones, maybe resized),
+        // a few runs rewritten, and the ranges that say so.
+        let next = |rng: &mut Rng, last: &BTreeMap<Vec<u8>, (u64, Vec<u8>)>, name: &[u8]| {
+            let (parent, mut bytes) = last.get(name).cloned().unwrap_or((0, Vec::new()));
+            if bytes.is_empty() || rng.below(8) == 0 {
+                let len = rng.below(20_001) as usize;
+                bytes.resize(len, 0);
+                let fresh = rng.bytes(len);
+                bytes.copy_from_slice(&fresh);
+            }
+            let runs = rng.below(4) as usize;
+            let ranges = if bytes.len() < 100 || rng.below(3) == 0 {
+                vec![(0, bytes.len() as u64)]
+            } else {
+                scribble(rng, &mut bytes, runs)
+            };
+            (parent, bytes, ranges)
+        };
+        for i in 0..480 {
+            let name = format!("d{}", rng.below(3)).into_bytes();
+            let (parent, bytes, ranges) = next(&mut rng, &last, &name);
+            let cut = if bytes.is_empty() { 0 } else { rng.below(bytes.len() as u64) as usize };
+            let (a, b) = bytes.split_at(cut);
+            let parts: [&[u8]; 2] = [a, b];
+            let versions: Vec<u64> = match rng.below(3) {
+                0 => vec![pool.put_delta(i % 4, &name, &bytes, parent, &ranges).unwrap().version],
+                1 => {
+                    let obj = Object::new(&name, &parts).with_delta(parent, &ranges);
+                    pool.put_batch(i % 4, &[obj]).unwrap().to_vec()
+                }
+                _ => {
+                    let other = format!("e{}", i % 2).into_bytes();
+                    let (p2, bytes2, ranges2) = next(&mut rng, &last, &other);
+                    let parts2: [&[u8]; 1] = [&bytes2];
+                    let objs = [
+                        Object::new(&name, &parts).with_delta(parent, &ranges),
+                        Object::new(&other, &parts2).with_delta(p2, &ranges2),
+                    ];
+                    let vs = pool.put_batch(i % 4, &objs).unwrap().to_vec();
+                    model.insert((other.clone(), vs[1]), bytes2.clone());
+                    last.insert(other, (vs[1], bytes2));
+                    vs
+                }
+            };
+            assert_eq!(get(&pool, &name, versions[0]), bytes, "round {round}, put {i}");
+            model.insert((name.clone(), versions[0]), bytes.clone());
+            last.insert(name, (versions[0], bytes));
+            puts += versions.len();
+            if i % 120 == 119 {
+                drop(pool);
+                pool = Pool::open(ram.region(), HeapMemory::new()).unwrap();
+                pool.set_delta_options(opts).unwrap();
+                for ((n, v), want) in &model {
+                    assert_eq!(&get(&pool, n, *v), want, "round {round} after reopen: {v}");
+                }
+            }
+        }
+        assert_eq!(pool.verify_all(), Ok(model.len() as u64));
+        deltas += model.keys().filter(|(n, v)| pool.stat(n, *v).unwrap().depth > 0).count();
+    }
+    assert!(puts > 9000 && deltas > puts / 4, "{puts} puts, {deltas} stored as deltas");
+    println!("{puts} puts, {deltas} stored as deltas");
+}

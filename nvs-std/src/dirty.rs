@@ -41,8 +41,9 @@
 //! loads/stores/read-modify-writes lock-free atomics (plain `lock`-prefixed instructions
 //! on x86_64, no syscalls, no locks); calls `mprotect` through `syscall(2)` (a raw kernel
 //! entry: no lock, no allocation, it only sets `errno`, which the handler saves and
-//! restores); and, on the chaining or fatal paths, `sigaction`, `raise`, `write` and
-//! `abort`, which POSIX lists as async-signal-safe. It never allocates, formats or locks.
+//! restores); and, on the chaining or fatal paths, `rt_sigprocmask` (raw, like
+//! `mprotect`), `sigaction`, `raise`, `write` and `abort`, which POSIX lists as
+//! async-signal-safe. It never allocates, formats or locks.
 //! A slot's bitmap is freed only after the slot is deactivated and no handler is inside it
 //! (a per-slot count of handlers, checked with sequentially consistent atomics).
 //!
@@ -612,9 +613,21 @@ impl Slot {
 
 static SLOTS: [Slot; MPROTECT_CAPACITY] = [const { Slot::new() }; MPROTECT_CAPACITY];
 
-/// The SIGSEGV disposition found when ours was installed: handler address and flags.
+/// The SIGSEGV disposition found when ours was installed: handler address, flags, and
+/// the kernel's part of its `sa_mask` (Linux masks are 64 bits; glibc's `sigset_t` keeps
+/// them in its first 8 bytes).
 static OLD_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static OLD_FLAGS: AtomicUsize = AtomicUsize::new(0);
+static OLD_MASK: AtomicU64 = AtomicU64::new(0);
+
+/// Remember `old` as the disposition to chain to.
+fn keep_old(old: &libc::sigaction) {
+    // SAFETY: sigset_t is at least 8 bytes of plain data; an unaligned read of them.
+    let mask = unsafe { ptr::read_unaligned((&old.sa_mask as *const libc::sigset_t).cast::<u64>()) };
+    OLD_MASK.store(mask, Ordering::SeqCst);
+    OLD_FLAGS.store(old.sa_flags as usize, Ordering::SeqCst);
+    OLD_HANDLER.store(old.sa_sigaction, Ordering::SeqCst);
+}
 
 /// Install the handler once per process (the error, if any, is kept).
 fn install_handler() -> io::Result<()> {
@@ -628,8 +641,7 @@ fn install_handler() -> io::Result<()> {
             if libc::sigaction(libc::SIGSEGV, ptr::null(), &mut old) != 0 {
                 return Err(errno());
             }
-            OLD_HANDLER.store(old.sa_sigaction, Ordering::SeqCst);
-            OLD_FLAGS.store(old.sa_flags as usize, Ordering::SeqCst);
+            keep_old(&old);
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = segv_handler as *const () as usize;
             // SA_ONSTACK: run on the thread's alternate stack if it has one (std sets one
@@ -640,8 +652,7 @@ fn install_handler() -> io::Result<()> {
                 return Err(errno());
             }
             // Someone may have changed it between the two calls: chain to what we replaced.
-            OLD_HANDLER.store(old.sa_sigaction, Ordering::SeqCst);
-            OLD_FLAGS.store(old.sa_flags as usize, Ordering::SeqCst);
+            keep_old(&old);
         }
         Ok(())
     });
@@ -784,28 +795,54 @@ unsafe fn handle_fault(info: *mut libc::siginfo_t) -> bool {
     false
 }
 
-/// Hand a SIGSEGV that is not ours to the disposition we replaced.
+/// Hand a SIGSEGV that is not ours to the disposition we replaced, as the kernel would
+/// have run it: `SIG_DFL` takes the default action; `SIG_IGN` ignores a sent signal (a
+/// fault cannot be ignored: the kernel kills a process that ignores or blocks the fault
+/// it takes, and so does this); a handler runs with its own `sa_mask` blocked, and the
+/// signal too unless `SA_NODEFER`; `SA_RESETHAND` makes the disposition `SIG_DFL` before
+/// it runs — so a crash reporter that logs and returns sees the fault once, and the
+/// re-executed fault takes the default action instead of calling it again forever (ours
+/// stays installed for the tracked pages).
 ///
 /// # Safety
 /// Called from the SIGSEGV handler with the kernel's arguments.
 unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let h = OLD_HANDLER.load(Ordering::SeqCst);
     let flags = OLD_FLAGS.load(Ordering::SeqCst) as libc::c_int;
+    // SAFETY: `info` is null or the kernel's siginfo.
+    let sent = info.is_null() || unsafe { (*info).si_code } <= 0;
+    if h == libc::SIG_IGN && sent {
+        return;
+    }
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        // Default action (SIG_IGN of a fault would loop forever, so it is treated alike):
-        // reset the disposition (sigaction is async-signal-safe) and let the signal
-        // happen again: a fault re-executes the instruction, a sent signal is re-raised
-        // (raise is async-signal-safe; it is delivered when this handler returns).
+        // Default action: reset the disposition (sigaction is async-signal-safe) and let
+        // the signal happen again: a fault re-executes the instruction, a sent signal is
+        // re-raised (raise is async-signal-safe; it is delivered when this handler returns).
         // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask.
         unsafe {
             let dfl: libc::sigaction = std::mem::zeroed();
             libc::sigaction(sig, &dfl, ptr::null_mut());
-            if info.is_null() || (*info).si_code <= 0 {
+            if sent {
                 libc::raise(sig);
             }
         }
         return;
     }
+    if flags & libc::SA_RESETHAND != 0 {
+        OLD_FLAGS.store(0, Ordering::SeqCst);
+        OLD_HANDLER.store(libc::SIG_DFL, Ordering::SeqCst);
+    }
+    // The mask it asked for, by raw rt_sigprocmask (a kernel entry, no lock); the kernel
+    // restores the mask of the interrupted code when our handler returns, and so do we.
+    let mut now = 0u64;
+    let bit = 1u64 << (sig - 1);
+    let mut want = OLD_MASK.load(Ordering::SeqCst);
+    // SAFETY: reads this thread's mask into `now` (8 bytes: the kernel's sigset size).
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, ptr::null::<u64>(), &mut now, 8) };
+    want |= now;
+    want = if flags & libc::SA_NODEFER != 0 { want & !bit } else { want | bit };
+    // SAFETY: sets this thread's mask from an 8-byte kernel sigset.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &want, ptr::null_mut::<u64>(), 8) };
     if flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous disposition was installed with SA_SIGINFO, so it has this
         // signature; calling it is as signal-safe as it is.
@@ -816,6 +853,8 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
     }
+    // SAFETY: as above, back to the mask this handler ran with.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &now, ptr::null_mut::<u64>(), 8) };
 }
 
 /// Report the bitmap's pages (or everything on the first take / after an overflow),

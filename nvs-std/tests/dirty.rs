@@ -382,13 +382,52 @@ extern "C" fn exit_43(_: libc::c_int) {
     unsafe { libc::_exit(43) }
 }
 
-/// Set the SIGSEGV disposition to `handler` (an address or SIG_DFL) with `flags`.
+/// A crash reporter: says so on stderr and returns (the usual pattern with
+/// SA_RESETHAND: the re-executed fault then takes the default action).
+extern "C" fn report(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: write is async-signal-safe; a static message.
+    unsafe { libc::write(2, b"reported\n".as_ptr().cast(), 9) };
+}
+
+extern "C" fn report_plain(_: libc::c_int) {
+    // SAFETY: as above.
+    unsafe { libc::write(2, b"reported\n".as_ptr().cast(), 9) };
+}
+
+/// Whether `sig` is blocked in this thread right now.
+fn blocked(sig: libc::c_int) -> bool {
+    // SAFETY: queries the mask into a zeroed sigset.
+    unsafe {
+        let mut m: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut m);
+        libc::sigismember(&m, sig) == 1
+    }
+}
+
+/// Exits 44 if its sa_mask (SIGUSR1) and the signal itself are blocked while it runs.
+extern "C" fn exit_if_masked(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let code = if blocked(libc::SIGUSR1) && blocked(libc::SIGSEGV) { 44 } else { 45 };
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+/// Exits 46 if SIGSEGV is not blocked while it runs (it asked for SA_NODEFER).
+extern "C" fn exit_if_not_deferred(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let code = if blocked(libc::SIGSEGV) { 47 } else { 46 };
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+/// Set the SIGSEGV disposition to `handler` (an address, SIG_DFL or SIG_IGN) with
+/// `flags`, and SIGUSR1 in its mask.
 fn set_segv(handler: usize, flags: libc::c_int) {
-    // SAFETY: a zeroed sigaction with the handler and flags set is valid input.
+    // SAFETY: a zeroed sigaction with the handler, flags and mask set is valid input.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = handler;
         sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaddset(&mut sa.sa_mask, libc::SIGUSR1);
         assert_eq!(libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()), 0);
     }
 }
@@ -418,6 +457,13 @@ fn segv_child() {
         "siginfo-fault" | "siginfo-kill" => set_segv(exit_42 as *const () as usize, libc::SA_SIGINFO),
         "plain-kill" => set_segv(exit_43 as *const () as usize, 0),
         "dfl-fault" | "dfl-kill" => set_segv(libc::SIG_DFL, 0),
+        "ign-fault" | "ign-kill" => set_segv(libc::SIG_IGN, 0),
+        "reporter-fault" | "reporter-kill" => {
+            set_segv(report as *const () as usize, libc::SA_SIGINFO | libc::SA_RESETHAND)
+        }
+        "plain-reporter-fault" => set_segv(report_plain as *const () as usize, libc::SA_RESETHAND),
+        "mask-fault" => set_segv(exit_if_masked as *const () as usize, libc::SA_SIGINFO),
+        "nodefer-fault" => set_segv(exit_if_not_deferred as *const () as usize, libc::SA_SIGINFO | libc::SA_NODEFER),
         _ => {} // std's own handler (stack overflow reports) stays
     }
     let mut b = TrackedBuf::new(4 * ps(), TrackerKind::Mprotect).unwrap();
@@ -425,8 +471,15 @@ fn segv_child() {
     b[ps()] = 1; // a fault the tracker handles
     assert_eq!(take(&mut b), pages(&[(1, 1)]));
     match mode.as_str() {
-        "std-fault" | "siginfo-fault" | "dfl-fault" => fault_elsewhere(),
-        "siginfo-kill" | "plain-kill" | "dfl-kill" => kill_self(),
+        "std-fault"
+        | "siginfo-fault"
+        | "dfl-fault"
+        | "ign-fault"
+        | "reporter-fault"
+        | "plain-reporter-fault"
+        | "mask-fault"
+        | "nodefer-fault" => fault_elsewhere(),
+        "siginfo-kill" | "plain-kill" | "dfl-kill" | "ign-kill" | "reporter-kill" => kill_self(),
         "overflow" => {
             fn recurse(n: u64) -> u64 {
                 let a = std::hint::black_box([n; 512]);
@@ -464,4 +517,21 @@ fn foreign_segv_is_chained() {
     // A previous SIG_DFL: the default action (death by SIGSEGV) for both.
     assert_eq!(sig("dfl-fault"), Some(libc::SIGSEGV));
     assert_eq!(sig("dfl-kill"), Some(libc::SIGSEGV));
+    // SIG_IGN: a sent SIGSEGV is ignored; a fault cannot be (the kernel would kill too).
+    assert_eq!(code("ign-kill"), Some(0));
+    assert_eq!(sig("ign-fault"), Some(libc::SIGSEGV));
+    // A crash reporter with SA_RESETHAND that logs and returns: called once, then the
+    // re-executed fault takes the default action (it used to be called forever). A sent
+    // signal: reported once, and the process goes on.
+    for mode in ["reporter-fault", "plain-reporter-fault"] {
+        let out = child("segv_child", mode);
+        let reports = String::from_utf8_lossy(&out.stderr).matches("reported").count();
+        assert_eq!((out.status.signal(), reports), (Some(libc::SIGSEGV), 1), "{mode}: {out:?}");
+    }
+    let out = child("segv_child", "reporter-kill");
+    assert_eq!(String::from_utf8_lossy(&out.stderr).matches("reported").count(), 1, "{out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Its sa_mask and SA_NODEFER hold while it runs.
+    assert_eq!(code("mask-fault"), Some(44));
+    assert_eq!(code("nodefer-fault"), Some(46));
 }
