@@ -35,8 +35,10 @@ pub enum Error {
     ReadOnly,
     /// Another writer holds this lane ([`crate::Pool::lane`]).
     LaneBusy { lane: u32 },
-    /// The index memory given to the pool is full and cannot grow.
-    IndexFull { records: usize },
+    /// The index memory given to the pool is full and cannot grow: `what` ran out
+    /// ("records", "names", "hash table slots", "segment slots", or "record ids" / "name
+    /// ids" at 2^31 - 1) with the index at `records` objects over `names` names.
+    IndexFull { what: &'static str, records: usize, names: usize },
     /// The media or the format options cannot hold a pool (`what` says why).
     BadGeometry { what: &'static str },
     /// A delta put's changed ranges are not sorted by offset, or reach past the object's
@@ -121,7 +123,9 @@ impl fmt::Display for Error {
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),
             Error::LaneBusy { lane } => write!(f, "lane {lane} already has a writer"),
-            Error::IndexFull { records } => write!(f, "index memory full at {records} records"),
+            Error::IndexFull { what, records, names } => {
+                write!(f, "index memory full: no room for more {what} (at {records} records, {names} names)")
+            }
             Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
             Error::DeltaRanges { offset } => write!(
                 f,

@@ -133,11 +133,20 @@ pub trait IndexMemory {
     fn parts_ref(&self) -> PartsRef<'_>;
     /// Make `part` at least `min_len` long; `false` if this memory cannot grow.
     fn grow(&mut self, part: Part, min_len: usize) -> bool;
+    /// Bytes this memory holds for the index.
+    fn bytes(&self) -> usize {
+        use core::mem::size_of_val;
+        let p = self.parts_ref();
+        size_of_val(p.entries) + size_of_val(p.names) + size_of_val(p.table) + size_of_val(p.segments)
+    }
 }
 
 /// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
-/// hash slots (at least `2 * (RECORDS + NAMES)`; rounded down to a power of two),
-/// `SEGMENTS` segments. Large: keep it in a `static` or a `Box`.
+/// hash slots, `SEGMENTS` segments. Only the largest power of two of `TABLE` is used and
+/// the table is kept at most half full, so make it a power of two of at least
+/// `2 * (RECORDS + NAMES)`; a smaller one ends the index at half of it (`IndexFull`).
+/// A pool filled to this memory's capacity reopens in it. Large: keep it in a `static`
+/// or a `Box`.
 pub struct FixedMemory<const RECORDS: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
     entries: [Entry; RECORDS],
     names: [NameSlot; NAMES],
@@ -212,14 +221,6 @@ impl HeapMemory {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Bytes of index memory held.
-    pub fn bytes(&self) -> usize {
-        use core::mem::size_of;
-        self.entries.capacity() * size_of::<Entry>()
-            + self.names.capacity() * size_of::<NameSlot>()
-            + self.table.capacity() * 4
-            + self.segments.capacity() * size_of::<SegSlot>()
-    }
 }
 
 #[cfg(feature = "alloc")]
@@ -234,6 +235,14 @@ impl IndexMemory for HeapMemory {
     }
     fn parts_ref(&self) -> PartsRef<'_> {
         PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
+    }
+    /// Bytes allocated (capacity, not length).
+    fn bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.entries.capacity() * size_of::<Entry>()
+            + self.names.capacity() * size_of::<NameSlot>()
+            + self.table.capacity() * size_of::<u32>()
+            + self.segments.capacity() * size_of::<SegSlot>()
     }
     fn grow(&mut self, part: Part, min_len: usize) -> bool {
         fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
@@ -280,10 +289,21 @@ fn usable(len: usize) -> usize {
 /// Why an insert was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InsertError {
-    /// Out of memory (call `reserve` first).
-    Full,
+    /// Out of memory (call `reserve` first): the part that is full ("records", "names",
+    /// "hash table slots").
+    Full(&'static str),
     /// The name already has this version.
     Duplicate,
+}
+
+/// A reservation refused: the part of the memory that is full.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Full(pub &'static str);
+
+impl From<Full> for InsertError {
+    fn from(f: Full) -> Self {
+        InsertError::Full(f.0)
+    }
 }
 
 /// The index over some [`IndexMemory`].
@@ -335,21 +355,30 @@ impl<X: IndexMemory> Index<X> {
 
     /// Make room for `entries` more entries and `names` more names, growing the memory
     /// if it can. Nothing is changed on error.
-    pub fn reserve(&mut self, entries: usize, names: usize) -> Result<(), InsertError> {
+    pub fn reserve(&mut self, entries: usize, names: usize) -> Result<(), Full> {
         let need_e = self.entries + entries;
         let need_n = self.names + names;
         let need_t = 2 * (need_e + need_n);
+        // Ids are u32 with bit 31 telling names from entries in the table, and NONE is
+        // u32::MAX: neither count may reach bit 31.
+        if need_e >= NAME_TAG as usize {
+            return Err(Full("record ids"));
+        }
+        if need_n >= NAME_TAG as usize {
+            return Err(Full("name ids"));
+        }
         let p = self.mem.parts_ref();
         let (have_e, have_n, have_t) = (p.entries.len(), p.names.len(), usable(p.table.len()));
         if have_e < need_e && !self.mem.grow(Part::Entries, need_e) {
-            return Err(InsertError::Full);
+            return Err(Full("records"));
         }
         if have_n < need_n && !self.mem.grow(Part::Names, need_n) {
-            return Err(InsertError::Full);
+            return Err(Full("names"));
         }
         if have_t < need_t {
-            if !self.mem.grow(Part::Table, need_t) {
-                return Err(InsertError::Full);
+            // Only a power of two of the table is used: growth must reach that much.
+            if !self.mem.grow(Part::Table, need_t) || usable(self.mem.parts_ref().table.len()) < need_t {
+                return Err(Full("hash table slots"));
             }
             self.rebuild_table();
         }
@@ -479,8 +508,11 @@ impl<X: IndexMemory> Index<X> {
         name_off: u64,
         entry: Entry,
     ) -> Result<u32, InsertError> {
-        self.reserve(1, 1)?;
-        let name_id = match self.find_name(media, hash, name) {
+        // Room for a new name only if the name is new: recovery inserts every object, and
+        // must fit in exactly the memory the puts that wrote them fitted in.
+        let found = self.find_name(media, hash, name);
+        self.reserve(1, usize::from(found.is_none()))?;
+        let name_id = match found {
             Some(id) => {
                 if self.find_version(id, entry.version).is_some() {
                     return Err(InsertError::Duplicate);
@@ -518,7 +550,7 @@ impl<X: IndexMemory> Index<X> {
         let p = self.mem.parts_ref();
         let room = self.entries < p.entries.len() && 2 * (self.entries + self.names + 1) <= usable(p.table.len());
         let Some(n) = p.names.get(..self.names).and_then(|v| v.get(name_id as usize)) else {
-            return Err(InsertError::Full);
+            return Err(InsertError::Full("names"));
         };
         let newest = n.last == NONE || p.entries[n.last as usize].version < entry.version;
         if !room {
@@ -646,4 +678,32 @@ fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
         at += chunk.len();
     }
     true
+}
+
+impl<X: IndexMemory> Index<X> {
+    /// The error for a refused reservation or insert (`what` ran out).
+    pub fn full(&self, Full(what): Full) -> crate::Error {
+        crate::Error::IndexFull { what, records: self.entries, names: self.names }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids are u32 with bit 31 marking names in the table: neither entries nor names may
+    /// reach 2^31. The counts are set near the cap directly (no memory is allocated:
+    /// the cap is checked before anything grows).
+    #[test]
+    fn entry_and_name_ids_stay_below_the_name_tag() {
+        let mut idx = Index::new(FixedMemory::<4, 4, 16, 1>::new());
+        assert_eq!(idx.reserve(1, 1), Ok(()));
+        idx.entries = NAME_TAG as usize - 2;
+        assert_eq!(idx.reserve(1, 0), Err(Full("records")), "under the cap, memory decides");
+        assert_eq!(idx.reserve(2, 0), Err(Full("record ids")));
+        idx.entries = 0;
+        idx.names = NAME_TAG as usize - 2;
+        assert_eq!(idx.reserve(0, 1), Err(Full("names")), "under the cap, memory decides");
+        assert_eq!(idx.reserve(0, 2), Err(Full("name ids")));
+    }
 }

@@ -380,6 +380,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.shared.read().stats
     }
 
+    /// Bytes of index memory this pool holds (records, names, hash table, segments).
+    pub fn index_bytes(&self) -> usize {
+        self.shared.read().index.memory().bytes()
+    }
+
     /// Free segments.
     pub fn free_segments(&self) -> u32 {
         self.sb.segment_count - self.stats().segments_used
@@ -692,7 +697,7 @@ impl<M: Media> Writer<'_, M> {
         }
         // Room for this unit beside the units other lanes planned but have not published.
         let room = objects.len() + s.pending_entries;
-        s.index.reserve(room, new_names).map_err(|_| Error::IndexFull { records: s.index.len() })?;
+        s.index.reserve(room, new_names).map_err(|e| s.index.full(e))?;
         // 2. Space: the lane's segment, or a newly claimed one.
         if !l.active || l.tail + unit_len > l.seg_end {
             *l = self.claim_segment(s, lane, *l)?;
@@ -1017,7 +1022,8 @@ impl<M: Media> Writer<'_, M> {
     fn claim_segment<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane) -> Result<Lane> {
         let count = self.sb.segment_count;
         let cursor = s.alloc_cursor;
-        let segs = s.index.segments(count as usize).ok_or(Error::IndexFull { records: 0 })?;
+        let segs =
+            s.index.segments(count as usize).ok_or(Error::IndexFull { what: "segment slots", records: 0, names: 0 })?;
         let free = if mutant::on("alloc_ignores_owner") {
             cursor
         } else {
@@ -1159,7 +1165,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         {
             let s = self.shared.get_mut();
             let count = self.sb.segment_count as usize;
-            let segs = s.index.segments(count).ok_or(Error::IndexFull { records: 0 })?;
+            let segs =
+                s.index.segments(count).ok_or(Error::IndexFull { what: "segment slots", records: 0, names: 0 })?;
             for seg in segs.iter().filter(|g| g.lane != FREE && g.first_seq != crate::recover::RELEASED) {
                 if let Some(l) = lowest.get_mut(seg.lane as usize) {
                     *l = (*l).min(seg.chain_seq);
@@ -1239,7 +1246,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             })
             .count() as u32;
         let count = self.sb.segment_count as usize;
-        let segs = self.shared.get_mut().index.segments(count).ok_or(Error::IndexFull { records: 0 })?;
+        let segs = self.shared.get_mut().index.segments(count).ok_or(Error::IndexFull {
+            what: "segment slots",
+            records: 0,
+            names: 0,
+        })?;
         if claims as usize > segs.iter().filter(|g| g.lane == FREE).count() {
             return Err(Error::Full);
         }
@@ -1269,24 +1280,27 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let count = self.sb.segment_count as usize;
         let s = self.shared.get_mut();
         let Some(segs) = s.index.segments(count) else { return };
-        for _ in 0..count {
-            // The oldest released segment left (lane, chain order): O(n) per step, and
-            // released segments are few.
-            let next = segs
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.lane != FREE && g.first_seq == crate::recover::RELEASED)
-                .min_by_key(|(_, g)| (g.lane, if newest_first { u64::MAX - g.chain_seq } else { g.chain_seq }))
-                .map(|(i, _)| i);
-            let Some(i) = next else { break };
+        let released = |g: &crate::index::SegSlot| g.lane != FREE && g.first_seq == crate::recover::RELEASED;
+        if !segs.iter().any(released) {
+            return;
+        }
+        // Released segments first, in (lane, chain) order: one sort, then one pass (it
+        // was a scan of every segment per released one: minutes for a large release).
+        // The slots go back to index order (allocation needs it) at the end.
+        segs.sort_unstable_by_key(|g| {
+            let chain = if newest_first { u64::MAX - g.chain_seq } else { g.chain_seq };
+            (!released(g), g.lane, chain)
+        });
+        for g in segs.iter_mut().take_while(|g| released(g)) {
             // The whole header, not just its magic: a later claim of this segment rewrites
             // it with NT stores, and a crash that persisted only the new magic word must
             // not leave the old header (old fields, old checksum) valid again.
-            self.media.store_nt(self.sb.segment_off(i as u32) as usize, &[0u8; 64]);
+            self.media.store_nt(self.sb.segment_off(g.index) as usize, &[0u8; 64]);
             self.media.fence();
-            segs[i].lane = FREE;
-            segs[i].first_seq = 0;
+            g.lane = FREE;
+            g.first_seq = 0;
         }
+        segs.sort_unstable_by_key(|g| g.index);
     }
 
     /// What recovery (and the puts since) left on `lane`; `None` if it holds no segment.

@@ -22,7 +22,7 @@
 
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
-use crate::index::{name_hash, Entry, Index, IndexMemory, InsertError, SegSlot, FREE, NONE};
+use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, SegSlot, FREE, NONE};
 use crate::media::Media;
 use crate::mutant;
 use crate::pool::Lane;
@@ -55,7 +55,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     }
     let count = sb.segment_count as usize;
     let Some(segs) = index.segments(count) else {
-        return Err(Error::IndexFull { records: 0 });
+        return Err(Error::IndexFull { what: "segment slots", records: 0, names: 0 });
     };
     // Pass 1: every segment header, in index order.
     for (i, slot) in segs.iter_mut().enumerate() {
@@ -153,7 +153,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                     };
                     match index.insert(media, name_hash(name), name, d.name_off, entry) {
                         Ok(_) => {}
-                        Err(InsertError::Full) => return Err(Error::IndexFull { records: index.len() }),
+                        Err(InsertError::Full(what)) => return Err(index.full(Full(what))),
                         Err(InsertError::Duplicate) => {
                             return Err(Error::Corrupted { offset: obj, kind: CorruptKind::DuplicateVersion })
                         }

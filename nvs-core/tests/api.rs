@@ -207,7 +207,7 @@ fn fixed_memory_fills_cleanly() {
     // The lane's log ends after the last unit's one-line payload.
     let tail = pool.stat(b"a", 8).unwrap().offset as usize + 64;
     let before = ram.bytes();
-    assert_eq!(pool.put(b"a", b"z"), Err(Error::IndexFull { records: 8 }));
+    assert_eq!(pool.put(b"a", b"z"), Err(Error::IndexFull { what: "records", records: 8, names: 1 }));
     let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
     // Not the next unit's commit word, batch header or object header either.
     assert!(first_change.is_none_or(|at| at >= tail + 128), "refused put changed byte {first_change:?}");
@@ -218,6 +218,79 @@ fn fixed_memory_fills_cleanly() {
     let _ = pool.close();
     let pool = open(&mut ram).unwrap();
     assert_eq!((pool.stats().objects, pool.latest(b"a")), (8, Ok(8)));
+}
+
+/// Fill a pool in `FixedMemory<R, N, T, 64>` to exactly its capacity — `names` names, then
+/// more versions until the index refuses — reopen it in the same type, read everything.
+fn fill_and_reopen<const R: usize, const N: usize, const T: usize>(names: usize) {
+    let mut ram = Ram::new(4096 + 64 * 65536, 0);
+    let mut o = FormatOptions::new(9);
+    o.segment_len = Some(65536);
+    let mem: Box<FixedMemory<R, N, T, 64>> = Box::default();
+    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    let name = |i: usize| format!("n{i}").into_bytes();
+    let mut written = Vec::new();
+    for i in 0.. {
+        let n = name(i % names);
+        match pool.put(&n, &(i as u32).to_le_bytes()) {
+            Ok(v) => written.push((n, v, i as u32)),
+            Err(Error::IndexFull { what: "records", records, names: got }) => {
+                assert_eq!((records, got), (R, names));
+                break;
+            }
+            Err(e) => panic!("put {i}: {e}"),
+        }
+    }
+    assert_eq!(written.len(), R, "the index holds exactly RECORDS objects");
+    let _ = pool.close();
+    let mem: Box<FixedMemory<R, N, T, 64>> = Box::default();
+    let pool = Pool::open(ram.region(), *mem).unwrap_or_else(|e| panic!("reopen in the same memory: {e}"));
+    let mut b = [0u8; 4];
+    for (n, v, x) in &written {
+        assert_eq!(pool.get(n, *v, &mut b), Ok(4));
+        assert_eq!(u32::from_le_bytes(b), *x);
+    }
+}
+
+/// Regression: recovery reserved room for a new name before looking the name up, so a
+/// pool filled to its `FixedMemory` could not be reopened in it (`IndexFull`).
+#[test]
+fn a_full_fixed_memory_pool_reopens_in_the_same_memory() {
+    // A pool holds its FixedMemory by value, and moves copy it: a roomy stack.
+    let big = std::thread::Builder::new().stack_size(64 << 20);
+    big.spawn(|| {
+        fill_and_reopen::<100, 10, 256>(10);
+        fill_and_reopen::<5000, 700, 16384>(700);
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+}
+
+/// Regression: a table that is not a power of two is used only up to its largest power
+/// of two, but growth compared the whole table: past half of the used part every put
+/// rebuilt the table (and a full one would never end). Now the index ends there:
+/// `IndexFull` at half of 4,096 slots.
+#[test]
+fn a_table_that_is_not_a_power_of_two_ends_the_index_at_half_its_used_part() {
+    std::thread::Builder::new().stack_size(64 << 20).spawn(table_not_a_power_of_two).unwrap().join().unwrap();
+}
+
+fn table_not_a_power_of_two() {
+    let mut ram = Ram::new(4096 + 16 * 65536, 0);
+    let mut o = FormatOptions::new(9);
+    o.segment_len = Some(65536);
+    let mem: Box<FixedMemory<3000, 10, 6100, 64>> = Box::default();
+    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match pool.put(b"k", b"x") {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Error::IndexFull { what: "hash table slots", records: 2047, names: 1 });
+    assert_eq!(n, 2047);
 }
 
 /// Refusals that depend on the caller's input (an explicit version that does not

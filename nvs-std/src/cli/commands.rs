@@ -222,6 +222,7 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
             human(st.payload_bytes)
         ),
     );
+    row("index memory", format!("{} (in this process's memory, rebuilt on every open)", human(p.index_bytes() as u64)));
     row("open time", format!("{:.3} ms (map + recovery)", p.open_time().as_secs_f64() * 1e3));
     stdout(&o)
 }

@@ -3,7 +3,7 @@
 //! a record costs.
 
 use nvs_core::format::{object_len, LINE};
-use nvs_core::{HeapMemory, Pool};
+use nvs_core::{HeapMemory, IndexMemory, Pool};
 use nvs_std::{Access, CreateOptions, FilePool, MappedMedia};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
