@@ -1319,9 +1319,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<(u32, bool)> {
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
+        // The hint's name matches by its bytes on the media. A read-only pool's index may
+        // be older than a writer's retention, which can have put another name's bytes
+        // there: it also needs the name's hash to agree (as `find_name` always does).
         let id = match s.index.name_is(&self.media, hint_name, name) {
-            Some(_) => hint_name,
-            None => s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
+            Some(hash) if self.writable || hash == name_hash(name) => hint_name,
+            _ => s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
         };
         let e = match s.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
             Some(e) => e,
@@ -1407,11 +1410,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// keeps the header read after the copy): retention invalidates a segment's header
     /// before anything in it is overwritten, so an unchanged header means a clean copy.
     fn still_there(&self, e: &Entry) -> bool {
+        let s = self.shared.read();
+        self.still_there_in(&s, e)
+    }
+
+    /// [`Self::still_there`] with the shared state already read-locked.
+    fn still_there_in(&self, s: &Shared<X>, e: &Entry) -> bool {
         crate::sync::fence_acquire();
         // From the byte before the payload (the object's own header or name): an empty
         // payload may start exactly at the segment's end.
         let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as u32;
-        let slot = self.shared.read().index.segments_ref().get(seg as usize).copied();
+        let slot = s.index.segments_ref().get(seg as usize).copied();
         let Some(slot) = slot else { return false };
         matches!(format::decode_segment(&self.media, &self.sb, seg), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
     }
@@ -1452,12 +1461,18 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         })
     }
 
-    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`.
+    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty if they
+    /// are gone: in a read-only pool whose index is older than a writer's retention, the
+    /// segment holding a name's bytes may have been reused (checked by the name's hash;
+    /// `refresh` brings the index up to date).
     pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
         let s = self.shared.read();
         let n = s.index.name(id);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
+        if !self.writable && name_hash(dst) != n.hash {
+            return &[];
+        }
         dst
     }
 
@@ -1472,15 +1487,28 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             while at != NONE {
                 let e = *s.index.entry(at);
                 let id = at;
-                if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
-                    return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
+                chain.clear();
+                let verdict = (|| {
+                    if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
+                        return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
+                    }
+                    if e.depth > 0 {
+                        // Its record is sound and its chain reaches a full version.
+                        delta::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
+                        chain_of(&self.media, &s, id, &mut chain)?;
+                    }
+                    Ok(())
+                })();
+                // In a read-only pool, a writer's retention may have released and reused
+                // the object's segment (or a delta parent's) since the index was built:
+                // that object is gone, not damaged.
+                let gone =
+                    || !self.writable && !chain.iter().chain([&id]).all(|&c| self.still_there_in(&s, s.index.entry(c)));
+                match verdict {
+                    Ok(()) => checked += 1,
+                    Err(_) if gone() => {}
+                    Err(err) => return Err(err),
                 }
-                if e.depth > 0 {
-                    // Its record is sound and its chain reaches a full version.
-                    delta::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
-                    chain_of(&self.media, &s, id, &mut chain)?;
-                }
-                checked += 1;
                 at = e.next;
             }
         }

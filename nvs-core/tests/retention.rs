@@ -170,3 +170,48 @@ fn a_large_release_costs_a_few_recoveries() {
     assert_eq!(pool.get(b"a", 40_000, &mut b), Ok(3900));
     assert_eq!(pool.free_segments(), 39_999, "all but the last version's and the truncate unit's");
 }
+
+/// Regression: a stale reader's remembered name was matched by its length and its bytes
+/// at the name's old offset only; once retention reused that segment and a same-length
+/// name landed at that offset, `get(b"s1", 21)` returned `s0` v21's bytes. Now the hint is
+/// checked by hash too (names and lists likewise): `NotFound`, never another name's bytes.
+#[test]
+fn a_stale_reader_never_gets_another_names_bytes() {
+    let mut ram = Ram::new(4096 + 24 * 4096, 0);
+    let mut w = format(&mut ram, 4096);
+    let bytes = |name: &str, v: u64| vec![name.as_bytes()[1] ^ v as u8; 1000];
+    for v in 1..=20 {
+        w.put(b"s0", &bytes("s0", v)).unwrap();
+        w.put(b"s1", &bytes("s1", v)).unwrap();
+    }
+    w.put(b"s0", &bytes("s0", 21)).unwrap();
+    w.put(b"zz", b"never updated").unwrap();
+    let r = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
+    let mut buf = vec![0u8; 1000];
+    assert_eq!(r.get(b"s0", 21, &mut buf), Ok(1000));
+    // Segment 0's first object was s0 v1: its name bytes are where the reader's index
+    // says "s0" is. Reuse segment 0 with s1 as its first object.
+    let seg0_first_payload = 4096 + 64 + 128;
+    let mut reused = false;
+    for _ in 0..200 {
+        w.reclaim(1).unwrap();
+        let v = w.put(b"s1", &[0x5A; 3000]).unwrap();
+        if w.stat(b"s1", v).unwrap().offset == seg0_first_payload {
+            reused = true;
+            break;
+        }
+    }
+    assert!(reused, "segment 0 was never reused with s1 first");
+    assert_eq!(r.get(b"s1", 21, &mut buf), Err(Error::NotFound));
+    assert_eq!(r.stat(b"s1", 21), Err(Error::NotFound));
+    match r.get(b"s1", 20, &mut buf) {
+        Ok(n) => assert_eq!(&buf[..n], &bytes("s1", 20)[..]),
+        Err(e) => assert_eq!(e, Error::NotFound),
+    }
+    // Names listed by the stale reader are real names or left out, never other bytes.
+    let mut nb = [0u8; nvs_core::NAME_MAX];
+    for n in r.names().collect::<Vec<_>>() {
+        let name = r.name_bytes(n.id, &mut nb);
+        assert!(name.is_empty() || [&b"s0"[..], b"s1", b"zz"].contains(&name), "{name:?}");
+    }
+}

@@ -69,7 +69,8 @@ impl Follower {
         let names: Vec<_> = self.pool.names().collect();
         for n in names {
             let name = self.pool.name_bytes(n.id, &mut name_buf).to_vec();
-            if self.only.as_ref().is_some_and(|o| *o != name) {
+            // Empty: its bytes went with a segment the writer reused since the refresh.
+            if name.is_empty() || self.only.as_ref().is_some_and(|o| *o != name) {
                 continue;
             }
             let Ok(versions) = self.pool.versions(&name) else { continue };

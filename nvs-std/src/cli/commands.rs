@@ -131,6 +131,9 @@ pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(),
     let mut buf = [0u8; NAME_MAX];
     for n in p.names() {
         let name = p.name_bytes(n.id, &mut buf);
+        if name.is_empty() {
+            continue; // released by a writer's retention since this pool was opened
+        }
         let versions: Vec<_> = p.versions(name).map_err(core)?.collect();
         let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
         let stored: u64 = versions.iter().map(|v| v.stored_bytes).sum();
