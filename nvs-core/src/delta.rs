@@ -34,11 +34,17 @@ pub struct DeltaOptions {
     /// A delta storing more than this percentage of the object is written as a full
     /// version instead (1 ..= 100).
     pub max_percent: u32,
+    /// `false` (the default): a delta's parent must be in the lane's current segment, so
+    /// a chain never leaves its segment and retention can always release old segments.
+    /// `true`: chains may cross segments (a few more deltas; how pools were written
+    /// before 2026-12-01) — but a chain straddling a segment boundary keeps the older
+    /// segment, and a stream of deltas under retention can end `Full`.
+    pub chains_cross_segments: bool,
 }
 
 impl Default for DeltaOptions {
     fn default() -> Self {
-        DeltaOptions { chunk_bytes: 4096, full_every: 16, max_percent: 50 }
+        DeltaOptions { chunk_bytes: 4096, full_every: 16, max_percent: 50, chains_cross_segments: false }
     }
 }
 

@@ -675,7 +675,7 @@ impl<M: Media> Writer<'_, M> {
                 return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
             let delta = match o.delta {
-                Some(d) => self.plan_delta(s, found, d, len, version)?,
+                Some(d) => self.plan_delta(s, l, found, d, len, version)?,
                 None => None,
             };
             let stored = delta.map_or(len, |d| d.stored_len());
@@ -691,6 +691,17 @@ impl<M: Media> Writer<'_, M> {
                 delta,
                 payload_stored: false,
             });
+        }
+        // A unit that needs a new segment stores its deltas as full versions: their
+        // parents stay behind in the old one (see `plan_delta`).
+        let claims = !l.active || l.tail + unit_len > l.seg_end;
+        if claims && !self.delta.chains_cross_segments && plan.iter().any(|p| p.delta.is_some()) {
+            unit_len = LINE;
+            for (o, p) in objects.iter().zip(plan.iter_mut()) {
+                p.delta = None;
+                p.stored = p.len;
+                unit_len += format::object_len(o.name.len(), p.stored);
+            }
         }
         if unit_len > self.sb.segment_len - LINE {
             return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
@@ -714,19 +725,33 @@ impl<M: Media> Writer<'_, M> {
 
     /// A delta of `len` bytes against `d.parent` of name `found`, if the options allow:
     /// `None` means a full version. Refuses bad ranges even when the answer is `None`.
+    ///
+    /// A chain never leaves its segment (unless `chains_cross_segments`): the parent must
+    /// be in the lane's current segment (and [`Self::plan_unit`] makes the delta a full
+    /// version if the unit then needs a new one). So every delta's ancestors share its segment, and retention,
+    /// which keeps what a staying delta is rebuilt from, never has to keep an older
+    /// segment for it — with chains across segments, every boundary was straddled by one
+    /// and a lane's oldest segment could never be released: a stream of deltas with
+    /// retention ended `Full`.
     fn plan_delta<X: IndexMemory>(
         &self,
         s: &Shared<X>,
+        l: &Lane,
         found: Option<u32>,
         d: Delta<'_>,
         len: u64,
         version: u64,
     ) -> Result<Option<DeltaPlan>> {
         let record = delta::plan_record(self.sb.pool_id, d.parent, d.changes, self.delta.chunk_bytes, len)?;
-        // The parent: committed (in the index), of the same length, not too deep.
+        // The parent: committed (in the index), of the same length, not too deep, in the
+        // lane's current segment (by the byte before its payload: its own header or name).
         let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
         let same_len = |p: &Entry| p.len_bytes == len || mutant::on("delta_ignores_parent_len");
-        let Some(parent) = parent.filter(|p| same_len(p) && p.version < version) else { return Ok(None) };
+        let here = |p: &Entry| {
+            self.delta.chains_cross_segments
+                || l.active && (l.seg_end - self.sb.segment_len..l.seg_end).contains(&(p.payload_off - 1))
+        };
+        let Some(parent) = parent.filter(|p| same_len(p) && here(p) && p.version < version) else { return Ok(None) };
         let plan = DeltaPlan { record, depth: parent.depth + 1 };
         let small = plan.stored_len().saturating_mul(100) <= len.saturating_mul(self.delta.max_percent as u64);
         let ok = self.sb.has_deltas() && plan.depth <= self.delta.full_every && small;

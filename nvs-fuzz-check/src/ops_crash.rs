@@ -598,7 +598,7 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
 /// most one truncate unit per lane; and recorded as units for the crash check.
 /// Delta options for objects of a few KiB: 64-byte chunks, chains of at most 3.
 fn small_deltas<M: Media>(pool: &mut Pool<M, HeapMemory>) {
-    let opts = nvs_core::DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50 };
+    let opts = nvs_core::DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50, ..Default::default() };
     pool.set_delta_options(opts).expect("valid delta options");
 }
 

@@ -32,8 +32,8 @@ pub const DELTA_NAME: &[u8] = b"d";
 
 /// Delta options of the verifier's pools: small chunks and short chains, so objects of
 /// a few hundred bytes take deltas, chains reach their limit, and full versions follow.
-fn delta_options() -> DeltaOptions {
-    DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50 }
+fn delta_options(chains_cross_segments: bool) -> DeltaOptions {
+    DeltaOptions { chunk_bytes: 64, full_every: 3, max_percent: 50, chains_cross_segments }
 }
 
 /// How the media is prepared.
@@ -45,11 +45,13 @@ pub struct Setup {
     /// Run an earlier pool (another id, other contents, more operations) on the same
     /// media first, and format over its bytes without zeroing.
     pub stale: bool,
+    /// Delta chains may cross segments (`DeltaOptions::chains_cross_segments`).
+    pub cross_chains: bool,
 }
 
 impl Setup {
     pub const fn small() -> Setup {
-        Setup { segment_len: 4096, segments: 6, payload_checksum: false, stale: false }
+        Setup { segment_len: 4096, segments: 6, payload_checksum: false, stale: false, cross_chains: false }
     }
     pub fn media_len(&self) -> usize {
         (4096 + self.segment_len * self.segments) as usize
@@ -116,9 +118,10 @@ fn apply<'m>(
     mut pool: Pool<&'m SimMedia, HeapMemory>,
     ops: &[Op],
     seed: u64,
+    cross_chains: bool,
     issued: &mut Vec<Issued>,
 ) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
-    pool.set_delta_options(delta_options()).map_err(|e| e.to_string())?;
+    pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
     // The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next delta.
     let mut delta_base: Option<(u64, Vec<u8>)> = None;
     for (i, op) in ops.iter().enumerate() {
@@ -129,7 +132,7 @@ fn apply<'m>(
             Op::Reopen => {
                 let (m, _) = pool.close();
                 pool = Pool::open(m, HeapMemory::new()).map_err(|e| format!("reopen failed: {e}"))?;
-                pool.set_delta_options(delta_options()).map_err(|e| e.to_string())?;
+                pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
                 if media.point() != start {
                     return Err("reopen stored to the media".into());
                 }
@@ -275,14 +278,14 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
         let pool = Pool::format(&old, options(&w.setup, 0x0DD_0DD), HeapMemory::new()).map_err(|e| e.to_string())?;
         let mut ops = w.ops.clone();
         ops.extend([Op::Put { lane: 0, size: 100 }, Op::Put { lane: 1, size: 100 }, Op::Put { lane: 0, size: 300 }]);
-        apply(&old, pool, &ops, 0xBAD, &mut Vec::new())?;
+        apply(&old, pool, &ops, 0xBAD, w.setup.cross_chains, &mut Vec::new())?;
         base = old.volatile_bytes();
     }
     let media = SimMedia::from_bytes(&base);
     let pool = Pool::format(&media, options(&w.setup, 0x600D), HeapMemory::new()).map_err(|e| e.to_string())?;
     let format_end = media.point();
     let mut issued = Vec::new();
-    apply(&media, pool, &w.ops, 0x5EED, &mut issued)?;
+    apply(&media, pool, &w.ops, 0x5EED, w.setup.cross_chains, &mut issued)?;
     Ok(Trace { media, format_end, issued, setup: w.setup.clone() })
 }
 
@@ -291,7 +294,7 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
 pub fn continue_with(media: &SimMedia, ops: &[Op]) -> Result<Vec<Issued>, String> {
     let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("reopen after the crash failed: {e}"))?;
     let mut issued = Vec::new();
-    apply(media, pool, ops, 0xC0DE, &mut issued).map_err(|e| format!("after the crash: {e}"))?;
+    apply(media, pool, ops, 0xC0DE, false, &mut issued).map_err(|e| format!("after the crash: {e}"))?;
     for i in &mut issued {
         i.op += 100;
     }
@@ -491,6 +494,12 @@ pub fn families() -> Vec<Family> {
         "delta",
         "delta puts (chains, fallbacks, both lanes) with reopens and reclaims",
         Setup::small(),
+        deltas.clone(),
+    ));
+    fams.push(family(
+        "delta-cross",
+        "the same with chains across segments (as pools before 2026-12-01 hold them)",
+        Setup { cross_chains: true, ..Setup::small() },
         deltas.clone(),
     ));
     deltas.truncate(40);
