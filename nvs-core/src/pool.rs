@@ -154,6 +154,11 @@ type Plan<const N: usize> = heapless::Vec<Planned, N>;
 /// the entries themselves are read under the lock).
 type Chain = heapless::Vec<u32, { format::DELTA_DEPTH_MAX as usize + 1 }>;
 
+/// How many times a read-only refresh that found corruption looks again while the
+/// segment headers keep changing under it (a writer claiming or releasing segments during
+/// every one of them): then it reports what it found.
+const REFRESH_LOOKS: u32 = 1000;
+
 /// Bytes of the next version a get prefetches for a reader walking versions in order.
 const READ_AHEAD: u64 = 2048;
 
@@ -330,7 +335,44 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// Re-run recovery from the media (a reader catching up with a writer, or a test).
+    ///
+    /// In a read-only pool a writer in another process may be working meanwhile, and
+    /// recovery reads the media at many moments, not at one: while retention invalidates
+    /// and reuses segments it can see an older segment still valid beside a newer one
+    /// already zeroed, or walk a reused segment with old sequence numbers — and report a
+    /// healthy pool corrupted. So a read-only refresh that finds corruption looks again,
+    /// like a seqlock reader: it reads every segment header, recovers, and reads the
+    /// headers once more. Segments are reused only after their header changed (a
+    /// released header is zeroed, fenced, before anything in the segment is written, and
+    /// a claim's header never equals an earlier one: chain positions only grow), so equal
+    /// headers mean that recovery saw a state that held, and its error is real damage.
     pub fn refresh(&mut self) -> Result<()> {
+        let mut r = self.recover_once();
+        let mut looks = 0;
+        while !self.writable && matches!(r, Err(Error::Corrupted { .. })) && looks < REFRESH_LOOKS {
+            let before = self.header_digest();
+            r = self.recover_once();
+            crate::sync::fence_acquire();
+            if self.header_digest() == before {
+                break;
+            }
+            looks += 1;
+        }
+        r
+    }
+
+    /// A hash of every segment header as the media holds it now.
+    fn header_digest(&self) -> u64 {
+        let mut h = Hasher::new(self.sb.pool_id);
+        let mut header = [0u8; size_of::<SegmentHeader>()];
+        for i in 0..self.sb.segment_count {
+            self.media.read(self.sb.segment_off(i) as usize, &mut header);
+            h.write(&header);
+        }
+        h.finish()
+    }
+
+    fn recover_once(&mut self) -> Result<()> {
         let mut lanes = [Lane::default(); LANES_MAX as usize];
         let shared = self.shared.get_mut();
         shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;

@@ -50,6 +50,8 @@ pub struct Region {
     base: *mut u8,
     len: usize,
     kind: StoreKind,
+    /// Another process may be writing this memory while it is read ([`Region::shared`]).
+    shared: bool,
 }
 
 // SAFETY: a Region is a pointer plus a length; the memory it names stays valid for the
@@ -88,7 +90,17 @@ impl Region {
         debug_assert!((base as usize).is_multiple_of(64), "region base must be 64-byte aligned");
         debug_assert!((base as usize).checked_add(len).is_some());
         let kind = if cfg!(all(target_arch = "x86_64", not(miri))) { kind } else { StoreKind::Portable };
-        Region { base, len, kind }
+        Region { base, len, kind, shared: false }
+    }
+
+    /// This region is memory that a writer in another process may be storing to while
+    /// this one reads it (a reader's view of a live pool): its reads are made by
+    /// `copy_from_media` (not a plain copy, which would be a data race in Rust's memory
+    /// model), at some cost for very short and very long copies. A region this process
+    /// alone writes (a writer's, whose lanes publish through the pool's lock) needs it not.
+    pub fn shared(mut self) -> Region {
+        self.shared = true;
+        self
     }
 
     /// The store instructions in use.
@@ -116,8 +128,17 @@ impl Media for Region {
     fn read(&self, off: usize, dst: &mut [u8]) {
         self.check(off, dst.len());
         // SAFETY: in bounds (checked above) of a range valid for reads (constructor);
-        // `dst` is a distinct Rust allocation, so the ranges do not overlap.
-        unsafe { core::ptr::copy_nonoverlapping(self.base.add(off), dst.as_mut_ptr(), dst.len()) }
+        // `dst` is a distinct Rust allocation, so the ranges do not overlap. If a writer
+        // in another process may be storing there (`shared`), not by a plain copy:
+        // `copy_from_media` says why. Otherwise every writer of this memory is a thread
+        // of this process that published what is read through the pool's lock.
+        unsafe {
+            if self.shared {
+                arch::copy_from_media(dst, self.base.add(off))
+            } else {
+                core::ptr::copy_nonoverlapping(self.base.add(off), dst.as_mut_ptr(), dst.len())
+            }
+        }
     }
 
     fn load_word(&self, off: usize) -> u64 {

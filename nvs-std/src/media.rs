@@ -104,6 +104,9 @@ impl MappedMedia {
         // - no Rust reference to the range: MmapRaw never makes one, and nothing else in
         //   this crate touches the mapping.
         let region = unsafe { Region::new(base, len) };
+        // A read-only mapping is a reader's: a writer in another process may be storing
+        // to it meanwhile.
+        let region = if writable { region } else { region.shared() };
         if durability == Durability::Dax && region.kind() != StoreKind::NonTemporal {
             return Err(unsupported("durability dax needs non-temporal stores, and this build uses portable stores"));
         }

@@ -245,6 +245,13 @@ impl FilePool {
         self.write(|p| p.close_lane(lane))
     }
 
+    /// Retention: release the oldest segments whose objects all have at least
+    /// `keep_versions` newer versions; returns the segments freed. See
+    /// [`nvs_core::Pool::reclaim`].
+    pub fn reclaim(&mut self, keep_versions: u32) -> Result<u32> {
+        self.write(|p| p.reclaim(keep_versions))
+    }
+
     fn check_sync(&self) -> Result<()> {
         match self.pool.media().sync_error() {
             Some(source) => Err(Error::Sync { path: self.path.clone(), source }),
