@@ -345,7 +345,10 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
         && sb.segment_count as u64 <= SEGMENTS_MAX
         && sb.lanes_max >= 1
         && sb.lanes_max <= LANES_MAX
-        && sb.pool_len == DATA_OFF + sb.segment_count as u64 * sb.segment_len
+        // Checked: 2^24 segments of 2^40 bytes wrap a u64 to 0 (a forged superblock with
+        // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
+        && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
+            == Some(sb.pool_len)
         && sb.pool_len <= media_len
         && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     if !geometry_ok {

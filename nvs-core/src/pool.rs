@@ -770,11 +770,11 @@ impl<M: Media> Writer<'_, M> {
     ///
     /// A chain never leaves its segment (unless `chains_cross_segments`): the parent must
     /// be in the lane's current segment (and [`Self::plan_unit`] makes the delta a full
-    /// version if the unit then needs a new one). So every delta's ancestors share its segment, and retention,
-    /// which keeps what a staying delta is rebuilt from, never has to keep an older
-    /// segment for it — with chains across segments, every boundary was straddled by one
-    /// and a lane's oldest segment could never be released: a stream of deltas with
-    /// retention ended `Full`.
+    /// version if the unit then needs a new one). So every delta's ancestors share its
+    /// segment, and retention, which keeps what a staying delta is rebuilt from, never
+    /// has to keep an older segment for it — with chains across segments, every boundary
+    /// was straddled by one and a lane's oldest segment could never be released: a
+    /// stream of deltas with retention ended `Full`.
     fn plan_delta<X: IndexMemory>(
         &self,
         s: &Shared<X>,

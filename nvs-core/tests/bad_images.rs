@@ -168,3 +168,18 @@ fn format_over_an_unsealed_superblock_takes_a_fresh_id() {
     assert_ne!(pool.superblock().pool_id, 0x77);
     assert_eq!(pool.names().count(), 0, "the old pool's objects stay gone");
 }
+
+/// Regression: a forged superblock whose `segment_count * segment_len` wraps a u64
+/// (2^24 segments of 2^40 bytes, `pool_len` 4096, checksum fixed up) passed the geometry
+/// check, and every access then panicked. Now it is `Corrupted(Geometry)`.
+#[test]
+fn a_geometry_that_wraps_is_corrupted() {
+    let mut img = good_pool();
+    let mut sb: Superblock = bytemuck::pod_read_unaligned(&img[..64]);
+    sb.segment_len = 1 << 40;
+    sb.segment_count = 1 << 24;
+    sb.pool_len = 4096;
+    sb.checksum = sb.compute_checksum();
+    img[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    assert_eq!(open_bytes(&img), Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry }));
+}

@@ -196,3 +196,10 @@ fn ops_crash_torn_claim_revives_released_header() {
 fn ops_crash_reclaim_full_after_a_truncate_unit() {
     replay("ops_crash", "regress-reclaim-full-after-truncate");
 }
+
+/// A forged superblock whose segment_count * segment_len wraps a u64 (pool_len 4096,
+/// checksum fixed up): every access panicked ("media access outside"); now Corrupted.
+#[test]
+fn recover_image_geometry_that_wraps() {
+    replay("recover_image", "regress-geometry-wraps");
+}
