@@ -10,7 +10,7 @@
 //! an out-of-range access rather than touch memory outside the media — that panic is a
 //! bug in nvs, never a consequence of what the media holds.
 //!
-//! # What survives a power loss (the persistency model, ARCHITECTURE §5)
+//! # What survives a power loss (the persistency model, DESIGN.md)
 //! - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
 //!   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
 //! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`]) is *pending*

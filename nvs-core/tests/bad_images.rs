@@ -1,4 +1,4 @@
-//! Bad media is an error, never a crash (ARCHITECTURE §4.6): zeroed, random, truncated,
+//! Bad media is an error, never a crash (promise 6 of the README): zeroed, random, truncated,
 //! another format version, damaged headers, stale pools — each gives `Ok` or a clear
 //! error, and committed data of a valid pool is never mistaken for another's.
 

@@ -10,8 +10,8 @@
 //! panics (a finding) when it did not:
 //! - [`recover_image::run`]: `data` is a pool image. Open (recovery), list, get every
 //!   version, check, open again with a small fixed index, then write on it and reopen.
-//!   Bad media must be a clear error (ARCHITECTURE §4.6), opening for read must never
-//!   store (§4.5), and what the index says must be readable.
+//!   Bad media must be a clear error (promise 6 of the README), opening for read must never
+//!   store (promise 5), and what the index says must be readable.
 //! - [`decode::run`]: every header and record decoder of `nvs_core::format` on arbitrary
 //!   bytes, with fix-ups that lift the checksum barriers so the bounds checks behind
 //!   them are reached, each outcome compared with an independent predicate; and
@@ -21,7 +21,7 @@
 //!   reopens on `nvs_sim::SimMedia` (over the stale bytes of an earlier pool), a crash
 //!   after an arbitrary store with an arbitrary choice of which pending words persisted
 //!   (`nvs_sim::CrashView`), recovery, and a comparison with a plain model of the
-//!   contract (§4.1–4.4): acknowledged ops present byte-exact, the interrupted op all
+//!   contract (promises 1–4): acknowledged ops present byte-exact, the interrupted op all
 //!   or nothing, nothing that was never put, per-lane prefix; then a put on the
 //!   recovered pool and a reopen.
 //!

@@ -1,10 +1,10 @@
 //! `ops_crash`: an arbitrary workload, a crash after an arbitrary store with an
 //! arbitrary choice of which pending words persisted, recovery, and a comparison with a
-//! plain model of the crash contract (ARCHITECTURE §4).
+//! plain model of the crash contract (README, "What nvs promises").
 //!
 //! 1. The media ([`SimMedia`], which records every store and fence) first holds the
 //!    stale bytes of an earlier pool (another pool id, maybe another segment size), so
-//!    nothing relies on zeroed media (§4.4).
+//!    nothing relies on zeroed media (promise 4).
 //! 2. A pool is formatted over it and the ops run: puts (auto, explicit or maximal
 //!    versions), vectored puts (slices of any length, so words straddle slices),
 //!    batches, end-of-stream markers (`close_lane`), reclaims (retention: released
@@ -14,7 +14,7 @@
 //!    op that fails must store nothing. A reclaim may release only objects with at
 //!    least `keep` newer versions, changes nothing else and leaves closed lanes closed.
 //!    A reopen or a refresh must recover exactly the model, per-lane unit counts and
-//!    closed flags included, and store nothing (§4.5).
+//!    closed flags included, and store nothing (promise 5).
 //! 3. The crash: `SimMedia::crash_state(point)` for a point after the format (any
 //!    event, or just before a fence), and a [`CrashView`] whose undecided words are
 //!    resolved by the input's choice bits (one bit per undecided word, in the order
@@ -23,7 +23,7 @@
 //!    acknowledged op and a prefix of the interrupted op's units (a put or batch has
 //!    one: whole or nothing; a reclaim one truncate unit per trimmed lane, committed in
 //!    order): every object byte-exact on its lane and sequence number, nothing else,
-//!    each lane's unit count and closed flag (§4.1–4.4).
+//!    each lane's unit count and closed flag (promises 1–4).
 //! 5. A put on the recovered pool (it must resume on the right tail and sequence), a
 //!    reopen: exactly the recovered objects plus that put. When the put's length asks
 //!    for it, a second crash inside the writer's open and that put (at one of its fence

@@ -1,4 +1,4 @@
-//! `recover_image`: arbitrary bytes as a pool image (ARCHITECTURE §4.5, §4.6).
+//! `recover_image`: arbitrary bytes as a pool image (promises 5 and 6 of the README).
 //!
 //! An input of 64·k + 1 bytes ends with a selector of checksum fix-ups ([`fix_up`]), so
 //! field values behind checksums and commit words are fuzzed too.
@@ -245,7 +245,7 @@ fn walk<M: Media, X: IndexMemory>(pool: &Pool<M, X>) -> Seen {
 /// ends the lane at the damage, the writer continues there, and a later unit of the
 /// old log whose slot lines up again can become visible. No crash can leave such an
 /// image (a unit exists only after the previous one committed), so the crash contract
-/// is checked by `ops_crash`; here the promise is only §4.6 — no panic, clear errors.
+/// is checked by `ops_crash`; here only promise 6 is held — no panic, clear errors.
 fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
     let region = img.region();
     let len = region.len() as u64;

@@ -1,7 +1,7 @@
 //! # nvs-sim
 //!
 //! A [`nvs_core::Media`] that sees every store and builds every crash image an x86
-//! machine could leave (ARCHITECTURE §5), and the explorers that run recovery over
+//! machine could leave (the persistency model, DESIGN.md), and the explorers that run recovery over
 //! those images.
 //!
 //! - [`SimMedia`] records every store (split into aligned 8-byte words), flush and

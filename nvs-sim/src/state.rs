@@ -1,6 +1,6 @@
 //! Crash states: what each 8-byte word of the media may hold after a crash.
 //!
-//! The model (ARCHITECTURE §5, Px86 with non-temporal stores, per thread):
+//! The model (Px86 with non-temporal stores, per thread):
 //! - an NT store is durable once *its own thread* has fenced after it; until then the
 //!   word may hold its last durable value or any value written to it since;
 //! - a cached store is durable once a flush of its line, by some thread, is followed by

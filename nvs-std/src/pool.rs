@@ -3,7 +3,7 @@
 //! Locking: a writer holds an exclusive `flock` ([`File::try_lock`]) on the pool file for
 //! as long as it is open, so a second writer, in this process or another, is refused with
 //! [`Error::Locked`]. Readers take no lock at all: they only read (a `PROT_READ` mapping,
-//! nvs-core never stores through a read-only pool), and ARCHITECTURE §6 wants them to
+//! nvs-core never stores through a read-only pool), and they must be able to
 //! open and follow a live writer, which a shared lock would forbid.
 //!
 //! Writes: every write goes through nvs-core's [`Pool`]; afterwards the media's msync

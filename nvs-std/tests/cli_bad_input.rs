@@ -1,4 +1,4 @@
-//! The `nvs` tool on bad input (ARCHITECTURE §4.6 for the tool): a file that is not a
+//! The `nvs` tool on bad input (promise 6 of the README, for the tool): a file that is not a
 //! pool, an empty file, a directory, a missing path, a truncated pool, a pool of a newer
 //! format version, a read-only file opened for writing, a pool locked by a writer, a
 //! FIFO, a character device. Every command answers with one line on stderr naming the

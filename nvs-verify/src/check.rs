@@ -1,5 +1,5 @@
 //! The crash check: run a workload, crash it at every crash point, explore every image
-//! recovery can observe there, and hold what it recovers to the contract (ARCHITECTURE §4).
+//! recovery can observe there, and hold what it recovers to the contract (README, "What nvs promises").
 
 use crate::workload::{continue_with, run, Family, Issued, Op, Workload};
 use nvs_core::{HeapMemory, Media, Pool, NAME_MAX};

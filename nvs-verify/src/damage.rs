@@ -1,4 +1,4 @@
-//! Bad media (ARCHITECTURE §4.6): committed pools with one metadata byte flipped, and
+//! Bad media (promise 6 of the README): committed pools with one metadata byte flipped, and
 //! forged pools whose lengths were changed with every checksum and commit word
 //! recomputed (as a buggy or hostile writer could leave). Recovery must return `Ok` or
 //! a clear error, never panic or read out of bounds; and after a flip, whatever it does

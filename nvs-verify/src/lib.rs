@@ -1,6 +1,6 @@
 //! # nvs-verify
 //!
-//! The proof that nvs keeps its crash contract (ARCHITECTURE §4): workload families run
+//! The proof that nvs keeps its crash contract (README, "What nvs promises"): workload families run
 //! through `nvs-sim`, a crash at every crash point, every image recovery can observe
 //! explored (lazily, cross-checked eagerly), the contract checked on what comes back;
 //! bad media checked for clear errors; and seeded protocol bugs (mutants) that the

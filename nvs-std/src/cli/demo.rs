@@ -4,8 +4,8 @@
 //! into a fresh pool; a reader opens the pool read-only alongside the live writer
 //! half-way, then catches up once the writer closes and checks every byte of every
 //! version. Put throughput is measured next to a plain `memcpy` of the same bytes into
-//! a same-sized mapping on the same file system, in the same run (ARCHITECTURE §7:
-//! compare side by side, as ratios). Contents are a pure function of (step, array), so
+//! a same-sized mapping on the same file system, in the same run (compared
+//! side by side, as ratios). Contents are a pure function of (step, array), so
 //! the reader can check them without keeping a copy.
 //!
 //! Invariant: every file the demo creates is removed when it ends, on success or error;
@@ -210,7 +210,7 @@ fn memcpy_baseline(
     Ok(spent)
 }
 
-/// `label  <size> in <s> = <GB/s>` on one line (GB = 1e9 bytes, as in BASELINES.md).
+/// `label  <size> in <s> = <GB/s>` on one line (GB = 1e9 bytes).
 fn rate(label: &str, bytes: u64, t: Duration, note: &str) -> String {
     let s = t.as_secs_f64();
     let gbs = if s > 0.0 { bytes as f64 / s / 1e9 } else { 0.0 };
