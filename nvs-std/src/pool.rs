@@ -81,6 +81,11 @@ impl FilePool {
         let path = path.as_ref();
         let start = Instant::now();
         let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+        // A size that cannot hold a pool is refused before anything is created (a size
+        // of 0 used to make an empty file and report it "not an nvs pool").
+        let segment_len = opts.segment_size.unwrap_or_else(|| nvs_core::format::default_segment_len(size_bytes));
+        nvs_core::format::geometry(size_bytes, segment_len)
+            .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
             Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -266,3 +266,63 @@ fn character_device_is_refused() {
     refused_everywhere(Path::new("/dev/null"), 2, "not a regular file", "not a regular file");
     assert_refused(&nvs(&["create", "/dev/null", "--size", "1M"]), 2, "already exists", "create on /dev/null");
 }
+
+/// `create --size 0` (and any size that cannot hold a pool) is a usage refusal, exit 2,
+/// and leaves no file behind (it used to make an empty one and call it "not an nvs pool",
+/// exit 1).
+#[test]
+fn create_with_a_size_too_small_is_refused_before_anything_is_made() {
+    let dir = tmp();
+    for size in ["0", "4096", "8000"] {
+        let p = dir.path().join(format!("small-{size}.pool"));
+        let o = nvs(&["create", s(&p), "--size", size]);
+        assert_refused(&o, 2, "cannot lay out a pool", &format!("create --size {size}"));
+        assert!(!p.exists(), "create --size {size} left a file");
+    }
+}
+
+/// `follow --timeout` takes a number of seconds a duration can hold; anything else is a
+/// usage error (exit 2), never a panic ("cannot convert float seconds to Duration").
+#[test]
+fn follow_timeout_must_be_a_duration() {
+    let dir = tmp();
+    let p = dir.path().join("t.pool");
+    assert!(nvs(&["create", s(&p), "--size", "1M"]).status.success());
+    for bad in ["-1", "nan", "inf", "1e300", "99999999999999999999", "soon"] {
+        let o = nvs(&["follow", s(&p), &format!("--timeout={bad}")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "--timeout={bad}: {err}");
+        assert!(err.contains("--timeout") && !err.contains("panicked"), "--timeout={bad}: {err}");
+    }
+}
+
+/// A reader that stops reading (`nvs get P n | head -c 10`) ends `get` quietly with exit
+/// 0, as Unix tools do (it printed "cannot write stdout: Broken pipe", exit 2).
+#[test]
+fn get_into_a_closed_pipe_ends_quietly() {
+    let dir = tmp();
+    let p = dir.path().join("pipe.pool");
+    assert!(nvs(&["create", s(&p), "--size", "64M"]).status.success());
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![7u8; 1 << 20]).unwrap();
+    let put = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", s(&p), "big"])
+        .stdin(std::fs::File::open(&big).unwrap())
+        .output()
+        .unwrap();
+    assert!(put.status.success(), "{put:?}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["get", s(&p), "big"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out); // 1 MiB does not fit a pipe: the rest of the write meets a closed pipe
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(first, [7u8; 10]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+}

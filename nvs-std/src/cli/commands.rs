@@ -289,5 +289,9 @@ pub fn stdout(s: &str) -> Result<(), CliError> {
 
 fn stdout_bytes(b: &[u8]) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    out.write_all(b).and_then(|()| out.flush()).map_err(|e| CliError::io("cannot write stdout", e))
+    match out.write_all(b).and_then(|()| out.flush()) {
+        // The reader went away (`nvs get P n | head -c 10`): end quietly, as Unix tools do.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => r.map_err(|e| CliError::io("cannot write stdout", e)),
+    }
 }

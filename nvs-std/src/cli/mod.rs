@@ -120,7 +120,7 @@ enum Command {
         /// Only this name.
         name: Option<OsString>,
         /// Give up after this many seconds without news (exit 2).
-        #[arg(long)]
+        #[arg(long, value_parser = seconds)]
         timeout: Option<f64>,
         /// Check every object against the stress writer's pattern (exit 1 on a mismatch).
         #[arg(long, hide = true)]
@@ -308,4 +308,13 @@ fn clap_exit(e: clap::Error) -> ExitCode {
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
     eprintln!("nvs: {msg} (see 'nvs --help')");
     ExitCode::from(2)
+}
+
+/// A number of seconds that a `Duration` can hold: finite, not negative (`--timeout`).
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    match std::time::Duration::try_from_secs_f64(v) {
+        Ok(_) => Ok(v),
+        Err(_) => Err(format!("{s} is not a number of seconds from 0 to {:e}", u64::MAX as f64)),
+    }
 }
