@@ -326,3 +326,71 @@ fn get_into_a_closed_pipe_ends_quietly() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `get -o` onto the pool itself — by its name, a symlink, a hard link, or stdout
+/// redirected onto it — is refused by identity (exit 2) and the pool stays whole (it
+/// used to be overwritten by the object's bytes, exit 0).
+#[test]
+fn get_never_writes_onto_its_own_pool() {
+    let dir = tmp();
+    let p = dir.path().join("self.pool");
+    assert!(nvs(&["create", s(&p), "--size", "16M"]).status.success());
+    let put = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", s(&p), "a"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"hello\n")?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(put.success());
+    let (sym, hard) = (dir.path().join("sym"), dir.path().join("hard"));
+    std::os::unix::fs::symlink(&p, &sym).unwrap();
+    std::fs::hard_link(&p, &hard).unwrap();
+    let before = std::fs::read(&p).unwrap();
+    for out in [&p, &sym, &hard] {
+        let o = nvs(&["get", s(&p), "a", "-o", s(out)]);
+        assert_refused(&o, 2, "is the pool itself", &format!("get -o {}", out.display()));
+    }
+    let appended = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["get", s(&p), "a"])
+        .stdout(std::fs::OpenOptions::new().append(true).open(&p).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(appended.status.code(), Some(2), "get >> pool");
+    assert_eq!(std::fs::read(&p).unwrap(), before, "the pool changed");
+    assert!(nvs(&["ls", s(&p)]).status.success());
+}
+
+/// `ls` shows names unambiguously: a name with a newline and the four characters `a\nb`
+/// (which used to print alike), a backslash, and bytes that are not UTF-8.
+#[test]
+fn ls_shows_every_name_unambiguously() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tmp();
+    let p = dir.path().join("names.pool");
+    assert!(nvs(&["create", s(&p), "--size", "4M"]).status.success());
+    let names: [&[u8]; 4] = [b"a\nb", b"a\\nb", b"q\xffr", b"plain"];
+    for name in names {
+        let st = Command::new(env!("CARGO_BIN_EXE_nvs"))
+            .arg("put")
+            .arg(&p)
+            .arg(std::ffi::OsStr::from_bytes(name))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "put {name:?}");
+    }
+    let out = nvs(&["ls", s(&p)]);
+    let shown: Vec<String> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split("  ").next().unwrap().to_string()).collect();
+    let mut distinct = shown.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((shown.len(), distinct.len()), (4, 4), "{shown:?}");
+    assert!(shown.contains(&"plain".to_string()) && shown.contains(&"a\\nb".to_string()), "{shown:?}");
+    assert!(shown.contains(&"a\\\\nb".to_string()) && shown.contains(&"q\\xffr".to_string()), "{shown:?}");
+}

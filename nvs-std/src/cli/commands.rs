@@ -116,6 +116,13 @@ pub fn get(
         }
     };
     let bytes = p.get_vec(name, version).map_err(not_found)?;
+    // The output may be the pool under another name (a symlink, a hard link,
+    // /proc/self/fd/N, stdout redirected onto it): refuse by identity, not by path.
+    let out = output.map_or(Path::new("/proc/self/fd/1"), |o| o);
+    if same_file(pool, out) {
+        let shown = output.map_or("stdout".to_string(), |o| o.display().to_string());
+        return Err(CliError::Usage(format!("{}: {shown} is the pool itself; refusing to write onto it", pool.display())));
+    }
     match output {
         Some(path) => {
             std::fs::write(path, &bytes).map_err(|e| CliError::io(format!("cannot write {}", path.display()), e))
@@ -254,10 +261,16 @@ pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError
 }
 
 /// A name for people: as is if it is printable UTF-8, else escaped (`\xNN`).
+/// A name as `ls` and messages show it, unambiguously: as it is if it is UTF-8 without
+/// control characters or backslashes; other UTF-8 with Rust's escapes (`\n`, `\\`,
+/// `\u{1}`); other bytes as `\xNN` (which UTF-8 shown as it is never contains: its
+/// backslashes are escaped). A newline and the four characters `a\nb` used to print
+/// alike.
 pub fn show_name(name: &[u8]) -> String {
     match std::str::from_utf8(name) {
-        Ok(s) if !s.chars().any(char::is_control) => s.to_owned(),
-        _ => name.escape_ascii().to_string(),
+        Ok(s) if !s.chars().any(|c| c.is_control() || c == '\\') => s.to_owned(),
+        Ok(s) => s.escape_debug().to_string(),
+        Err(_) => name.escape_ascii().to_string(),
     }
 }
 
@@ -280,6 +293,15 @@ fn read_input(file: Option<&Path>) -> Result<Vec<u8>, CliError> {
             std::io::stdin().lock().read_to_end(&mut v).map_err(|e| CliError::io("cannot read stdin", e))?;
             Ok(v)
         }
+    }
+}
+
+/// Whether `a` and `b` name the same file (device and inode, links followed).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 
