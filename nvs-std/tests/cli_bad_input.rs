@@ -394,3 +394,25 @@ fn ls_shows_every_name_unambiguously() {
     assert!(shown.contains(&"plain".to_string()) && shown.contains(&"a\\nb".to_string()), "{shown:?}");
     assert!(shown.contains(&"a\\\\nb".to_string()) && shown.contains(&"q\\xffr".to_string()), "{shown:?}");
 }
+
+/// `put` whose stdout cannot take the version (`> /dev/full`) still committed: it says
+/// which version on stderr and exits 4 (it said only "cannot write stdout", exit 2, and a
+/// retrying script stored a duplicate).
+#[test]
+fn put_that_cannot_print_its_version_says_what_it_committed() {
+    let dir = tmp();
+    let p = dir.path().join("full.pool");
+    assert!(nvs(&["create", s(&p), "--size", "4M"]).status.success());
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    let o = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", s(&p), "n"])
+        .stdin(Stdio::null())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("committed as version 1") && err.lines().count() == 1, "{err}");
+    let ls = String::from_utf8_lossy(&nvs(&["ls", s(&p)]).stdout).to_string();
+    assert!(ls.starts_with("n  versions=1"), "{ls}");
+}

@@ -59,7 +59,17 @@ pub fn put(
         None => p.put_vectored(lane, name, &[&bytes])?,
     };
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
-    stdout(&format!("{v}\n"))
+    committed(pool, name, v)
+}
+
+/// Print a committed version; if stdout cannot take it, say on stderr which version was
+/// committed (exit 4), so that a script does not store it again.
+fn committed(pool: &Path, name: &[u8], version: u64) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(format!("{version}\n").as_bytes()).and_then(|()| out.flush()).map_err(|source| {
+        let what = format!("{}: {}", pool.display(), show_name(name));
+        CliError::CommittedUnreported { what, version, source }
+    })
 }
 
 /// `put --delta`: compare with the latest version chunk by chunk, store what differs.
@@ -81,7 +91,7 @@ fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(
     };
     let put = p.put_delta(lane, name, bytes, parent, &changes)?;
     let kind = if put.delta { "delta" } else { "full" };
-    stdout(&format!("{}\n", put.version))?;
+    committed(p.path(), name, put.version)?;
     eprintln_note(&format!("{kind}: stored {} of {} bytes", put.stored_bytes, bytes.len()));
     Ok(())
 }

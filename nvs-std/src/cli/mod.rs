@@ -5,7 +5,9 @@
 //! - 1: the pool's bytes are bad (corrupted, or not a pool at all), or a verification
 //!   found a mismatch;
 //! - 2: a usage error (bad arguments), an I/O or lock error, or any other refusal
-//!   (no such object, pool full, unsupported format version, ...).
+//!   (no such object, pool full, unsupported format version, ...);
+//! - 3: `follow`: the writer died without closing its lanes;
+//! - 4: `put`: committed, but the version could not be printed (stderr names it).
 //!
 //! Nothing here panics on user input: arguments are parsed by clap into typed values
 //! (sizes by [`size::parse_size`]), and every fallible step returns a [`CliError`].
@@ -60,7 +62,8 @@ enum Command {
         #[arg(long)]
         payload_checksum: bool,
     },
-    /// Put FILE (or stdin) as the next version of NAME; prints the committed version.
+    /// Put FILE (or stdin) as the next version of NAME; prints the committed version
+    /// (exit 4 if it was committed but stdout cannot take the version: stderr names it).
     Put {
         pool: PathBuf,
         name: OsString,
@@ -199,6 +202,8 @@ pub enum CliError {
     Mismatch(String),
     /// `follow`: the writer died without closing its lanes.
     WriterGone,
+    /// `put`: committed (durable) as this version, but stdout could not take the version.
+    CommittedUnreported { what: String, version: u64, source: std::io::Error },
 }
 
 impl CliError {
@@ -207,6 +212,7 @@ impl CliError {
             CliError::Pool(e) if e.is_corruption() => 1,
             CliError::Mismatch(_) => 1,
             CliError::WriterGone => 3,
+            CliError::CommittedUnreported { .. } => 4,
             _ => 2,
         }
     }
@@ -229,6 +235,9 @@ impl fmt::Display for CliError {
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
             CliError::Usage(m) | CliError::Mismatch(m) => f.write_str(m),
             CliError::WriterGone => f.write_str("writer gone: no writer holds the pool and a lane was never closed"),
+            CliError::CommittedUnreported { what, version, source } => {
+                write!(f, "{what}: committed as version {version}, but cannot write stdout: {source}")
+            }
         }
     }
 }
