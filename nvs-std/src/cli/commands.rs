@@ -131,7 +131,10 @@ pub fn get(
     let out = output.map_or(Path::new("/proc/self/fd/1"), |o| o);
     if same_file(pool, out) {
         let shown = output.map_or("stdout".to_string(), |o| o.display().to_string());
-        return Err(CliError::Usage(format!("{}: {shown} is the pool itself; refusing to write onto it", pool.display())));
+        return Err(CliError::Usage(format!(
+            "{}: {shown} is the pool itself; refusing to write onto it",
+            pool.display()
+        )));
     }
     match output {
         Some(path) => {
