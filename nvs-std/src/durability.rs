@@ -62,9 +62,28 @@ impl Durability {
         }
     }
 
-    /// `true` if an acknowledged put survives a power loss.
+    /// `true` if an acknowledged put survives a power loss (given backing that can).
     pub fn survives_power_loss(self) -> bool {
         !matches!(self, Durability::Process)
+    }
+
+    /// [`Self::describe`] for a pool on `backing`, never claiming what the backing
+    /// cannot give: on tmpfs nothing survives a power loss, whatever the mode.
+    pub fn describe_on(self, backing: Backing) -> String {
+        match (self, backing) {
+            (Durability::Dax | Durability::Msync, Backing::Tmpfs) => format!(
+                "{}: non-temporal stores + sfence{}; but this file is on tmpfs (memory): an acknowledged \
+                 put survives a crash of the process, not a power loss or an OS crash",
+                self.name(),
+                if self == Durability::Msync { ", then msync(MS_SYNC) at every fence" } else { "" }
+            ),
+            _ => self.describe().to_string(),
+        }
+    }
+
+    /// `true` if an acknowledged put on `backing` survives a power loss.
+    pub fn survives_power_loss_on(self, backing: Backing) -> bool {
+        self.survives_power_loss() && backing != Backing::Tmpfs
     }
 
     /// The default for a pool on `backing`.

@@ -416,3 +416,24 @@ fn put_that_cannot_print_its_version_says_what_it_committed() {
     let ls = String::from_utf8_lossy(&nvs(&["ls", s(&p)]).stdout).to_string();
     assert!(ls.starts_with("n  versions=1"), "{ls}");
 }
+
+/// No false durability claims: on tmpfs, `--durability msync` does not claim a put
+/// survives a power loss (it did), and `create` says the mode is chosen at each open
+/// (a `create --durability process` looked kept, and a later `info` said msync).
+#[test]
+fn durability_claims_are_what_the_backing_gives() {
+    let Ok(dir) = tempfile::Builder::new().prefix("nvs-dur").tempdir_in("/dev/shm") else { return };
+    let p = dir.path().join("d.pool");
+    let o = nvs(&["create", s(&p), "--size", "4M", "--durability", "process"]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success() && out.contains("chosen at each open"), "{out}");
+    for mode in ["msync", "dax", "process"] {
+        let o = nvs(&["--durability", mode, "info", s(&p)]);
+        let info = String::from_utf8_lossy(&o.stdout).to_string();
+        if !o.status.success() {
+            continue; // dax needs non-temporal stores: refused on a build without them
+        }
+        assert!(!info.contains("and a power loss"), "{mode} on tmpfs claims power-loss durability: {info}");
+        assert!(info.contains("not a power loss"), "{mode}: {info}");
+    }
+}

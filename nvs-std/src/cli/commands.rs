@@ -28,7 +28,8 @@ pub fn create(
     let p = FilePool::create(pool, size, &opts)?;
     let sb = p.superblock();
     stdout(&format!(
-        "created {}: {} in {} segments of {}, {} lanes, payload checksum {}, durability {}\n",
+        "created {}: {} in {} segments of {}, {} lanes, payload checksum {}, durability {} \
+         (chosen at each open, not kept in the pool)\n",
         pool.display(),
         human(sb.pool_len),
         sb.segment_count,
@@ -233,7 +234,7 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
         None => format!("the default for a {}", m.backing()),
     };
     row("durability", format!("{} ({origin}; used by writers)", m.durability()));
-    row("", m.durability().describe().into());
+    row("", m.durability().describe_on(m.backing()));
     row("stores", stores.into());
     row(
         "recovered",

@@ -84,7 +84,7 @@ pub fn run(
         human(sb.pool_len),
         sb.segment_count,
         human(sb.segment_len),
-        mode.describe()
+        mode.describe_on(writer.media().backing())
     );
     out += &format!(
         "writer:  {steps} steps x {arrays} arrays ({}) x {}, one batch (one commit) per step\n",
