@@ -437,3 +437,25 @@ fn durability_claims_are_what_the_backing_gives() {
         assert!(info.contains("not a power loss"), "{mode}: {info}");
     }
 }
+
+/// `put` from an endless input (`< /dev/zero`, or `/dev/zero` as FILE) is refused as soon
+/// as the input exceeds what an object of the pool can hold (it read until memory ran
+/// out), and stores nothing.
+#[test]
+fn put_from_an_endless_input_is_refused_early() {
+    let dir = tmp();
+    let p = dir.path().join("endless.pool");
+    assert!(nvs(&["create", s(&p), "--size", "4M"]).status.success());
+    for file in [None, Some("/dev/zero")] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvs"));
+        cmd.args(["put", s(&p), "z"]);
+        if let Some(f) = file {
+            cmd.arg(f);
+        }
+        let o = cmd.stdin(std::fs::File::open("/dev/zero").unwrap()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{file:?}: {err}");
+        assert!(err.contains("more than the") && err.contains("bytes an object of this pool can hold"), "{err}");
+    }
+    assert!(String::from_utf8_lossy(&nvs(&["ls", s(&p)]).stdout).is_empty(), "something was stored");
+}

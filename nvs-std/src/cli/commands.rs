@@ -49,9 +49,9 @@ pub fn put(
     delta: bool,
     durability: Option<Durability>,
 ) -> Result<(), CliError> {
-    let bytes = read_input(file)?;
     let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
     let name = name.as_bytes();
+    let bytes = read_input(file, p.max_object_bytes(name.len()))?;
     if delta {
         return put_delta(&mut p, lane, name, &bytes);
     }
@@ -297,17 +297,27 @@ fn on_off(b: bool) -> &'static str {
 }
 
 /// The bytes of `file`, or of stdin for `None` or `-`.
-fn read_input(file: Option<&Path>) -> Result<Vec<u8>, CliError> {
-    match file {
+fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
+    // At most one byte more than an object can hold: an endless input (`< /dev/zero`)
+    // is refused as soon as it is too large, not read until memory runs out.
+    let (what, reader): (String, Box<dyn Read>) = match file {
         Some(f) if f != Path::new("-") => {
-            std::fs::read(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))
+            let r = std::fs::File::open(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))?;
+            (f.display().to_string(), Box::new(r))
         }
-        _ => {
-            let mut v = Vec::new();
-            std::io::stdin().lock().read_to_end(&mut v).map_err(|e| CliError::io("cannot read stdin", e))?;
-            Ok(v)
-        }
+        _ => ("stdin".to_string(), Box::new(std::io::stdin().lock())),
+    };
+    let mut v = Vec::new();
+    reader
+        .take(max.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(|e| CliError::io(format!("cannot read {what}"), e))?;
+    if v.len() as u64 > max {
+        return Err(CliError::Usage(format!(
+            "{what} holds more than the {max} bytes an object of this pool can hold (one segment)"
+        )));
     }
+    Ok(v)
 }
 
 /// Whether `a` and `b` name the same file (device and inode, links followed).
