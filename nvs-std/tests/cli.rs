@@ -19,7 +19,12 @@ fn nvs_stdin(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run nvs");
-    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    // A command refused before it reads its input (a locked pool: `put` opens the pool
+    // first) may exit before taking it all: a broken pipe is fine.
+    match child.stdin.take().expect("stdin").write_all(stdin) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.expect("write stdin"),
+    }
     child.wait_with_output().expect("wait nvs")
 }
 
