@@ -189,7 +189,8 @@ mod x86 {
         // it costs more to start than to copy, by 64-byte AVX2 steps and volatile reads
         // for the last bytes.
         let len = dst.len();
-        if len >= 4096 || !has_avx2() {
+        // (Bare-metal builds have no AVX2 code: `copy_lines_avx2` is a stub there.)
+        if len >= 4096 || cfg!(target_os = "none") || !has_avx2() {
             // In pieces of at most 256 KiB: one `rep movsb` over many MiB was slower here
             // (0.66x a plain copy at 20 MiB, 0.70-0.74x in pieces; 1.0x up to 1 MiB).
             let mut at = 0;

@@ -71,3 +71,37 @@ fn out_of_bounds_is_refused() {
     let region = unsafe { Region::new(ram.bytes_mut().as_mut_ptr(), 4096) };
     region.store_nt(4096 - 8, &[1u8; 9]);
 }
+
+/// A shared region (a reader's view of memory another process writes) reads exactly
+/// what a plain one does: every alignment of the start, lengths across a word, a line,
+/// the short-copy limit (4 KiB) and the long-copy pieces (256 KiB).
+#[test]
+fn shared_reads_read_the_same_bytes() {
+    let size = if cfg!(miri) { 8192 } else { 1 << 20 };
+    let mut ram = Ram::new(size, 0);
+    let mut rng = Rng(17);
+    let bytes = rng.bytes(size);
+    ram.bytes_mut().copy_from_slice(&bytes);
+    // SAFETY: `ram` is 64-aligned, valid for its length, and outlives both regions.
+    let (plain, shared) = unsafe {
+        let p = ram.bytes_mut().as_mut_ptr();
+        (Region::new(p, size), Region::new(p, size).shared())
+    };
+    let lens: Vec<usize> = if cfg!(miri) {
+        vec![0, 1, 7, 8, 9, 63, 64, 65, 200]
+    } else {
+        vec![0, 1, 7, 8, 9, 63, 64, 65, 1000, 4095, 4096, 4097, 300_000, (1 << 20) - 64]
+    };
+    for len in lens {
+        for off in [0usize, 1, 7, 8, 13, 64] {
+            if off + len > size {
+                continue;
+            }
+            let (mut a, mut b) = (vec![1u8; len], vec![2u8; len]);
+            plain.read(off, &mut a);
+            shared.read(off, &mut b);
+            assert_eq!(a, b, "len {len} off {off}");
+            assert_eq!(&b[..], &bytes[off..off + len]);
+        }
+    }
+}
