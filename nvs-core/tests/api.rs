@@ -255,6 +255,7 @@ fn fill_and_reopen<const R: usize, const N: usize, const T: usize>(names: usize)
 /// Regression: recovery reserved room for a new name before looking the name up, so a
 /// pool filled to its `FixedMemory` could not be reopened in it (`IndexFull`).
 #[test]
+#[cfg_attr(miri, ignore = "thousands of puts: too slow under miri (pool logic, no new unsafe)")]
 fn a_full_fixed_memory_pool_reopens_in_the_same_memory() {
     // A pool holds its FixedMemory by value, and moves copy it: a roomy stack.
     let big = std::thread::Builder::new().stack_size(64 << 20);
@@ -272,6 +273,7 @@ fn a_full_fixed_memory_pool_reopens_in_the_same_memory() {
 /// rebuilt the table (and a full one would never end). Now the index ends there:
 /// `IndexFull` at half of 4,096 slots.
 #[test]
+#[cfg_attr(miri, ignore = "thousands of puts: too slow under miri (pool logic, no new unsafe)")]
 fn a_table_that_is_not_a_power_of_two_ends_the_index_at_half_its_used_part() {
     std::thread::Builder::new().stack_size(64 << 20).spawn(table_not_a_power_of_two).unwrap().join().unwrap();
 }
