@@ -185,9 +185,8 @@ fn apply<'m>(
                     bytes[off..end].copy_from_slice(&payload(seed, i, 1 + k, end - off));
                     ranges.push((off as u64, (end - off) as u64));
                 }
-                // Sorted and merged, as `Changes` requires.
+                // Sorted by offset, as `Changes` requires (overlaps nvs merges itself).
                 ranges.sort_unstable();
-                let ranges = merge(ranges);
                 match pool.put_delta(*lane, DELTA_NAME, &bytes, parent, &ranges) {
                     Ok(put) => {
                         issued.push(Issued {
@@ -234,18 +233,6 @@ fn apply<'m>(
         }
     }
     Ok(pool)
-}
-
-/// Sorted ranges with overlapping or touching ones merged.
-fn merge(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (off, len) in ranges {
-        match out.last_mut() {
-            Some((o, l)) if off <= *o + *l => *l = (*l).max(off + len - *o),
-            _ => out.push((off, len)),
-        }
-    }
-    out
 }
 
 /// Every (name, version) the pool holds.
