@@ -14,9 +14,7 @@
 //! - `hashes`: nvs-core's `ChunkHashes` hashes every chunk and compares;
 //! - `uffd-wp`, `mprotect`: nvs-std's `TrackedBuf` (the OS reports written pages).
 
-use super::commands::stdout;
-use super::demo::{default_dir, Cleanup};
-use super::CliError;
+use crate::{default_dir, Cleanup, Error, Result};
 use nvs_core::{ChunkHashes, DeltaOptions};
 use nvs_std::dirty::{TrackedBuf, TrackerKind};
 use nvs_std::{CreateOptions, FilePool};
@@ -104,10 +102,21 @@ struct Row {
     get_secs: f64,
 }
 
-pub fn run(dir: Option<PathBuf>, quick: bool) -> Result<(), CliError> {
-    let (n, steps) = if quick { (96usize, 8usize) } else { (256, 24) };
+/// Options of [`run`] (the command line of `nvs bench-delta`).
+#[derive(Clone, Debug, Default)]
+pub struct DeltaBenchOptions {
+    /// Directory for the pools (default: /dev/shm if writable, else the temp dir).
+    pub dir: Option<PathBuf>,
+    /// A small grid and few steps (seconds).
+    pub quick: bool,
+}
+
+/// Run every detector on both workloads, each on its own pool (removed afterwards),
+/// check every version read back, and return the report for the caller to print.
+pub fn run(opts: &DeltaBenchOptions) -> Result<String> {
+    let (n, steps) = if opts.quick { (96usize, 8usize) } else { (256, 24) };
     let grid_bytes = (n * n * n * 4) as u64;
-    let dir = dir.unwrap_or_else(default_dir);
+    let dir = opts.dir.clone().unwrap_or_else(default_dir);
     let mut cleanup = Cleanup(Vec::new());
     let mut rows = Vec::new();
     // Interleave detectors within a workload so drift hits all alike.
@@ -128,13 +137,13 @@ pub fn run(dir: Option<PathBuf>, quick: bool) -> Result<(), CliError> {
             let _ = std::fs::remove_file(&path);
         }
     }
-    stdout(&report(&rows, grid_bytes, n, steps))
+    Ok(report(&rows, grid_bytes, n, steps))
 }
 
-fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, steps: usize) -> Result<Row, CliError> {
+fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, steps: usize) -> Result<Row> {
     let cells = n * n * n;
-    let tracked = |kind| -> Result<Grid, CliError> {
-        let t = TrackedBuf::new(cells * 4, kind).map_err(|e| CliError::io(format!("{detector} tracking"), e))?;
+    let tracked = |kind| -> Result<Grid> {
+        let t = TrackedBuf::new(cells * 4, kind).map_err(|e| Error::io(format!("{detector} tracking"), e))?;
         Ok(Grid::Tracked(t))
     };
     let mut grid = match detector {
@@ -143,7 +152,7 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
         _ => Grid::Plain(vec![0.0; cells]),
     };
     let mut hashes = ChunkHashes::new(vec![0u64; ChunkHashes::<Vec<u64>>::words_for(cells as u64 * 4, 4096)], 4096)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let (mut wrote, mut dirty) = (Vec::new(), Vec::new());
     let mut row = Row {
         workload: if dense { "dense" } else { "sparse" },
@@ -164,7 +173,7 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
             }
             "ranges" => pool.put_delta(0, NAME, grid.bytes(), parent, &wrote)?,
             "hashes" => {
-                let p = hashes.scan(grid.bytes()).map_err(|e| CliError::Usage(e.to_string()))?;
+                let p = hashes.scan(grid.bytes()).map_err(|e| Error::Usage(e.to_string()))?;
                 let put = pool.put_delta(0, NAME, grid.bytes(), p.unwrap_or(0), &hashes)?;
                 hashes.committed(put.version);
                 put
@@ -196,14 +205,14 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
 }
 
 /// Replay the workload on a plain grid and compare every version.
-fn check(pool: &FilePool, n: usize, steps: usize, dense: bool, detector: &str) -> Result<(), CliError> {
+fn check(pool: &FilePool, n: usize, steps: usize, dense: bool, detector: &str) -> Result<()> {
     let mut g = vec![0.0f32; n * n * n];
     let mut wrote = Vec::new();
     for t in 0..steps {
         step(&mut g, n, t, dense, &mut wrote);
         let got = pool.get_vec(NAME, t as u64 + 1)?;
         if got != bytemuck::cast_slice::<f32, u8>(&g) {
-            return Err(CliError::Mismatch(format!("{detector}: version {} differs from the simulation", t + 1)));
+            return Err(Error::Mismatch(format!("{detector}: version {} differs from the simulation", t + 1)));
         }
     }
     Ok(())

@@ -1,5 +1,13 @@
-//! `nvs bench`: nvs next to its peers, side by side in one process, on the same kind of
-//! region (files in `--dir`, /dev/shm by default), as ratios to the hardware ceiling.
+//! # nvs-bench
+//!
+//! The benchmarks of nvs, as a library: the `nvs` tool (crate `nvs-cli`) parses the
+//! `bench` and `bench-delta` arguments into [`BenchOptions`] and
+//! [`delta::DeltaBenchOptions`], calls [`run`] or [`delta::run`], and prints the report
+//! they return.
+//!
+//! [`run`] (`nvs bench`): nvs next to its peers, side by side in one process, on the same
+//! kind of region (files in `dir`, /dev/shm by default), as ratios to the hardware
+//! ceiling.
 //!
 //! Rows: the ceiling (a raw NT copy + the same fences as a put, no nvs code; with AVX2
 //! and, where the CPU has it, AVX-512 stores: ratios are over the faster), nvs put, the
@@ -12,7 +20,14 @@
 //! Trials are interleaved — round r runs every (size, threads, method) once — so drift
 //! and other load hit every row alike; each row is the median of the rounds. Then the
 //! recovery figures: open time of a 1 GiB pool of 32 KiB and of 1 KiB records.
+//!
+//! [`delta::run`] (`nvs bench-delta`): delta puts against full puts on a miniAMR-like
+//! workload, per change detector.
 
+#![deny(missing_docs)]
+
+pub mod delta;
+mod error;
 mod nt;
 mod plot;
 mod pmdk;
@@ -20,7 +35,7 @@ mod recovery;
 mod report;
 mod run;
 
-use super::CliError;
+pub use error::{Error, Result};
 pub use run::Clock;
 use run::{Measured, Method, Slot};
 use std::path::{Path, PathBuf};
@@ -28,26 +43,34 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Object sizes of the table.
-pub const SIZES: [usize; 4] = [1 << 10, 32 << 10, 1 << 20, 20 << 20];
+pub(crate) const SIZES: [usize; 4] = [1 << 10, 32 << 10, 1 << 20, 20 << 20];
 /// Thread counts of the table.
-pub const THREADS: [usize; 2] = [1, 2];
+pub(crate) const THREADS: [usize; 2] = [1, 2];
 
-/// Command-line options of `nvs bench`.
-pub struct Options {
+/// Options of [`run`] (the command line of `nvs bench`).
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Directory for the regions (default: /dev/shm if writable, else the temp dir).
     pub dir: Option<PathBuf>,
+    /// Directory for the pwrite + fdatasync rows (default: /var/tmp).
     pub sync_dir: Option<PathBuf>,
+    /// Short trials and small regions: ends within a minute.
     pub quick: bool,
+    /// Trials per row (the median is reported); default 5, at least 1.
     pub trials: Option<usize>,
+    /// Write every row as JSON to this file.
     pub json: Option<PathBuf>,
+    /// Draw throughput against object size as an SVG file.
     pub plot: Option<PathBuf>,
     /// Only these methods (by JSON name) and/or `recovery`; empty: everything.
     pub only: Vec<String>,
+    /// The clock the rates are computed from.
     pub clock: Clock,
 }
 
 /// One row: a method at a size and thread count, measured or not available.
 #[derive(Clone, Debug)]
-pub struct Row {
+pub(crate) struct Row {
     pub method: Method,
     pub size: usize,
     pub threads: usize,
@@ -60,14 +83,14 @@ pub struct Row {
 
 /// Median throughput of a row.
 #[derive(Clone, Copy, Debug)]
-pub struct Rate {
+pub(crate) struct Rate {
     pub gbps: f64,
     pub ns_per_op: f64,
     pub trials: usize,
 }
 
 /// Setup facts printed above the table.
-pub struct Setup {
+pub(crate) struct Setup {
     pub date: String,
     pub cpu: String,
     pub cpus: usize,
@@ -86,7 +109,10 @@ pub struct Setup {
     pub clock: Clock,
 }
 
-pub fn run(opts: Options) -> Result<(), CliError> {
+/// Run the benchmark: every row, then the recovery figures (as `opts` selects). Writes
+/// the JSON rows and the SVG plot if asked, removes every file it made, and returns the
+/// report (the table, then the targets) for the caller to print.
+pub fn run(opts: &BenchOptions) -> Result<String> {
     let started = Instant::now();
     // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
     let pmdk = pmdk::load();
@@ -98,13 +124,13 @@ pub fn run(opts: Options) -> Result<(), CliError> {
         (768 << 20, 256 << 20, Duration::from_millis(150), opts.trials.unwrap_or(5))
     };
     if trials == 0 {
-        return Err(CliError::Usage("--trials must be at least 1".into()));
+        return Err(Error::Usage("--trials must be at least 1".into()));
     }
     let load_start = loadavg();
     for o in &opts.only {
         if o != "recovery" && !Method::ALL.iter().any(|m| m.name() == o) {
             let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "unknown row '{o}' for --only (expected recovery or one of {})",
                 names.join(", ")
             )));
@@ -116,7 +142,7 @@ pub fn run(opts: Options) -> Result<(), CliError> {
     let mut slots = Vec::new();
     for k in 0..max_threads {
         let cfg = run::SlotConfig { dir: &dir, sync_dir: &sync_dir, region, sync_len, max_size: SIZES[3] };
-        let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup.0).map_err(CliError::Usage)?;
+        let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup.0).map_err(Error::Usage)?;
         slots.push(slot);
     }
 
@@ -207,13 +233,13 @@ pub fn run(opts: Options) -> Result<(), CliError> {
     let text = report::table(&setup, &rows, &rec);
     if let Some(p) = &opts.json {
         std::fs::write(p, report::json(&setup, &rows, &rec))
-            .map_err(|e| CliError::io(format!("cannot write {}", p.display()), e))?;
+            .map_err(|e| Error::io(format!("cannot write {}", p.display()), e))?;
     }
     if let Some(p) = &opts.plot {
         std::fs::write(p, plot::svg(&setup, &rows))
-            .map_err(|e| CliError::io(format!("cannot write {}", p.display()), e))?;
+            .map_err(|e| Error::io(format!("cannot write {}", p.display()), e))?;
     }
-    super::commands::stdout(&text)
+    Ok(text)
 }
 
 /// Whether `method` at `size` fits a region of `region` bytes with room to spare.
@@ -268,7 +294,7 @@ fn median(s: &mut [Measured]) -> Rate {
 }
 
 /// /dev/shm if writable, else the temporary directory.
-fn default_dir() -> PathBuf {
+pub(crate) fn default_dir() -> PathBuf {
     let shm = Path::new("/dev/shm");
     let probe = shm.join(format!("nvs-bench-{}.probe", std::process::id()));
     if std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).is_ok() {
@@ -313,12 +339,41 @@ fn date_utc() -> String {
 }
 
 /// Files the bench created, removed however it ends.
-struct Cleanup(Vec<PathBuf>);
+pub(crate) struct Cleanup(pub(crate) Vec<PathBuf>);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for p in self.0.drain(..) {
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+/// `n` bytes for people: `256 KiB`, `1.5 GiB`, or `100 B` (as the `nvs` tool prints sizes).
+pub(crate) fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(100), "100 B");
+        assert_eq!(human(256 << 10), "256 KiB");
+        assert_eq!(human(3 << 29), "1.5 GiB");
+        assert_eq!(human(20 << 20), "20 MiB");
     }
 }

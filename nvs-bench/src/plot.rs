@@ -61,7 +61,7 @@ pub fn svg(setup: &Setup, rows: &[Row]) -> String {
             o,
             r#"<text x="{xx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             BOTTOM + 18.0,
-            crate::cli::size::human(s as u64)
+            crate::human(s as u64)
         );
     }
     let _ = writeln!(

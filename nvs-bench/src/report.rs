@@ -3,7 +3,7 @@
 use super::recovery::Recovery;
 use super::run::Method;
 use super::{Row, Setup};
-use crate::cli::size::human;
+use crate::human;
 use std::fmt::Write as _;
 
 /// One target of the benchmarks issue, checked on the 1-thread rows of this run.

@@ -2,8 +2,9 @@
 //! and the hidden `nvs stress-writer` that the real-process crash test kills.
 
 use super::commands::show_name;
+use super::stress::{stress_len, stress_payload};
 use super::CliError;
-use nvs_std::{stress_len, stress_payload, Access, Durability, FilePool, Followed, Follower};
+use nvs_std::{Access, Durability, FilePool, Followed, Follower};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;

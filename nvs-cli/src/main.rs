@@ -1,4 +1,7 @@
-//! The `nvs` tool: argument parsing, error reporting and exit codes.
+//! `nvs`: the command-line tool for nvs pools (create, put, get, ls, info, check, follow,
+//! demo, bench, bench-delta): argument parsing, error reporting and exit codes. The
+//! benchmarks themselves live in the `nvs-bench` library; this crate parses their
+//! options and prints their reports.
 //!
 //! Every failure prints exactly one line, `nvs: <message>`, on stderr, and exits with:
 //! - 0: success;
@@ -12,12 +15,11 @@
 //! Nothing here panics on user input: arguments are parsed by clap into typed values
 //! (sizes by [`size::parse_size`]), and every fallible step returns a [`CliError`].
 
-mod bench;
 mod commands;
-mod delta_bench;
 mod demo;
 mod follow;
 mod size;
+mod stress;
 
 use clap::{Parser, Subcommand};
 use nvs_std::Durability;
@@ -228,6 +230,17 @@ impl From<nvs_std::Error> for CliError {
     }
 }
 
+impl From<nvs_bench::Error> for CliError {
+    fn from(e: nvs_bench::Error) -> Self {
+        match e {
+            nvs_bench::Error::Pool(e) => CliError::Pool(e),
+            nvs_bench::Error::Io { what, source } => CliError::Io { what, source },
+            nvs_bench::Error::Usage(m) => CliError::Usage(m),
+            nvs_bench::Error::Mismatch(m) => CliError::Mismatch(m),
+        }
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -242,8 +255,8 @@ impl fmt::Display for CliError {
     }
 }
 
-/// Parse the arguments, run the command, report.
-pub fn main() -> ExitCode {
+/// Parse the arguments, run the command, report; the exit code is the documented one.
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
@@ -258,7 +271,7 @@ pub fn main() -> ExitCode {
         }
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
         Command::Ls { pool, long } => commands::ls(&pool, long, d),
-        Command::BenchDelta { dir, quick } => delta_bench::run(dir, quick),
+        Command::BenchDelta { dir, quick } => bench_delta(&nvs_bench::delta::DeltaBenchOptions { dir, quick }),
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
         Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
@@ -271,7 +284,7 @@ pub fn main() -> ExitCode {
             follow::stress_writer(&pool, lane, count, max_size, pause_us, d)
         }
         Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
-        Command::Bench { dir, sync_dir, quick, trials, json, plot, only, clock } => bench::run(bench::Options {
+        Command::Bench { dir, sync_dir, quick, trials, json, plot, only, clock } => bench(&nvs_bench::BenchOptions {
             dir,
             sync_dir: Some(sync_dir),
             quick,
@@ -279,7 +292,7 @@ pub fn main() -> ExitCode {
             json,
             plot,
             only,
-            clock: if clock == "wall" { bench::Clock::Wall } else { bench::Clock::Cpu },
+            clock: if clock == "wall" { nvs_bench::Clock::Wall } else { nvs_bench::Clock::Cpu },
         }),
     };
     match r {
@@ -289,6 +302,16 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `nvs bench`: run it (nvs-bench), print its report.
+fn bench(opts: &nvs_bench::BenchOptions) -> Result<(), CliError> {
+    commands::stdout(&nvs_bench::run(opts)?)
+}
+
+/// `nvs bench-delta`: run it (nvs-bench), print its report.
+fn bench_delta(opts: &nvs_bench::delta::DeltaBenchOptions) -> Result<(), CliError> {
+    commands::stdout(&nvs_bench::delta::run(opts)?)
 }
 
 /// Help and version go to stdout with exit 0 (clap's way); a usage error becomes one

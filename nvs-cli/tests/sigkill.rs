@@ -5,10 +5,16 @@
 //! whose bytes differ from what the writer put (it checks every one), and learnt that
 //! the writer was gone (exit 3).
 
-use nvs_std::{stress_payload, Access, CreateOptions, FilePool};
+// The stress writer's payloads, from the tool's own source (a binary crate exports nothing).
+#[allow(dead_code)]
+#[path = "../src/stress.rs"]
+mod stress;
+
+use nvs_std::{Access, CreateOptions, FilePool};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use stress::stress_payload;
 
 const KILLS: usize = 50;
 

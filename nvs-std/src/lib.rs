@@ -27,6 +27,6 @@ mod pool;
 
 pub use durability::{Backing, Durability};
 pub use error::{Error, Result};
-pub use follow::{stress_len, stress_payload, Committed, Followed, Follower};
+pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
 pub use pool::{Access, CorePool, CreateOptions, FilePool};
