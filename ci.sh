@@ -20,9 +20,9 @@ step "no_std: nvs-core for x86_64-unknown-none"
 cargo build -p nvs-core --target x86_64-unknown-none
 cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings
 step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
-cargo run --release -q -p nvs-std --bin nvs -- bench --quick
+cargo run --release -q -p nvs-cli -- bench --quick
 step "bench-delta: nvs bench-delta --quick (delta vs full puts per detector; every version checked)"
-cargo run --release -q -p nvs-std --bin nvs -- bench-delta --quick
+cargo run --release -q -p nvs-cli -- bench-delta --quick
 step "miri: nvs-core on the portable media path (slow tests shrunk or skipped under miri)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   cargo +nightly miri test -p nvs-core
