@@ -15,7 +15,7 @@
 //! - `uffd-wp`, `mprotect`: nvs-std's `TrackedBuf` (the OS reports written pages).
 
 use crate::{default_dir, Cleanup, Error, Result};
-use nvs_core::{ChunkHashes, DeltaOptions};
+use nvs_core::{ChunkHashes, DeltaOptions, Object};
 use nvs_std::dirty::{TrackedBuf, TrackerKind};
 use nvs_std::{CreateOptions, FilePool};
 use std::fmt::Write;
@@ -127,7 +127,7 @@ pub fn run(opts: &DeltaBenchOptions) -> Result<String> {
             let segment = (grid_bytes + (1 << 20)).next_power_of_two();
             let size = 4096 + segment * (steps as u64 + 2);
             let opts =
-                CreateOptions { segment_size: Some(segment), lanes: 1, populate: true, ..CreateOptions::default() };
+                CreateOptions { segment_len: Some(segment), lanes_max: 1, populate: true, ..CreateOptions::default() };
             let mut pool = FilePool::create(&path, size, &opts)?;
             pool.set_delta_options(DeltaOptions { full_every: FULL_EVERY, ..DeltaOptions::default() })?;
             rows.push(run_one(&mut pool, detector, dense, n, steps)?);
@@ -167,14 +167,11 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
         let start = Instant::now();
         step(grid.cells(), n, t, dense, &mut wrote);
         let put = match detector {
-            "full" => {
-                let v = pool.put(NAME, grid.bytes())?;
-                nvs_core::Put { version: v, stored_bytes: grid.bytes().len() as u64, delta: false }
-            }
-            "ranges" => pool.put_delta(0, NAME, grid.bytes(), parent, &wrote)?,
+            "full" => pool.put(0, Object::new(NAME, grid.bytes()))?,
+            "ranges" => pool.put(0, Object::new(NAME, grid.bytes()).delta(parent, &wrote))?,
             "hashes" => {
                 let p = hashes.scan(grid.bytes()).map_err(|e| Error::Usage(e.to_string()))?;
-                let put = pool.put_delta(0, NAME, grid.bytes(), p.unwrap_or(0), &hashes)?;
+                let put = pool.put(0, Object::new(NAME, grid.bytes()).delta(p.unwrap_or(0), &hashes))?;
                 hashes.committed(put.version);
                 put
             }
@@ -182,7 +179,7 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
                 if let Grid::Tracked(tb) = &mut grid {
                     tb.take_dirty(&mut dirty);
                 }
-                pool.put_delta(0, NAME, grid.bytes(), parent, &dirty)?
+                pool.put(0, Object::new(NAME, grid.bytes()).delta(parent, &dirty))?
             }
         };
         let secs = start.elapsed().as_secs_f64();
@@ -197,7 +194,7 @@ fn run_one(pool: &mut FilePool, detector: &'static str, dense: bool, n: usize, s
     let mut gets = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        pool.get(NAME, parent, &mut buf).map_err(|source| nvs_std::Error::Core { path: pool.path().into(), source })?;
+        pool.get(NAME, parent, &mut buf)?;
         gets.push(start.elapsed().as_secs_f64());
     }
     row.get_secs = median(&gets);

@@ -224,7 +224,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
         budget,
         load_start,
         load_end: loadavg(),
-        nvs_nt: nvs_core::region::nt_store_width(),
+        nvs_nt: nvs_core::nt_store_width(),
         ceiling_nt: nt::width(),
         ceiling_wide_nt: nt::wide_width(),
         elapsed: started.elapsed(),

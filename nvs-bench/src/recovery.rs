@@ -2,7 +2,8 @@
 //! `FilePool::open` does it), how fast recovery scans the log, and how much index memory
 //! a record costs.
 
-use nvs_core::format::{object_len, LINE};
+use nvs_core::internals::format::{object_len, LINE};
+use nvs_core::Object;
 use nvs_core::{HeapMemory, IndexMemory, Pool};
 use nvs_std::{Access, CreateOptions, FilePool, MappedMedia};
 use std::path::{Path, PathBuf};
@@ -53,7 +54,7 @@ pub fn run(dir: &Path, opens: usize, files: &mut Vec<PathBuf>) -> Vec<Recovery> 
 
 fn one(dir: &Path, record: usize, opens: usize, files: &mut Vec<PathBuf>) -> Result<Figures, String> {
     let path = dir.join(format!("nvs-bench-{}-recovery-{record}.pool", std::process::id()));
-    let opts = CreateOptions { lanes: 1, populate: true, ..CreateOptions::default() };
+    let opts = CreateOptions { lanes_max: 1, populate: true, ..CreateOptions::default() };
     let mut p = FilePool::create(&path, POOL, &opts).map_err(|e| e.to_string())?;
     files.push(path.clone());
     let names: Vec<Vec<u8>> = (0..NAMES).map(|i| format!("array{i:02}").into_bytes()).collect();
@@ -62,7 +63,7 @@ fn one(dir: &Path, record: usize, opens: usize, files: &mut Vec<PathBuf>) -> Res
     let mut log_bytes = 0u64;
     loop {
         let name = &names[records as usize % NAMES];
-        match p.put(name, &data) {
+        match p.put(0, Object::new(name, &data)) {
             Ok(_) => {
                 records += 1;
                 log_bytes += LINE + object_len(name.len(), record as u64);

@@ -16,7 +16,7 @@
 use super::nt;
 use super::pmdk::{Log, Pmdk};
 use memmap2::{MmapOptions, MmapRaw};
-use nvs_core::format::{line_up, object_len, DATA_OFF, LINE};
+use nvs_core::internals::format::{line_up, object_len, DATA_OFF, LINE};
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
 use nvs_std::{Access, MappedMedia};
 use std::fs::{File, OpenOptions};
@@ -341,7 +341,7 @@ impl Slot {
         let Some(pool) = self.pool.as_mut() else { return Err("no pool".into()) };
         let mut n = 0u64;
         loop {
-            match pool.put(NAME, &self.src[..size]) {
+            match pool.put(0, Object::new(NAME, &self.src[..size])) {
                 Ok(_) => n += 1,
                 Err(nvs_core::Error::Full) => break,
                 Err(e) => return Err(format!("put: {e}")),
@@ -417,7 +417,7 @@ impl Slot {
                     }
                     Method::Put => {
                         let pool = self.pool.as_mut().ok_or("no pool")?;
-                        match pool.put(NAME, &self.src[..size]) {
+                        match pool.put(0, Object::new(NAME, &self.src[..size])) {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {
                                 let (p, pc) = (Instant::now(), cpu_now());
@@ -431,11 +431,8 @@ impl Slot {
                     }
                     Method::Batch => {
                         let pool = self.pool.as_mut().ok_or("no pool")?;
-                        let parts: [&[u8]; 1] = [&self.src[..size]];
-                        let mut objects = [Object::new(b"", &parts); BATCH];
-                        for (o, n) in objects.iter_mut().zip(&self.names) {
-                            o.name = n;
-                        }
+                        let src = &self.src[..size];
+                        let objects: [Object<'_>; BATCH] = core::array::from_fn(|i| Object::new(&self.names[i], src));
                         match pool.put_batch(0, &objects) {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {

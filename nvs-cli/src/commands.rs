@@ -5,7 +5,7 @@
 
 use super::size::human;
 use super::CliError;
-use nvs_core::{StoreKind, NAME_MAX};
+use nvs_core::{Object, StoreKind, NAME_MAX};
 use nvs_std::{Access, CreateOptions, Durability, FilePool};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -24,9 +24,10 @@ pub fn create(
     payload_checksum: bool,
     durability: Option<Durability>,
 ) -> Result<(), CliError> {
-    let opts = CreateOptions { segment_size, lanes, payload_checksum, durability, populate: false };
+    let opts =
+        CreateOptions { segment_len: segment_size, lanes_max: lanes, payload_checksum, durability, populate: false };
     let p = FilePool::create(pool, size, &opts)?;
-    let sb = p.superblock();
+    let sb = p.layout();
     stdout(&format!(
         "created {}: {} in {} segments of {}, {} lanes, payload checksum {}, durability {} \
          (chosen at each open, not kept in the pool)\n",
@@ -35,7 +36,7 @@ pub fn create(
         sb.segment_count,
         human(sb.segment_len),
         sb.lanes_max,
-        on_off(sb.has_payload_checksum()),
+        on_off(sb.payload_checksum),
         p.media().durability(),
     ))
 }
@@ -55,10 +56,8 @@ pub fn put(
     if delta {
         return put_delta(&mut p, lane, name, &bytes);
     }
-    let v = match version {
-        Some(v) => p.put_version(lane, name, v, &bytes)?,
-        None => p.put_vectored(lane, name, &[&bytes])?,
-    };
+    let object = Object::new(name, &bytes);
+    let v = p.put(lane, version.map_or(object, |v| object.version(v)))?.version;
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     committed(pool, name, v)
 }
@@ -87,10 +86,10 @@ fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(
             };
             (latest, changed)
         }
-        Err(nvs_core::Error::NotFound) => (0, vec![]),
-        Err(source) => return Err(nvs_std::Error::Core { path: p.path().to_path_buf(), source }.into()),
+        Err(e) if e.core() == Some(nvs_core::Error::NotFound) => (0, vec![]),
+        Err(e) => return Err(e.into()),
     };
-    let put = p.put_delta(lane, name, bytes, parent, &changes)?;
+    let put = p.put(lane, Object::new(name, bytes).delta(parent, &changes))?;
     let kind = if put.delta { "delta" } else { "full" };
     committed(p.path(), name, put.version)?;
     eprintln_note(&format!("{kind}: stored {} of {} bytes", put.stored_bytes, bytes.len()));
@@ -122,9 +121,7 @@ pub fn get(
     };
     let version = match version {
         Some(v) => v,
-        None => {
-            p.latest(name).map_err(|source| not_found(nvs_std::Error::Core { path: pool.to_path_buf(), source }))?
-        }
+        None => p.latest(name).map_err(not_found)?,
     };
     let bytes = p.get_vec(name, version).map_err(not_found)?;
     // The output may be the pool under another name (a symlink, a hard link,
@@ -147,7 +144,6 @@ pub fn get(
 
 pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
-    let core = |source| nvs_std::Error::Core { path: pool.to_path_buf(), source };
     let mut out = String::new();
     let mut buf = [0u8; NAME_MAX];
     for n in p.names() {
@@ -155,7 +151,7 @@ pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(),
         if name.is_empty() {
             continue; // released by a writer's retention since this pool was opened
         }
-        let versions: Vec<_> = p.versions(name).map_err(core)?.collect();
+        let versions: Vec<_> = p.versions(name)?.collect();
         let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
         let stored: u64 = versions.iter().map(|v| v.stored_bytes).sum();
         let _ = write!(
@@ -196,11 +192,11 @@ pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(),
 
 pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
-    let sb = *p.superblock();
+    let sb = p.layout();
     let st = p.stats();
     let m = p.media();
     let stores = match m.store_kind() {
-        StoreKind::NonTemporal if nvs_core::wide_stores_avx2() => {
+        StoreKind::NonTemporal if nvs_core::nt_store_width() >= 32 => {
             "non-temporal (movnti; AVX2 32-byte wide stores for bulk copies)"
         }
         StoreKind::NonTemporal => "non-temporal (movnti; SSE2 16-byte stores for bulk copies)",
@@ -226,8 +222,8 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
         ),
     );
     row("lanes", format!("{} (in use: {})", sb.lanes_max, st.lanes));
-    row("payload checksum", on_off(sb.has_payload_checksum()).into());
-    let deltas = if sb.has_deltas() { "allowed" } else { "not in this pool (made before deltas): full versions only" };
+    row("payload checksum", on_off(sb.payload_checksum).into());
+    let deltas = if sb.deltas { "allowed" } else { "not in this pool (made before deltas): full versions only" };
     row("delta objects", deltas.into());
     let origin = match durability {
         Some(_) => "as asked".to_string(),
@@ -255,8 +251,8 @@ pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
     let checked = p.verify()?;
     let st = p.stats();
-    let sb = p.superblock();
-    let payloads = if sb.has_payload_checksum() {
+    let sb = p.layout();
+    let payloads = if sb.payload_checksum {
         "every payload checksum verified"
     } else {
         "payload checksums off: headers verified, payloads not checksummed"

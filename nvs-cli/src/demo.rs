@@ -15,7 +15,7 @@ use super::commands::stdout;
 use super::size::human;
 use super::CliError;
 use memmap2::MmapOptions;
-use nvs_core::format::{line_up, object_len, DATA_OFF, LINE, SEGMENT_MIN};
+use nvs_core::internals::format::{line_up, object_len, DATA_OFF, LINE, SEGMENT_MIN};
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Durability, FilePool};
 use std::fs::OpenOptions;
@@ -67,8 +67,8 @@ pub fn run(
     let mut cleanup = Cleanup(Vec::new());
 
     let opts = CreateOptions {
-        segment_size: Some(seg),
-        lanes: 1,
+        segment_len: Some(seg),
+        lanes_max: 1,
         payload_checksum: false,
         durability,
         // Page faults would dominate both sides of the comparison; pay them up front.
@@ -76,7 +76,7 @@ pub fn run(
     };
     let mut writer = FilePool::create(&pool_path, pool_len, &opts)?;
     cleanup.0.push(pool_path.clone());
-    let sb = *writer.superblock();
+    let sb = writer.layout();
     let mode = writer.media().durability();
     let mut out = format!(
         "nvs demo: pool {} ({} in {} segments of {}), {}\n",
@@ -101,8 +101,7 @@ pub fn run(
         for (k, b) in bufs.iter_mut().enumerate() {
             fill(step, k as u64, b);
         }
-        let parts: Vec<[&[u8]; 1]> = bufs.iter().map(|b| [b.as_slice()]).collect();
-        let objects: Vec<Object<'_>> = names.iter().zip(&parts).map(|(n, p)| Object::new(n, p)).collect();
+        let objects: Vec<Object<'_>> = names.iter().zip(&bufs).map(|(n, b)| Object::new(n, b)).collect();
         let t = Instant::now();
         let versions = writer.put_batch(0, &objects)?;
         put_time += t.elapsed();
@@ -143,9 +142,7 @@ pub fn run(
         for (k, (name, want)) in names.iter().zip(bufs.iter_mut()).enumerate() {
             fill(step, k as u64, want);
             let t = Instant::now();
-            let n = r
-                .get(name, step, &mut got)
-                .map_err(|source| CliError::Pool(nvs_std::Error::Core { path: pool_path.clone(), source }))?;
+            let n = r.get(name, step, &mut got)?;
             get_time += t.elapsed();
             if n != size_us || got != *want {
                 return Err(CliError::Mismatch(format!(

@@ -61,7 +61,7 @@ pub fn stress_writer(
         let name = names[(i % 3) as usize];
         let version = p.latest(name).map_or(1, |v| v + 1);
         let data = stress_payload(name, version, stress_len(name, version, max_size));
-        let v = p.put_version(lane, name, version, &data)?;
+        let v = p.put(lane, nvs_core::Object::new(name, &data).version(version))?.version;
         let line = format!("{}\t{v}\n", show_name(name));
         out.write_all(line.as_bytes()).and_then(|_| out.flush()).map_err(|e| CliError::io("stdout", e))?;
         if pause_us > 0 {

@@ -6,7 +6,7 @@
 /// Deterministic test payload of `len` bytes for `(name, version)` (the stress writer
 /// puts these; a follower or a test can recompute and compare them).
 pub fn stress_payload(name: &[u8], version: u64, len: usize) -> Vec<u8> {
-    let mut x = nvs_core::hash::hash64(version, name) | 1;
+    let mut x = nvs_core::internals::hash::hash64(version, name) | 1;
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -19,5 +19,5 @@ pub fn stress_payload(name: &[u8], version: u64, len: usize) -> Vec<u8> {
 
 /// Length of the stress writer's object `(name, version)`, 1 ..= `max`.
 pub fn stress_len(name: &[u8], version: u64, max: u64) -> usize {
-    (1 + nvs_core::hash::hash64(version ^ 0x5555, name) % max.max(1)) as usize
+    (1 + nvs_core::internals::hash::hash64(version ^ 0x5555, name) % max.max(1)) as usize
 }

@@ -1,7 +1,7 @@
 //! The `nvs` tool end to end: every command's output and its documented exit codes
 //! (0 ok, 1 corruption / not a pool / mismatch, 2 usage, I/O or lock error).
 
-use nvs_core::format::{object_head_len, LINE};
+use nvs_core::internals::format::{object_head_len, LINE};
 use nvs_std::{Access, FilePool};
 use std::io::Write;
 use std::path::Path;
@@ -128,7 +128,7 @@ fn second_writer_refused() {
     let pool = dir.path().join("p.pool");
     create(&pool, &[]);
     let mut held = FilePool::open(&pool, Access::ReadWrite).unwrap();
-    held.put(b"a", b"held").unwrap();
+    held.put(0, nvs_core::Object::new(b"a", b"held")).unwrap();
 
     let o = nvs_stdin(&["put", s(&pool), "a"], b"second");
     let err = assert_fails(&o, 2);

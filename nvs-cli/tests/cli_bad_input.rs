@@ -5,8 +5,9 @@
 //! problem and the documented exit code (1: the bytes are bad / not a pool; 2: usage,
 //! I/O, lock or other refusal), never panics or hangs, and modifies nothing.
 
-use nvs_core::format::{FORMAT_VERSION, SUPERBLOCK_SEED};
-use nvs_core::hash::hash64;
+use nvs_core::internals::format::{FORMAT_VERSION, SUPERBLOCK_SEED};
+use nvs_core::internals::hash::hash64;
+use nvs_core::Object;
 use nvs_std::{Access, FilePool};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -90,8 +91,8 @@ fn pool(dir: &Path, name: &str) -> PathBuf {
     let o = nvs(&["create", s(&p), "--size", "1M", "--segment-size", "64K"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let mut w = FilePool::open(&p, Access::ReadWrite).expect("open");
-    w.put(b"name", b"first").expect("put");
-    w.put_version(1, b"name", 5, b"second").expect("put");
+    w.put(0, Object::new(b"name", b"first")).expect("put");
+    w.put(1, Object::new(b"name", b"second").version(5)).expect("put");
     p
 }
 

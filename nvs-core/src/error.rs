@@ -10,42 +10,93 @@ pub enum Error {
     /// No nvs superblock at offset 0 (wrong magic): not a pool, or never formatted.
     NotFormatted,
     /// A pool of a format version this build cannot read.
-    UnsupportedVersion { found: u32 },
+    UnsupportedVersion {
+        /// The version the pool says it has.
+        found: u32,
+    },
     /// The media holds bytes a correct nvs could not have left there.
-    Corrupted { offset: u64, kind: CorruptKind },
+    Corrupted {
+        /// Media offset of the bad bytes.
+        offset: u64,
+        /// What is wrong there.
+        kind: CorruptKind,
+    },
     /// No free segment left for this lane: nothing was written, nothing committed is harmed.
     Full,
     /// The object (or batch) does not fit in one segment; `max_bytes` is the largest payload that does.
-    TooLarge { len_bytes: u64, max_bytes: u64 },
+    TooLarge {
+        /// The size asked for.
+        len_bytes: u64,
+        /// The most that fits.
+        max_bytes: u64,
+    },
     /// Names are 1..=[`crate::NAME_MAX`] bytes.
-    NameTooLong { len_bytes: usize },
+    NameTooLong {
+        /// The name's length.
+        len_bytes: usize,
+    },
     /// Names are 1..=[`crate::NAME_MAX`] bytes; an empty name is refused.
     NameEmpty,
     /// No such name, or no such version of it.
     NotFound,
     /// The buffer is smaller than the object; `needed_bytes` is its size.
-    BufferTooSmall { needed_bytes: u64 },
+    BufferTooSmall {
+        /// The object's size.
+        needed_bytes: u64,
+    },
     /// An explicit version must be greater than the name's latest.
-    VersionNotIncreasing { latest: u64, given: u64 },
+    VersionNotIncreasing {
+        /// The highest version the name has (or a writer has taken).
+        latest: u64,
+        /// The version asked for.
+        given: u64,
+    },
     /// A batch holds 1..=[`crate::BATCH_MAX`] objects.
-    BatchSize { count: usize },
+    BatchSize {
+        /// Objects in the refused batch.
+        count: usize,
+    },
     /// Lane ids are below the pool's `lanes_max`.
-    NoSuchLane { lane: u32, lanes_max: u32 },
+    NoSuchLane {
+        /// The lane asked for.
+        lane: u32,
+        /// The pool's lane count.
+        lanes_max: u32,
+    },
     /// The pool was opened read-only.
     ReadOnly,
     /// Another writer holds this lane ([`crate::Pool::lane`]).
-    LaneBusy { lane: u32 },
+    LaneBusy {
+        /// The lane asked for.
+        lane: u32,
+    },
     /// The index memory given to the pool is full and cannot grow: `what` ran out
     /// ("records", "names", "hash table slots", "segment slots", or "record ids" / "name
     /// ids" at 2^31 - 1) with the index at `records` objects over `names` names.
-    IndexFull { what: &'static str, records: usize, names: usize },
+    IndexFull {
+        /// The part that ran out.
+        what: &'static str,
+        /// Objects in the index.
+        records: usize,
+        /// Names in the index.
+        names: usize,
+    },
     /// The media or the format options cannot hold a pool (`what` says why).
-    BadGeometry { what: &'static str },
+    BadGeometry {
+        /// Why.
+        what: &'static str,
+    },
     /// A delta put's changed ranges are not sorted by offset, or reach past the object's
     /// end; `offset` is the first bad range's.
-    DeltaRanges { offset: u64 },
+    DeltaRanges {
+        /// The first bad range's offset.
+        offset: u64,
+    },
     /// Bad [`crate::DeltaOptions`] (`what` says which).
-    DeltaOptions { what: &'static str },
+    DeltaOptions {
+        /// Which option, and why.
+        what: &'static str,
+    },
     /// A delta's [`crate::Changes`] gave other ranges when the delta was stored than when
     /// it was planned: the unit was not committed (nothing outside it was written).
     ChangesInconsistent,
@@ -101,7 +152,7 @@ impl fmt::Display for Error {
             Error::UnsupportedVersion { found } => write!(
                 f,
                 "pool format version {found} is not supported (this build reads version {})",
-                crate::format::FORMAT_VERSION
+                crate::limits::FORMAT_VERSION
             ),
             Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),
             Error::Full => write!(f, "pool full: no free segment left"),
@@ -109,7 +160,7 @@ impl fmt::Display for Error {
                 write!(f, "object of {len_bytes} bytes does not fit in one segment (at most {max_bytes} bytes)")
             }
             Error::NameTooLong { len_bytes } => {
-                write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::NAME_MAX)
+                write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::limits::NAME_MAX)
             }
             Error::NameEmpty => write!(f, "empty name"),
             Error::NotFound => write!(f, "no such object"),
@@ -118,7 +169,7 @@ impl fmt::Display for Error {
                 write!(f, "version {given} is not greater than the latest version {latest}")
             }
             Error::BatchSize { count } => {
-                write!(f, "a batch holds 1 to {} objects, not {count}", crate::BATCH_MAX)
+                write!(f, "a batch holds 1 to {} objects, not {count}", crate::limits::BATCH_MAX)
             }
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),

@@ -4,49 +4,96 @@
 //! immutable objects in per-writer logs on byte-addressable persistent memory, written
 //! with non-temporal stores, one fence, an 8-byte commit word and one more fence.
 //!
-//! Layers, bottom up (each a module):
-//! - [`media`]: the [`Media`] trait, the one door to persistent memory;
-//! - [`region`] + `arch`: `Media` over a raw `(ptr, len)` range (x86_64 NT stores or
-//!   portable volatile stores) — the only `unsafe` in the crate;
-//! - [`format`]: every on-media byte; [`hash`]: the checksum;
-//! - [`index`]: the O(1) index in caller-provided memory;
-//! - [`recover`]: rebuilding lanes and index from the media;
-//! - [`pool`]: format/open/put/batch/get and the commit protocol;
-//! - [`delta`]: delta puts (only the changed chunks) and change detection by hashes.
+//! The front door is this page:
+//! - [`Pool`] over a [`Media`] ([`Region`] for real memory) and an [`IndexMemory`]
+//!   ([`FixedMemory`], or [`HeapMemory`] with the `alloc` feature): [`Pool::format`],
+//!   [`Pool::open`], [`Pool::open_read_only`];
+//! - puts of [`Object`]s, one shape everywhere: [`Pool::put`] / [`Pool::put_batch`] on a
+//!   lane, or the same on a [`LaneWriter`] from [`Pool::lane`] (one thread per lane);
+//! - gets: [`Pool::get`], [`Pool::latest`], [`Pool::stat`], [`Pool::versions`],
+//!   [`Pool::names`];
+//! - deltas ([`Object::delta`], [`ChunkHashes`]) and retention ([`Pool::reclaim`]);
+//! - one error type, [`Error`].
+//!
+//! ```
+//! use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
+//! let mut mem = vec![0u64; 1 << 17]; // 1 MiB, 8-byte aligned
+//! // SAFETY: `mem` outlives the pool and nothing else touches it meanwhile.
+//! let media = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 8) };
+//! let pool = Pool::format(media, FormatOptions::new(7), HeapMemory::new())?;
+//! std::thread::scope(|s| {
+//!     for lane in 0..2u32 {
+//!         let mut w = pool.lane(lane).unwrap(); // one writer per lane, no lock while copying
+//!         s.spawn(move || w.put(Object::pod(&format!("rank{lane}"), &[lane as f64; 8])).unwrap());
+//!     }
+//! });
+//! let mut buf = [0u8; 64];
+//! assert_eq!(pool.get("rank1", 1, &mut buf)?, 64);
+//! # Ok::<(), nvs_core::Error>(())
+//! ```
+//!
+//! Where things are (DESIGN.md has the why): `media/` (the [`Media`] trait, [`Region`],
+//! the NT-store instructions), `format/` (every on-media byte, decoding, the checksum),
+//! `log/` (the commit protocol: planning, segment ownership, sealing a unit), `recover.rs`,
+//! `retention.rs`, `delta/`, `index/`, `pool/` (the API above). What nvs's own simulator,
+//! verifier and fuzz targets need beyond it is behind the `internals` feature, in
+//! [`internals`] when enabled: not a stable API.
 #![no_std]
+#![deny(missing_docs)]
 #![forbid(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-mod arch;
-pub mod delta;
-pub mod error;
-pub mod format;
-pub mod hash;
-pub mod index;
-pub mod media;
-pub mod mutant;
-pub mod pool;
-pub mod recover;
-pub mod region;
-pub mod sync;
+mod delta;
+mod error;
+mod format;
+mod index;
+mod limits;
+mod log;
+mod media;
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+mod mutant;
+mod object;
+mod pool;
+mod recover;
+mod retention;
+mod shared;
+mod sync;
 
-pub use delta::{Changes, ChunkHashes, Delta, DeltaOptions, Put};
+pub use delta::{Changes, ChunkHashes, DeltaOptions};
 pub use error::{CorruptKind, Error, Result};
-pub use format::{BATCH_MAX, LANES_MAX, NAME_MAX};
+pub use format::Geometry;
 #[cfg(feature = "alloc")]
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
+pub use limits::{BATCH_MAX, LANES_MAX, NAME_MAX};
+pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
-pub use pool::{FormatOptions, LaneInfo, LaneWriter, NameInfo, Object, ObjectInfo, Pool, Versions, VersionsIter};
+pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, Versions};
+pub use pool::{FormatOptions, LaneWriter, Layout, NameIter, Pool, VersionIter};
 pub use recover::RecoveryStats;
-pub use region::{Region, StoreKind};
 
-/// Whether bulk NT copies use at least 32-byte AVX2 stores on this CPU (see
-/// [`region::nt_store_width`] for the width).
-pub fn wide_stores_avx2() -> bool {
-    arch::has_avx2()
+/// Not a stable API: what nvs's own simulator, verifier, fuzz targets and tools use
+/// beyond the front door (the on-media format, the checksum, the seeded protocol
+/// mutants). Enabled by the `internals` feature; may change in any release.
+#[cfg(feature = "internals")]
+pub mod internals {
+    /// The on-media format: every header, constant and decoder (FORMAT.md in prose).
+    pub mod format {
+        pub use crate::format::*;
+    }
+    /// The checksum (nvs-hash64) every header and payload uses.
+    pub mod hash {
+        pub use crate::format::hash::*;
+    }
+    /// Seeded protocol bugs, live one at a time in a `--cfg nvs_mutant` build.
+    pub mod mutant {
+        pub use crate::mutant::*;
+    }
+    /// Use AVX-512 NT stores where the CPU has them (off by default); returns whether
+    /// they are now in use (for benchmarks).
+    pub use crate::media::region::use_avx512;
 }
 
 /// The README's examples, compiled and run as doctests.

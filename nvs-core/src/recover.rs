@@ -22,10 +22,11 @@
 
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
-use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, SegSlot, FREE, NONE};
+use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, NONE};
+use crate::log::lane::Lane;
+use crate::log::segments::{SegSlot, FREE, RELEASED};
 use crate::media::Media;
-use crate::mutant;
-use crate::pool::Lane;
+use crate::mutant::{self, Mutant};
 
 /// What a recovery found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,9 +55,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
         *l = Lane::default();
     }
     let count = sb.segment_count as usize;
-    let Some(segs) = index.segments(count) else {
-        return Err(Error::IndexFull { what: "segment slots", records: 0, names: 0 });
-    };
+    let segs = index.segments(count)?;
     // Pass 1: every segment header, in index order.
     for (i, slot) in segs.iter_mut().enumerate() {
         *slot = match format::decode_segment(media, sb, i as u32) {
@@ -109,7 +108,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
         }
         let base = truncated.unwrap_or(0);
         // Released segments stay owned (not free) until a writer invalidates them.
-        while let Some(s) = index.segments(count).and_then(|v| v.get_mut(i)) {
+        while let Some(s) = index.segments(count)?.get_mut(i) {
             if s.lane != lane_id || s.chain_seq >= base {
                 break;
             }
@@ -170,13 +169,13 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                 }
             }
             lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq, closed: lane.closed };
-            if mutant::on("resume_at_segment_start") {
+            if mutant::on(Mutant::ResumeAtSegmentStart) {
                 lane.tail = seg_off + LINE;
             }
-            if mutant::on("seq_restarts_after_open") {
+            if mutant::on(Mutant::SeqRestartsAfterOpen) {
                 lane.next_seq = 0;
             }
-            if mutant::on("recovery_writes") && off + 8 <= seg_end {
+            if mutant::on(Mutant::RecoveryWrites) && off + 8 <= seg_end {
                 media.store_word_nt(off as usize, 0);
             }
             i += 1;
@@ -186,18 +185,12 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
         }
     }
     // Back to index order, for allocation.
-    if let Some(segs) = index.segments(count) {
-        segs.sort_unstable_by_key(|s| s.index);
-    }
+    index.segments(count)?.sort_unstable_by_key(|s| s.index);
     Ok(stats)
 }
 
 /// Chain and sequence positions at or above this are corruption (see pass 2).
 const POSITION_LIMIT: u64 = 1 << 63;
-
-/// `SegSlot::first_seq` of a segment that retention released but whose header is still
-/// valid on the media (a writer invalidates it before the segment is reused).
-pub const RELEASED: u64 = u64::MAX;
 
 /// The retention base of the lane whose segments start at `segs[start]` (sorted by
 /// lane, chain): the largest `reserved[0]` of its truncate units, `None` if it has none.

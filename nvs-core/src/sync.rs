@@ -7,12 +7,12 @@
 //! touched only by the thread holding the lane's claim).
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// An Acquire fence: later reads stay after earlier ones.
-pub fn fence_acquire() {
+pub(crate) fn fence_acquire() {
     #[cfg(not(loom))]
     core::sync::atomic::fence(Ordering::Acquire);
     #[cfg(loom)]
@@ -21,7 +21,7 @@ pub fn fence_acquire() {
 
 /// A reader-writer lock whose guards come back directly (no poisoning).
 #[derive(Debug, Default)]
-pub struct RwLock<T> {
+pub(crate) struct RwLock<T> {
     #[cfg(not(loom))]
     inner: spin::RwLock<T>,
     #[cfg(loom)]
@@ -29,44 +29,44 @@ pub struct RwLock<T> {
 }
 
 #[cfg(not(loom))]
-pub type ReadGuard<'a, T> = spin::RwLockReadGuard<'a, T>;
+pub(crate) type ReadGuard<'a, T> = spin::RwLockReadGuard<'a, T>;
 #[cfg(not(loom))]
-pub type WriteGuard<'a, T> = spin::RwLockWriteGuard<'a, T>;
+pub(crate) type WriteGuard<'a, T> = spin::RwLockWriteGuard<'a, T>;
 #[cfg(loom)]
-pub type ReadGuard<'a, T> = loom::sync::RwLockReadGuard<'a, T>;
+pub(crate) type ReadGuard<'a, T> = loom::sync::RwLockReadGuard<'a, T>;
 #[cfg(loom)]
-pub type WriteGuard<'a, T> = loom::sync::RwLockWriteGuard<'a, T>;
+pub(crate) type WriteGuard<'a, T> = loom::sync::RwLockWriteGuard<'a, T>;
 
 impl<T> RwLock<T> {
-    pub fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         #[cfg(not(loom))]
         return RwLock { inner: spin::RwLock::new(value) };
         #[cfg(loom)]
         return RwLock { inner: loom::sync::RwLock::new(value) };
     }
 
-    pub fn read(&self) -> ReadGuard<'_, T> {
+    pub(crate) fn read(&self) -> ReadGuard<'_, T> {
         #[cfg(not(loom))]
         return self.inner.read();
         #[cfg(loom)]
         return self.inner.read().unwrap();
     }
 
-    pub fn write(&self) -> WriteGuard<'_, T> {
+    pub(crate) fn write(&self) -> WriteGuard<'_, T> {
         #[cfg(not(loom))]
         return self.inner.write();
         #[cfg(loom)]
         return self.inner.write().unwrap();
     }
 
-    pub fn get_mut(&mut self) -> &mut T {
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         #[cfg(not(loom))]
         return self.inner.get_mut();
         #[cfg(loom)]
         return self.inner.get_mut().unwrap();
     }
 
-    pub fn into_inner(self) -> T {
+    pub(crate) fn into_inner(self) -> T {
         #[cfg(not(loom))]
         return self.inner.into_inner();
         #[cfg(loom)]
@@ -76,7 +76,7 @@ impl<T> RwLock<T> {
 
 /// A cell for state owned by whoever holds a claim (a lane's write position).
 #[derive(Debug, Default)]
-pub struct UnsafeCell<T> {
+pub(crate) struct UnsafeCell<T> {
     #[cfg(not(loom))]
     inner: core::cell::UnsafeCell<T>,
     #[cfg(loom)]
@@ -84,7 +84,7 @@ pub struct UnsafeCell<T> {
 }
 
 impl<T> UnsafeCell<T> {
-    pub fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         #[cfg(not(loom))]
         return UnsafeCell { inner: core::cell::UnsafeCell::new(value) };
         #[cfg(loom)]
@@ -96,7 +96,7 @@ impl<T> UnsafeCell<T> {
     /// # Safety
     /// The caller has exclusive access (holds the claim that guards this cell), so no
     /// other reference to the value exists while `f` runs.
-    pub unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+    pub(crate) unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         #[cfg(not(loom))]
         // SAFETY: exclusive access is the caller's obligation.
         return f(unsafe { &mut *self.inner.get() });
@@ -105,7 +105,7 @@ impl<T> UnsafeCell<T> {
         return self.inner.with_mut(|p| f(unsafe { &mut *p }));
     }
 
-    pub fn get_mut(&mut self) -> &mut T {
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         #[cfg(not(loom))]
         return self.inner.get_mut();
         #[cfg(loom)]

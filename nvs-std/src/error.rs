@@ -10,18 +10,46 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A system call on `path` failed; `op` says which step ("open", "map", ...).
-    Io { op: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        /// The step that failed.
+        op: &'static str,
+        /// The file it concerned.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
     /// Another writer holds the exclusive `flock` on the pool file.
-    Locked { path: PathBuf },
+    Locked {
+        /// The pool.
+        path: PathBuf,
+    },
     /// `create` refuses to overwrite anything.
-    Exists { path: PathBuf },
+    Exists {
+        /// What exists already.
+        path: PathBuf,
+    },
     /// The path is not something nvs can map, or cannot give the durability asked for.
-    Unsupported { path: PathBuf, what: String },
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        what: String,
+    },
     /// An `msync` failed: the last put may not be durable, and neither may any later one
     /// (the kernel may have dropped the dirty pages), so the pool refuses further writes.
-    Sync { path: PathBuf, source: io::Error },
+    Sync {
+        /// The pool.
+        path: PathBuf,
+        /// What msync said.
+        source: io::Error,
+    },
     /// nvs-core refused (bad media, not a pool, full, no such object, ...).
-    Core { path: PathBuf, source: nvs_core::Error },
+    Core {
+        /// The pool.
+        path: PathBuf,
+        /// What nvs-core said.
+        source: nvs_core::Error,
+    },
 }
 
 /// `Result` with the shim's [`Error`].
@@ -69,6 +97,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } | Error::Sync { source, .. } => Some(source),
+            Error::Core { source, .. } => Some(source),
             _ => None,
         }
     }

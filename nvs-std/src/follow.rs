@@ -19,11 +19,15 @@ use std::time::{Duration, Instant};
 /// One committed object, as a follower reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
+    /// The lane that committed it.
     pub lane: u32,
     /// The lane sequence number of the unit that committed it.
     pub seq: u64,
+    /// Its name.
     pub name: Vec<u8>,
+    /// Its version.
     pub version: u64,
+    /// Its length.
     pub len_bytes: u64,
 }
 
@@ -87,7 +91,7 @@ impl Follower {
             }
         }
         out.sort_by(|a, b| (a.lane, a.seq, &a.name, a.version).cmp(&(b.lane, b.seq, &b.name, b.version)));
-        for lane in 0..self.pool.superblock().lanes_max {
+        for lane in 0..self.pool.layout().lanes_max {
             if let Some(info) = self.pool.lane_info(lane) {
                 self.next_seq.insert(lane, info.units);
             }
@@ -98,7 +102,7 @@ impl Follower {
     /// Whether the stream has ended (every written lane closed), its writer is gone, or
     /// it is live — as of the last poll.
     fn status(&self) -> Option<Followed> {
-        let lanes: Vec<_> = (0..self.pool.superblock().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
+        let lanes: Vec<_> = (0..self.pool.layout().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
         if !lanes.is_empty() && lanes.iter().all(|l| l.closed) {
             return Some(Followed::EndOfStream);
         }

@@ -18,6 +18,8 @@
 //!
 //! Linux is the target: the shim uses `flock`, `fstatfs` and `posix_fallocate`.
 
+#![deny(missing_docs)]
+
 pub mod dirty;
 mod durability;
 mod error;
@@ -29,4 +31,4 @@ pub use durability::{Backing, Durability};
 pub use error::{Error, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
-pub use pool::{Access, CorePool, CreateOptions, FilePool};
+pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};

@@ -36,6 +36,8 @@ struct SyncState {
     lo: usize,
     hi: usize,
     failed: Option<(io::ErrorKind, String)>,
+    /// The next msync fails (a test of the latch; see `MappedMedia::fail_next_sync`).
+    fail_next: bool,
 }
 
 /// A pool file or device mapped shared into this process. See the module docs.
@@ -196,6 +198,13 @@ impl MappedMedia {
         self.writable
     }
 
+    /// Make the next msync that has dirty pages to write fail with EIO, as a failing
+    /// disk would (for tests of the durability latch; msync mode only).
+    #[doc(hidden)]
+    pub fn fail_next_sync(&self) {
+        self.lock().fail_next = true;
+    }
+
     /// The first msync failure, if any: once set, it stays (see [`Error::Sync`]).
     pub fn sync_error(&self) -> Option<io::Error> {
         self.lock().failed.as_ref().map(|(kind, msg)| io::Error::new(*kind, msg.clone()))
@@ -324,7 +333,8 @@ impl Media for MappedMedia {
             s.lo = usize::MAX;
             s.hi = 0;
             // memmap2 rounds the start down to a page; `hi` is inside the mapping.
-            if let Err(e) = self.map.flush_range(lo, hi - lo) {
+            let injected = std::mem::take(&mut s.fail_next).then(|| io::Error::from_raw_os_error(libc::EIO));
+            if let Some(e) = injected.map_or_else(|| self.map.flush_range(lo, hi - lo).err(), Some) {
                 if s.failed.is_none() {
                     s.failed = Some((e.kind(), e.to_string()));
                 }

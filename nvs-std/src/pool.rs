@@ -9,15 +9,19 @@
 //! Writes: every write goes through nvs-core's [`Pool`]; afterwards the media's msync
 //! latch is checked, and after a failed msync every later write is refused too (pages
 //! may have been dropped, so a later acknowledged put could sit behind a lost one).
-//! Reads: [`FilePool`] dereferences to the [`Pool`], whose read methods need no wrapper.
+//! Lanes taken from a [`FilePool`] ([`FileLane`]) pass the same check. Reads are
+//! [`FilePool`]'s own methods too, so every call returns this crate's [`Error`].
 
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Result};
 use crate::media::MappedMedia;
-use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Versions};
+use nvs_core::{
+    FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, Pool, Put, RecoveryStats,
+    VersionIter, Versions,
+};
+use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Read;
-use std::ops::Deref;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -35,10 +39,12 @@ pub enum Access {
 /// How [`FilePool::create`] formats a pool.
 #[derive(Clone, Copy, Debug)]
 pub struct CreateOptions {
-    /// Segment size in bytes; `None` lets nvs-core pick (about 1/16 of the pool).
-    pub segment_size: Option<u64>,
+    /// Segment size in bytes; `None`: nvs-core's default (see
+    /// [`nvs_core::FormatOptions::new`]: the largest power of two not above 1/16 of the
+    /// pool, 4 KiB to 64 MiB). An object must fit in one segment.
+    pub segment_len: Option<u64>,
     /// Writer lanes, 1..=256.
-    pub lanes: u32,
+    pub lanes_max: u32,
     /// Checksum every payload (verified on every get and by `check`).
     pub payload_checksum: bool,
     /// `None`: the default for what the file is (see [`Durability::default_for`]).
@@ -50,7 +56,7 @@ pub struct CreateOptions {
 
 impl Default for CreateOptions {
     fn default() -> Self {
-        CreateOptions { segment_size: None, lanes: 64, payload_checksum: false, durability: None, populate: false }
+        CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: false, durability: None, populate: false }
     }
 }
 
@@ -61,7 +67,8 @@ const PREFAULT_MIN: usize = 64 << 20;
 /// The nvs-core pool type behind a [`FilePool`].
 pub type CorePool = Pool<MappedMedia, HeapMemory>;
 
-/// A pool in a file. Dereferences to the nvs-core [`Pool`] for reads.
+/// A pool in a file: nvs-core's [`Pool`] over a [`MappedMedia`], with the writer's lock
+/// and the durability check.
 pub struct FilePool {
     pool: CorePool,
     path: PathBuf,
@@ -83,9 +90,11 @@ impl FilePool {
         let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
         // A size that cannot hold a pool is refused before anything is created (a size
         // of 0 used to make an empty file and report it "not an nvs pool").
-        let segment_len = opts.segment_size.unwrap_or_else(|| nvs_core::format::default_segment_len(size_bytes));
-        nvs_core::format::geometry(size_bytes, segment_len)
-            .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        let mut fo = FormatOptions::new(random_pool_id());
+        fo.segment_len = opts.segment_len;
+        fo.lanes_max = opts.lanes_max;
+        fo.payload_checksum = opts.payload_checksum;
+        fo.geometry(size_bytes).map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
             Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -107,10 +116,6 @@ impl FilePool {
                 what: format!("device holds {media_len} bytes, fewer than the {size_bytes} asked"),
             });
         }
-        let mut fo = FormatOptions::new(random_pool_id());
-        fo.segment_len = opts.segment_size;
-        fo.lanes_max = opts.lanes;
-        fo.payload_checksum = opts.payload_checksum;
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         cleanup.0 = None;
@@ -164,34 +169,23 @@ impl FilePool {
         self.open_time
     }
 
-    /// Put `bytes` as the next version of `name` on lane 0; returns the version, once
-    /// the commit is durable.
-    pub fn put(&mut self, name: &[u8], bytes: &[u8]) -> Result<u64> {
-        self.write(|p| p.put(name, bytes))
+    /// Put `object` on `lane`; returns what was committed, once the commit is durable.
+    pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
+        self.write(|p| p.put(lane, object))
     }
 
-    /// Put `bytes` as version `version` of `name` on `lane`.
-    pub fn put_version(&mut self, lane: u32, name: &[u8], version: u64, bytes: &[u8]) -> Result<u64> {
-        self.write(|p| p.put_version(lane, name, version, bytes))
+    /// Commit `objects` together on `lane`: all or none survive a crash.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        self.write(|p| p.put_batch(lane, objects))
     }
 
-    /// Put several non-contiguous slices as one object on `lane`.
-    pub fn put_vectored(&mut self, lane: u32, name: &[u8], parts: &[&[u8]]) -> Result<u64> {
-        self.write(|p| p.put_vectored(lane, name, parts))
-    }
-
-    /// Put `bytes` as the next version of `name` on `lane`, storing only `changes` (the
-    /// byte ranges that differ from version `parent`) when that pays; see
-    /// [`nvs_core::Pool::put_delta`].
-    pub fn put_delta(
-        &mut self,
-        lane: u32,
-        name: &[u8],
-        bytes: &[u8],
-        parent: u64,
-        changes: &dyn nvs_core::Changes,
-    ) -> Result<nvs_core::Put> {
-        self.write(|p| p.put_delta(lane, name, bytes, parent, changes))
+    /// Take `lane` for writing from this thread: several threads, each with its own
+    /// lane, put concurrently. Every put through it passes the same durability check as
+    /// the pool's own (a failed msync refuses it and every later write).
+    pub fn lane(&self, lane: u32) -> Result<FileLane<'_>> {
+        self.check_sync()?;
+        let w = self.pool.lane(lane).map_err(|source| self.core(source))?;
+        Ok(FileLane { pool: self, w })
     }
 
     /// How puts with a delta request choose between a delta and a full version.
@@ -200,9 +194,9 @@ impl FilePool {
         self.pool.set_delta_options(opts).map_err(|source| Error::Core { path: path.clone(), source })
     }
 
-    /// Commit `objects` together on `lane`: all or none survive a crash.
-    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
-        self.write(|p| p.put_batch(lane, objects))
+    /// The delta options in force.
+    pub fn delta_options(&self) -> nvs_core::DeltaOptions {
+        self.pool.delta_options()
     }
 
     /// Re-run recovery: a reader catching up with a live writer.
@@ -211,8 +205,13 @@ impl FilePool {
         self.pool.refresh().map_err(|source| Error::Core { path: path.clone(), source })
     }
 
+    /// Copy version `version` of `name` into `buf`; returns its length.
+    pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        self.pool.get(name, version, buf).map_err(|source| self.core(source))
+    }
+
     /// Version `version` of `name`, as a new vector.
-    pub fn get_vec(&self, name: &[u8], version: u64) -> Result<Vec<u8>> {
+    pub fn get_vec<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
         let core = |source| Error::Core { path: self.path.clone(), source };
         let info = self.pool.stat(name, version).map_err(core)?;
         let len = usize::try_from(info.len_bytes).map_err(|_| Error::Unsupported {
@@ -223,6 +222,81 @@ impl FilePool {
         let n = self.pool.get(name, version, &mut buf).map_err(core)?;
         buf.truncate(n);
         Ok(buf)
+    }
+
+    /// The latest version of `name`.
+    pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
+        self.pool.latest(name).map_err(|source| self.core(source))
+    }
+
+    /// Facts about version `version` of `name`.
+    pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
+        self.pool.stat(name, version).map_err(|source| self.core(source))
+    }
+
+    /// Every version of `name`, oldest first ([`nvs_core::Pool::versions`]).
+    pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
+        self.pool.versions(name).map_err(|source| self.core(source))
+    }
+
+    /// Every distinct name ([`nvs_core::Pool::names`]).
+    pub fn names(&self) -> NameIter<'_, MappedMedia, HeapMemory> {
+        self.pool.names()
+    }
+
+    /// The bytes of name `id` ([`nvs_core::Pool::name_bytes`]).
+    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; nvs_core::NAME_MAX]) -> &'b [u8] {
+        self.pool.name_bytes(id, buf)
+    }
+
+    /// What recovery and the puts since left on `lane` (`None`: it holds no segment).
+    pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
+        self.pool.lane_info(lane)
+    }
+
+    /// The pool's layout (segment size and count, lanes, checksums).
+    pub fn layout(&self) -> Layout {
+        self.pool.layout()
+    }
+
+    /// What the last recovery found, updated by every put since.
+    pub fn stats(&self) -> RecoveryStats {
+        self.pool.stats()
+    }
+
+    /// Free segments.
+    pub fn free_segments(&self) -> u32 {
+        self.pool.free_segments()
+    }
+
+    /// Largest payload one object with a `name_len`-byte name can have.
+    pub fn max_object_bytes(&self, name_len: usize) -> u64 {
+        self.pool.max_object_bytes(name_len)
+    }
+
+    /// Bytes of memory the index holds.
+    pub fn index_bytes(&self) -> usize {
+        self.pool.index_bytes()
+    }
+
+    /// Opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.pool.is_writable()
+    }
+
+    /// The mapping (its durability mode, the backing it maps).
+    pub fn media(&self) -> &MappedMedia {
+        self.pool.media()
+    }
+
+    /// The nvs-core pool, for what only nvs's own tools read (its superblock).
+    #[doc(hidden)]
+    pub fn core_pool(&self) -> &CorePool {
+        &self.pool
+    }
+
+    fn core(&self, source: nvs_core::Error) -> Error {
+        Error::Core { path: self.path.clone(), source }
     }
 
     /// Read every committed payload and verify its checksum (if the pool has them), as
@@ -265,10 +339,58 @@ impl FilePool {
     }
 }
 
-impl Deref for FilePool {
-    type Target = CorePool;
-    fn deref(&self) -> &CorePool {
-        &self.pool
+impl fmt::Debug for FilePool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FilePool")
+            .field("path", &self.path)
+            .field("writable", &self.pool.is_writable())
+            .field("durability", &self.pool.media().durability())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One thread's writer for one lane of a [`FilePool`] ([`FilePool::lane`]): the
+/// nvs-core lane writer, with the pool's durability check around every write.
+pub struct FileLane<'p> {
+    pool: &'p FilePool,
+    w: LaneWriter<'p, MappedMedia, HeapMemory>,
+}
+
+impl FileLane<'_> {
+    /// The lane this writer holds.
+    pub fn lane(&self) -> u32 {
+        self.w.lane()
+    }
+
+    /// Put `object` on this lane.
+    pub fn put(&mut self, object: Object<'_>) -> Result<Put> {
+        self.write(|w| w.put(object))
+    }
+
+    /// Commit `objects` together on this lane.
+    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+        self.write(|w| w.put_batch(objects))
+    }
+
+    /// Close the lane's stream (an end-of-stream marker).
+    pub fn close(&mut self) -> Result<()> {
+        self.write(|w| w.close())
+    }
+
+    fn write<T>(
+        &mut self,
+        op: impl FnOnce(&mut LaneWriter<'_, MappedMedia, HeapMemory>) -> nvs_core::Result<T>,
+    ) -> Result<T> {
+        self.pool.check_sync()?;
+        let r = op(&mut self.w);
+        self.pool.check_sync()?;
+        r.map_err(|source| self.pool.core(source))
+    }
+}
+
+impl fmt::Debug for FileLane<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileLane").field("lane", &self.w.lane()).field("pool", &self.pool.path).finish()
     }
 }
 

@@ -18,20 +18,25 @@
 //!   header checksum)` for the next expected `seq` of that lane; only then are its
 //!   lengths trusted, and even then only after checking them against the segment end.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
+// Reachable only through `internals`; FORMAT.md documents every field.
+#![allow(missing_docs)]
 
-use crate::error::{CorruptKind, Error, Result};
-use crate::hash::{hash64, hash64_words, mix};
-use crate::media::Media;
-use crate::mutant;
+pub mod decode;
+pub mod hash;
+
+pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, LANES_MAX, NAME_MAX};
+pub use decode::*;
+
+use crate::error::{Error, Result};
+use crate::mutant::{self, Mutant};
 use bytemuck::{Pod, Zeroable};
 use core::mem::{offset_of, size_of};
+use hash::{hash64, hash64_words, mix};
 use static_assertions::const_assert_eq;
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("nvs stores its format in native byte order and supports little-endian targets only");
 
-/// Format version written by and readable by this build.
-pub const FORMAT_VERSION: u32 = 1;
 /// `b"NVSPOOL\0"`: superblock magic.
 pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"NVSPOOL\0");
 /// `b"NVSSEGM\0"`: segment header magic.
@@ -51,12 +56,6 @@ pub const SEGMENT_MIN: u64 = 4096;
 pub const SEGMENT_MAX: u64 = 1 << 40;
 /// Most segments a pool may have.
 pub const SEGMENTS_MAX: u64 = 1 << 24;
-/// Most lanes a pool may have.
-pub const LANES_MAX: u32 = 256;
-/// Longest name in bytes.
-pub const NAME_MAX: usize = 255;
-/// Most objects in one batch (one commit).
-pub const BATCH_MAX: usize = 256;
 
 /// Batch header flag: the lane's writer closed its stream here (a unit of no objects).
 /// A later unit on the lane reopens it.
@@ -203,6 +202,12 @@ const fn covered<T>() -> usize {
 }
 
 impl Superblock {
+    /// Largest payload one object with a `name_len`-byte name can have in this pool
+    /// (alone in a unit, in one segment).
+    pub fn max_object_bytes(&self, name_len: usize) -> u64 {
+        (self.segment_len - LINE - LINE - object_head_len(name_len)) & !(LINE - 1)
+    }
+
     pub fn compute_checksum(&self) -> u64 {
         hash64(SUPERBLOCK_SEED, bytemuck::bytes_of(self).get(..covered::<Self>()).unwrap_or(&[]))
     }
@@ -257,14 +262,14 @@ impl ObjectHeader {
 /// The commit word of unit `seq` of `lane`: unforgeable by stale bytes of another pool
 /// (pool id), another lane, an older unit of this lane (seq), or a torn header (checksum).
 pub fn commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64) -> u64 {
-    let sum = if mutant::on("commit_without_checksum") { 0 } else { header_checksum };
+    let sum = if mutant::on(Mutant::CommitWithoutChecksum) { 0 } else { header_checksum };
     mix(&[COMMIT_TAG, seed(pool_id), lane as u64, seq, sum])
 }
 
 /// The pool id as mixed into checksums and commit words (a mutant drops it).
 #[inline(always)]
 pub fn seed(pool_id: u64) -> u64 {
-    if mutant::on("no_pool_id_check") {
+    if mutant::on(Mutant::NoPoolIdCheck) {
         0
     } else {
         pool_id
@@ -286,11 +291,15 @@ pub const fn object_len(name_len: usize, payload_len: u64) -> u64 {
     object_head_len(name_len) + line_up(payload_len)
 }
 
-/// Geometry chosen at format time.
+/// Geometry chosen at format time ([`crate::FormatOptions::geometry`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[warn(missing_docs)]
 pub struct Geometry {
+    /// Bytes of media the pool uses (the superblock's 4 KiB and whole segments).
     pub pool_len: u64,
+    /// Bytes per segment.
     pub segment_len: u64,
+    /// Segments.
     pub segment_count: u32,
 }
 
@@ -313,181 +322,6 @@ pub fn geometry(media_len: u64, segment_len: u64) -> Result<Geometry> {
     }
     let count = count.min(SEGMENTS_MAX);
     Ok(Geometry { pool_len: DATA_OFF + count * segment_len, segment_len, segment_count: count as u32 })
-}
-
-/// Read a `T` at `off`; the caller has checked `off + size_of::<T>() <= media.len()`.
-pub fn read_pod<T: Pod, M: Media + ?Sized>(media: &M, off: u64) -> T {
-    let mut v = T::zeroed();
-    media.read(off as usize, bytemuck::bytes_of_mut(&mut v));
-    v
-}
-
-/// Read and validate the superblock. Never trusts a field before checking it.
-pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
-    let media_len = media.len() as u64;
-    if media_len < size_of::<Superblock>() as u64 {
-        return Err(Error::NotFormatted);
-    }
-    let sb: Superblock = read_pod(media, 0);
-    if sb.magic != SUPERBLOCK_MAGIC {
-        return Err(Error::NotFormatted);
-    }
-    if sb.checksum != sb.compute_checksum() {
-        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
-    }
-    if sb.format_version != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion { found: sb.format_version });
-    }
-    let geometry_ok = sb.data_off == DATA_OFF
-        && (SEGMENT_MIN..=SEGMENT_MAX).contains(&sb.segment_len)
-        && sb.segment_len.is_multiple_of(LINE)
-        && sb.segment_count >= 1
-        && sb.segment_count as u64 <= SEGMENTS_MAX
-        && sb.lanes_max >= 1
-        && sb.lanes_max <= LANES_MAX
-        // Checked: 2^24 segments of 2^40 bytes wrap a u64 to 0 (a forged superblock with
-        // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
-        && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
-            == Some(sb.pool_len)
-        && sb.pool_len <= media_len
-        && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
-    if !geometry_ok {
-        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
-    }
-    Ok(sb)
-}
-
-/// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
-pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Option<SegmentHeader> {
-    let off = sb.segment_off(i);
-    // The magic word first: a free or torn segment is usually told by it alone, and a
-    // reader that stops there reads (and, in the crash checker, branches on) one word.
-    if media.load_word(off as usize) != SEGMENT_MAGIC {
-        return None;
-    }
-    let h: SegmentHeader = read_pod(media, off);
-    let valid = h.magic == SEGMENT_MAGIC
-        && (h.pool_id == sb.pool_id || mutant::on("no_pool_id_check"))
-        && h.checksum == h.compute_checksum()
-        && h.lane < sb.lanes_max
-        && h.flags == 0;
-    valid.then_some(h)
-}
-
-/// What recovery finds at a unit slot.
-pub enum UnitSlot {
-    /// The lane's log ends here (uncommitted, torn, stale or free space).
-    End,
-    /// A committed unit, its header validated against its segment end.
-    Committed(BatchHeader),
-}
-
-/// Decode the unit slot at `off` in a segment ending at `seg_end`, expecting `seq` of `lane`.
-pub fn decode_unit<M: Media + ?Sized>(
-    media: &M,
-    sb: &Superblock,
-    lane: u32,
-    seq: u64,
-    off: u64,
-    seg_end: u64,
-) -> Result<UnitSlot> {
-    if off + size_of::<BatchHeader>() as u64 > seg_end {
-        return Ok(UnitSlot::End);
-    }
-    // The commit word and the checksum it binds decide whether the unit counts; the
-    // rest of the header is read only then (an uncommitted slot costs two words).
-    let commit = media.load_word(off as usize);
-    let checksum = media.load_word(off as usize + offset_of!(BatchHeader, checksum));
-    let seq =
-        if mutant::on("no_seq_check") { media.load_word(off as usize + offset_of!(BatchHeader, seq)) } else { seq };
-    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
-        return Ok(UnitSlot::End);
-    }
-    let h: BatchHeader = read_pod(media, off);
-    // The commit word matches: the unit was committed, so its header was durable before
-    // the commit word was written. From here on, a mismatch is damage, not a torn write.
-    let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
-    if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on("recovery_ignores_checksum") {
-        return corrupted(CorruptKind::RecordChecksum);
-    }
-    let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
-    let in_bounds = h.seq == seq
-        && h.lane == lane
-        && (h.flags == 0) == (h.object_count >= 1)
-        && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
-        && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
-        && (h.flags == 0 || h.unit_len == LINE)
-        && h.reserved[1] == 0
-        && h.object_count as usize <= BATCH_MAX
-        && h.unit_len.is_multiple_of(LINE)
-        && h.unit_len >= min_len
-        && h.unit_len <= seg_end - off;
-    if !in_bounds && !mutant::on("recovery_trusts_length") {
-        return corrupted(CorruptKind::RecordBounds);
-    }
-    Ok(UnitSlot::Committed(h))
-}
-
-/// A decoded object of a committed unit.
-pub struct DecodedObject {
-    pub header: ObjectHeader,
-    /// Media offset of the name bytes.
-    pub name_off: u64,
-    /// Media offset of the payload.
-    pub payload_off: u64,
-    /// Offset just past this object (the next object's start).
-    pub end: u64,
-}
-
-/// Decode the object at `off` of a committed unit ending at `unit_end`; `name_buf` gets
-/// its name. Checks the checksum and every length against `unit_end`.
-pub fn decode_object<M: Media + ?Sized>(
-    media: &M,
-    sb: &Superblock,
-    off: u64,
-    unit_end: u64,
-    name_buf: &mut [u8; NAME_MAX],
-) -> Result<DecodedObject> {
-    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
-    if off + object_head_len(0) > unit_end {
-        return bounds;
-    }
-    let header: ObjectHeader = read_pod(media, off);
-    let name_len = header.name_len as usize;
-    let trust = mutant::on("recovery_trusts_length");
-    if (name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end) && !trust {
-        return bounds;
-    }
-    let head_len = object_head_len(name_len);
-    let end = off.wrapping_add(head_len).wrapping_add(line_up(header.payload_len));
-    if end > unit_end && !trust {
-        return bounds;
-    }
-    // A full object has no delta fields; a delta needs a pool that allows them, a depth
-    // in range, a payload holding at least its record, and a length a full version of
-    // this pool could have had.
-    let kind_ok = match header.flags {
-        0 => header.depth == 0 && header.object_len == 0,
-        OBJECT_DELTA => {
-            sb.has_deltas()
-                && (1..=DELTA_DEPTH_MAX).contains(&header.depth)
-                && header.payload_len >= delta_data_off(0)
-                && header.object_len <= sb.segment_len
-        }
-        _ => false,
-    };
-    if !kind_ok && !trust {
-        return bounds;
-    }
-    let name_off = off + size_of::<ObjectHeader>() as u64;
-    let Some(name) = name_buf.get_mut(..name_len) else {
-        return bounds;
-    };
-    media.read(name_off as usize, name);
-    if header.checksum != header.compute_checksum(sb.pool_id, name) && !mutant::on("recovery_ignores_checksum") {
-        return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
-    }
-    Ok(DecodedObject { header, name_off, payload_off: off + head_len, end })
 }
 
 #[cfg(test)]

@@ -1,20 +1,9 @@
-//! The store instructions behind [`crate::Region`]: x86_64 non-temporal stores and a
+//! The store instructions behind [`super::Region`]: x86_64 non-temporal stores and a
 //! portable fallback (volatile writes + fences) for other targets and miri.
 //!
 //! Every function here is `unsafe` with one contract: the destination range
 //! (`dst..dst + src.len()` rounded up to 8, or the 8-byte word) is valid for writes,
 //! 8-byte aligned, and does not overlap `src`.
-
-use crate::region::StoreKind;
-
-/// The best store kind for this target.
-pub fn best_kind() -> StoreKind {
-    if cfg!(all(target_arch = "x86_64", not(miri))) {
-        StoreKind::NonTemporal
-    } else {
-        StoreKind::Portable
-    }
-}
 
 /// Split `src` into its whole 8-byte words and a last word padded with zeros.
 #[inline(always)]

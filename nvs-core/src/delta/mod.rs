@@ -16,13 +16,15 @@
 //! length) before using it, and is compiled with the decoders' lints denied.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
-use crate::error::{CorruptKind, Error, Result};
-use crate::format::{delta_data_off, seed, DeltaRecord, Extent, DELTA_DEPTH_MAX};
-use crate::hash::Hasher;
-use crate::index::Entry;
-use crate::media::Media;
+pub(crate) mod read;
+pub(crate) mod write;
+
+pub(crate) use write::DeltaPlan;
+
+use crate::error::{Error, Result};
+use crate::format::hash::Hasher;
+use crate::format::DELTA_DEPTH_MAX;
 use core::fmt;
-use core::mem::size_of;
 
 /// How a writer chooses between a delta and a full version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,159 +92,6 @@ impl fmt::Debug for Delta<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Delta").field("parent", &self.parent).finish_non_exhaustive()
     }
-}
-
-/// What a delta put stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Put {
-    pub version: u64,
-    /// Payload bytes written to the media (the delta record, or the whole object).
-    pub stored_bytes: u64,
-    /// Written as a delta (else as a full version).
-    pub delta: bool,
-}
-
-/// A delta as planned: its record's fields and where it sits in its chain.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DeltaPlan {
-    pub record: DeltaRecord,
-    pub depth: u32,
-}
-
-impl DeltaPlan {
-    pub fn stored_len(&self) -> u64 {
-        delta_data_off(self.record.extent_count) + self.record.data_len
-    }
-}
-
-/// Call `f(offset, len)` for every run of `changes` widened to whole `chunk`s and merged,
-/// in order. Checks every range: sorted by offset and inside `object_len`.
-pub(crate) fn for_each_run(
-    changes: &dyn Changes,
-    chunk: u64,
-    object_len: u64,
-    f: &mut dyn FnMut(u64, u64),
-) -> Result<()> {
-    let mut run: Option<(u64, u64)> = None;
-    let mut last = 0u64;
-    let mut bad: Option<u64> = None;
-    changes.for_each_range(&mut |off, len| {
-        if bad.is_some() || len == 0 {
-            return;
-        }
-        let end = off.checked_add(len).filter(|&e| e <= object_len);
-        let Some(end) = end.filter(|_| off >= last) else {
-            bad = Some(off);
-            return;
-        };
-        last = off;
-        let (start, end) = (off & !(chunk - 1), end.div_ceil(chunk).saturating_mul(chunk).min(object_len));
-        run = match run {
-            Some((s, e)) if start <= e => Some((s, e.max(end))),
-            Some((s, e)) => {
-                f(s, e - s);
-                Some((start, end))
-            }
-            None => Some((start, end)),
-        };
-    });
-    if let Some(offset) = bad {
-        return Err(Error::DeltaRanges { offset });
-    }
-    if let Some((s, e)) = run {
-        f(s, e - s);
-    }
-    Ok(())
-}
-
-/// The record of a delta of `changes` against `parent` (pool `pool_id`): extent count,
-/// data length and the table checksum.
-pub(crate) fn plan_record(
-    pool_id: u64,
-    parent: u64,
-    changes: &dyn Changes,
-    chunk: u64,
-    object_len: u64,
-) -> Result<DeltaRecord> {
-    let mut h = table_hasher(pool_id);
-    let (mut count, mut data_len) = (0u64, 0u64);
-    for_each_run(changes, chunk, object_len, &mut |off, len| {
-        h.write(bytemuck::bytes_of(&Extent { off, len }));
-        count += 1;
-        data_len += len;
-    })?;
-    let mut record = DeltaRecord { parent, extent_count: count, data_len, table_sum: 0 };
-    record.table_sum = table_sum(h, &record);
-    Ok(record)
-}
-
-/// A hasher for a delta's extent table (feed it the extents, then [`table_sum`]).
-pub(crate) fn table_hasher(pool_id: u64) -> Hasher {
-    Hasher::new(seed(pool_id))
-}
-
-/// The table checksum of `record` from a [`table_hasher`] fed its extents.
-pub(crate) fn table_sum(mut h: Hasher, record: &DeltaRecord) -> u64 {
-    h.write(covered(record));
-    h.finish()
-}
-
-/// The bytes of a record the table checksum covers besides the extents (0..24).
-fn covered(r: &DeltaRecord) -> &[u8] {
-    bytemuck::bytes_of(r).get(..24).unwrap_or(&[])
-}
-
-/// The parent version a delta entry names (its record's first word).
-pub(crate) fn parent_of<M: Media + ?Sized>(media: &M, e: &Entry) -> u64 {
-    media.load_word(e.payload_off as usize)
-}
-
-/// Walk delta entry `e`'s record: check it (lengths against `e.stored_len`, every extent
-/// sorted and inside the object, the table checksum) and call `apply(obj_off, media_off,
-/// len)` for each extent, in order. `apply` may run before a later check fails; the
-/// caller discards its output on error.
-pub(crate) fn walk_record<M: Media + ?Sized>(
-    media: &M,
-    pool_id: u64,
-    e: &Entry,
-    apply: &mut dyn FnMut(u64, u64, u64),
-) -> Result<()> {
-    let bad = Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::DeltaRecord });
-    let rec: DeltaRecord = crate::format::read_pod(media, e.payload_off);
-    let table_room = e.stored_len.saturating_sub(size_of::<DeltaRecord>() as u64) / size_of::<Extent>() as u64;
-    if rec.extent_count > table_room
-        || delta_data_off(rec.extent_count).checked_add(rec.data_len) != Some(e.stored_len)
-        || rec.parent >= e.version
-    {
-        return bad;
-    }
-    let mut h = table_hasher(pool_id);
-    let mut data = e.payload_off + delta_data_off(rec.extent_count);
-    let (mut end, mut total) = (0u64, 0u64);
-    let mut block = [Extent::default(); 32];
-    let mut at = 0u64;
-    while at < rec.extent_count {
-        let n = (rec.extent_count - at).min(block.len() as u64) as usize;
-        let Some(block) = block.get_mut(..n) else { return bad };
-        let table_off = e.payload_off + size_of::<DeltaRecord>() as u64 + at * size_of::<Extent>() as u64;
-        media.read(table_off as usize, bytemuck::cast_slice_mut(block));
-        h.write(bytemuck::cast_slice(block));
-        for x in block.iter() {
-            let fits = x.len > 0 && x.off >= end && x.off.checked_add(x.len).is_some_and(|e2| e2 <= e.len_bytes);
-            if !fits || total + x.len > rec.data_len {
-                return bad;
-            }
-            apply(x.off, data, x.len);
-            data += x.len;
-            total += x.len;
-            end = x.off + x.len;
-        }
-        at += n as u64;
-    }
-    if total != rec.data_len || table_sum(h, &rec) != rec.table_sum {
-        return bad;
-    }
-    Ok(())
 }
 
 /// Change detection by comparison with the previous version, OS-free: a 64-bit hash of

@@ -28,238 +28,24 @@
 //! indices), so a panic there would be an nvs bug, not a consequence of bad media; those
 //! lints are not denied module-wide.
 
-use crate::hash::{finish, hash64};
+mod entry;
+mod memory;
+
+pub use entry::{Entry, NameSlot, NONE};
+#[cfg(feature = "alloc")]
+pub use memory::HeapMemory;
+pub use memory::{FixedMemory, IndexMemory, Part};
+
+use crate::format::hash::{finish, hash64};
+use crate::log::segments::SegSlot;
 use crate::media::Media;
-use bytemuck::{Pod, Zeroable};
-use static_assertions::const_assert_eq;
 
-/// One committed object (one cache line).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct Entry {
-    pub version: u64,
-    /// Media offset of the payload.
-    pub payload_off: u64,
-    /// The object's length (what a get returns).
-    pub len_bytes: u64,
-    /// The payload's length on the media: `len_bytes` for a full version, its delta
-    /// record's length for a delta.
-    pub stored_len: u64,
-    /// Lane sequence number of the unit that committed it.
-    pub seq: u64,
-    /// Index of its [`NameSlot`].
-    pub name: u32,
-    /// Next entry of the same name (higher version), or `NONE`.
-    pub next: u32,
-    pub lane: u32,
-    /// 0 for a full version; a delta's distance from its full version.
-    pub depth: u32,
-    /// The payload checksum (0 when the pool has none).
-    pub payload_sum: u64,
-}
-
-/// One distinct name.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct NameSlot {
-    pub hash: u64,
-    /// Media offset of the name bytes (in the object header that first used the name).
-    pub name_off: u64,
-    pub first: u32,
-    pub last: u32,
-    pub count: u32,
-    pub name_len: u16,
-    pub pad: u16,
-    /// The highest version a writer has taken for this name, committed or not: lanes
-    /// writing one name concurrently never take the same version.
-    pub reserved: u64,
-}
-
-/// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
-/// these by (lane, chain_seq) to walk chains, then back by `index`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct SegSlot {
-    pub chain_seq: u64,
-    pub first_seq: u64,
-    pub lane: u32,
-    pub index: u32,
-}
-
-const_assert_eq!(core::mem::size_of::<Entry>(), 64);
-const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);
-const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
-
-/// "No entry" in `next`/`first`/`last`.
-pub const NONE: u32 = u32::MAX;
 /// A free table slot.
 const EMPTY: u32 = u32::MAX;
 /// The probe step (module docs).
 const PROBE_STEP: usize = 17;
 /// Table slots with this bit set point at names.
 const NAME_TAG: u32 = 1 << 31;
-/// `SegSlot::lane` of a free segment.
-pub const FREE: u32 = u32::MAX;
-
-/// Mutable view of the four arrays.
-pub struct Parts<'a> {
-    pub entries: &'a mut [Entry],
-    pub names: &'a mut [NameSlot],
-    pub table: &'a mut [u32],
-    pub segments: &'a mut [SegSlot],
-}
-
-/// Shared view of the four arrays.
-pub struct PartsRef<'a> {
-    pub entries: &'a [Entry],
-    pub names: &'a [NameSlot],
-    pub table: &'a [u32],
-    pub segments: &'a [SegSlot],
-}
-
-/// Which array to grow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    Entries,
-    Names,
-    Table,
-    Segments,
-}
-
-/// Memory for the index, provided by the caller: fixed arrays ([`FixedMemory`]) in a
-/// `no_std` program, or growable vectors (`HeapMemory`, feature `alloc`) in a std one.
-pub trait IndexMemory {
-    fn parts(&mut self) -> Parts<'_>;
-    fn parts_ref(&self) -> PartsRef<'_>;
-    /// Make `part` at least `min_len` long; `false` if this memory cannot grow.
-    fn grow(&mut self, part: Part, min_len: usize) -> bool;
-    /// Bytes this memory holds for the index.
-    fn bytes(&self) -> usize {
-        use core::mem::size_of_val;
-        let p = self.parts_ref();
-        size_of_val(p.entries) + size_of_val(p.names) + size_of_val(p.table) + size_of_val(p.segments)
-    }
-}
-
-/// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
-/// hash slots, `SEGMENTS` segments. Only the largest power of two of `TABLE` is used and
-/// the table is kept at most half full, so make it a power of two of at least
-/// `2 * (RECORDS + NAMES)`; a smaller one ends the index at half of it (`IndexFull`).
-/// A pool filled to this memory's capacity reopens in it. Large: keep it in a `static`
-/// or a `Box`.
-pub struct FixedMemory<const RECORDS: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
-    entries: [Entry; RECORDS],
-    names: [NameSlot; NAMES],
-    table: [u32; TABLE],
-    segments: [SegSlot; SEGMENTS],
-}
-
-impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory<R, N, T, S> {
-    pub const fn new() -> Self {
-        FixedMemory {
-            entries: [Entry {
-                version: 0,
-                payload_off: 0,
-                len_bytes: 0,
-                stored_len: 0,
-                seq: 0,
-                name: 0,
-                next: 0,
-                lane: 0,
-                depth: 0,
-                payload_sum: 0,
-            }; R],
-            names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };
-                N],
-            table: [0; T],
-            segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0 }; S],
-        }
-    }
-}
-
-impl<const R: usize, const N: usize, const T: usize, const S: usize> Default for FixedMemory<R, N, T, S> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory for FixedMemory<R, N, T, S> {
-    fn parts(&mut self) -> Parts<'_> {
-        Parts {
-            entries: &mut self.entries,
-            names: &mut self.names,
-            table: &mut self.table,
-            segments: &mut self.segments,
-        }
-    }
-    fn parts_ref(&self) -> PartsRef<'_> {
-        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
-    }
-    fn grow(&mut self, part: Part, min_len: usize) -> bool {
-        let len = match part {
-            Part::Entries => R,
-            Part::Names => N,
-            Part::Table => T,
-            Part::Segments => S,
-        };
-        len >= min_len
-    }
-}
-
-/// Index memory on the heap, growing by doubling.
-#[cfg(feature = "alloc")]
-#[derive(Default)]
-pub struct HeapMemory {
-    entries: alloc::vec::Vec<Entry>,
-    names: alloc::vec::Vec<NameSlot>,
-    table: alloc::vec::Vec<u32>,
-    segments: alloc::vec::Vec<SegSlot>,
-}
-
-#[cfg(feature = "alloc")]
-impl HeapMemory {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl IndexMemory for HeapMemory {
-    fn parts(&mut self) -> Parts<'_> {
-        Parts {
-            entries: &mut self.entries,
-            names: &mut self.names,
-            table: &mut self.table,
-            segments: &mut self.segments,
-        }
-    }
-    fn parts_ref(&self) -> PartsRef<'_> {
-        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
-    }
-    /// Bytes allocated (capacity, not length).
-    fn bytes(&self) -> usize {
-        use core::mem::size_of;
-        self.entries.capacity() * size_of::<Entry>()
-            + self.names.capacity() * size_of::<NameSlot>()
-            + self.table.capacity() * size_of::<u32>()
-            + self.segments.capacity() * size_of::<SegSlot>()
-    }
-    fn grow(&mut self, part: Part, min_len: usize) -> bool {
-        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
-            if v.len() < min_len {
-                let new_len = min_len.max(v.len() * 2).max(64);
-                v.resize(new_len, T::default());
-            }
-        }
-        match part {
-            Part::Entries => grow_vec(&mut self.entries, min_len),
-            Part::Names => grow_vec(&mut self.names, min_len),
-            Part::Table => grow_vec(&mut self.table, min_len.next_power_of_two()),
-            Part::Segments => grow_vec(&mut self.segments, min_len),
-        }
-        true
-    }
-}
 
 /// Hash of a name, as the index keys it.
 pub fn name_hash(name: &[u8]) -> u64 {
@@ -326,10 +112,6 @@ impl<X: IndexMemory> Index<X> {
         &self.mem
     }
 
-    pub fn memory_mut(&mut self) -> &mut X {
-        &mut self.mem
-    }
-
     /// Forget every entry and name (before a recovery).
     pub fn clear(&mut self) {
         self.entries = 0;
@@ -343,10 +125,6 @@ impl<X: IndexMemory> Index<X> {
 
     pub fn len(&self) -> usize {
         self.entries
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries == 0
     }
 
     pub fn name_count(&self) -> usize {
@@ -562,28 +340,6 @@ impl<X: IndexMemory> Index<X> {
         self.link(name_id, entry)
     }
 
-    /// Read the memory that appending version `version` of name `name_id` will write
-    /// (its table slot, the next entry, the name's slot and its newest entry), so the
-    /// commit's index stores hit the cache. Changes nothing; returns a value only so the
-    /// caller can keep the reads from being optimised away.
-    pub fn touch_for_append(&self, name_id: u32, version: u64) -> u64 {
-        let p = self.mem.parts_ref();
-        let cap = usable(p.table.len());
-        // Wrapping: the sum only keeps the reads alive (versions and hashes are any u64).
-        let mut sum = 0u64;
-        if cap > 0 {
-            sum = sum.wrapping_add(p.table[version_key(name_id, version) as usize & (cap - 1)] as u64);
-        }
-        // The next entry may straddle two lines: read its first and last words.
-        if let Some(e) = p.entries.get(self.entries) {
-            sum = sum.wrapping_add(e.version).wrapping_add(e.payload_sum);
-        }
-        if let Some(n) = p.names.get(name_id as usize) {
-            sum = sum.wrapping_add(n.hash).wrapping_add(p.entries.get(n.last as usize).map_or(0, |e| e.version));
-        }
-        sum
-    }
-
     /// Add `entry` as an entry of name `name_id` (room reserved, not a duplicate): its
     /// table slot, and its place in the name's ascending version list.
     #[inline(always)]
@@ -623,12 +379,15 @@ impl<X: IndexMemory> Index<X> {
         Ok(e_id)
     }
 
-    /// The segment slots (recovery and segment allocation use them).
-    pub fn segments(&mut self, count: usize) -> Option<&mut [SegSlot]> {
+    /// The first `count` segment slots (recovery and segment allocation use them), or
+    /// `IndexFull` if the memory cannot hold that many.
+    pub fn segments(&mut self, count: usize) -> crate::Result<&mut [SegSlot]> {
         if self.mem.parts_ref().segments.len() < count && !self.mem.grow(Part::Segments, count) {
-            return None;
+            return Err(self.full(Full("segment slots")));
         }
-        self.mem.parts().segments.get_mut(..count)
+        let (entries, names) = (self.entries, self.names);
+        let full = crate::Error::IndexFull { what: "segment slots", records: entries, names };
+        self.mem.parts().segments.get_mut(..count).ok_or(full)
     }
 
     pub fn segments_ref(&self) -> &[SegSlot] {

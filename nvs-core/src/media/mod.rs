@@ -21,6 +21,10 @@
 //! - When [`Media::fence`] returns, every NT store and every flush the calling thread
 //!   issued before it is durable.
 
+pub(crate) mod arch;
+pub mod region;
+pub(crate) mod stream;
+
 /// A byte-addressable persistent memory range. See the module docs for the model.
 pub trait Media {
     /// Length of the media in bytes.

@@ -1,12 +1,22 @@
 //! [`Region`]: the [`Media`] over a raw `(ptr, len)` range of real memory.
 //!
-//! This file and `arch/` hold the only `unsafe` of nvs-core. A `Region` is built once
+//! This file and `arch.rs` hold the unsafe code that touches memory (the rest of
+//! nvs-core's `unsafe` is a lane's private state, `log/lane.rs`, and the pool's `Sync`). A `Region` is built once
 //! through [`Region::new`], whose contract makes every later access in bounds and valid;
 //! each method then checks its range against `len` (a panic there is an nvs bug, never
 //! a consequence of media contents) before touching memory.
 
-use crate::arch;
-use crate::media::Media;
+use super::arch;
+use super::Media;
+
+/// The best store kind for this target.
+fn best_kind() -> StoreKind {
+    if cfg!(all(target_arch = "x86_64", not(miri))) {
+        StoreKind::NonTemporal
+    } else {
+        StoreKind::Portable
+    }
+}
 
 /// Which store instructions a region uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +50,7 @@ pub fn nt_store_width() -> usize {
 /// machine (AMD EPYC, KVM) AVX2 NT copies were 1–3% faster than AVX-512 ones at 32 KiB
 /// and 1 MiB; PMDK makes the same choice (`PMEM_AVX512F` opts in). `nvs bench`
 /// measures the ceiling with both.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn use_avx512(on: bool) -> bool {
     arch::use_avx512(on)
 }
@@ -78,7 +89,7 @@ impl Region {
     /// - no Rust reference (`&[u8]`/`&mut [u8]`) to the range is used while the region lives.
     pub unsafe fn new(base: *mut u8, len: usize) -> Region {
         // SAFETY: the caller's contract is ours.
-        unsafe { Self::with_kind(base, len, arch::best_kind()) }
+        unsafe { Self::with_kind(base, len, best_kind()) }
     }
 
     /// As [`Region::new`], with the store instructions chosen by the caller.

@@ -1,0 +1,185 @@
+//! Reading the format back: every `decode_*` checks what it reads before trusting it
+//! (the invariants listed in the format module's docs).
+#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+use crate::error::{CorruptKind, Error, Result};
+use crate::media::Media;
+use crate::mutant::{self, Mutant};
+use bytemuck::Pod;
+use core::mem::size_of;
+
+/// Read a `T` at `off`; the caller has checked `off + size_of::<T>() <= media.len()`.
+pub fn read_pod<T: Pod, M: Media + ?Sized>(media: &M, off: u64) -> T {
+    let mut v = T::zeroed();
+    media.read(off as usize, bytemuck::bytes_of_mut(&mut v));
+    v
+}
+
+/// Read and validate the superblock. Never trusts a field before checking it.
+pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
+    let media_len = media.len() as u64;
+    if media_len < size_of::<Superblock>() as u64 {
+        return Err(Error::NotFormatted);
+    }
+    let sb: Superblock = read_pod(media, 0);
+    if sb.magic != SUPERBLOCK_MAGIC {
+        return Err(Error::NotFormatted);
+    }
+    if sb.checksum != sb.compute_checksum() {
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
+    }
+    if sb.format_version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { found: sb.format_version });
+    }
+    let geometry_ok = sb.data_off == DATA_OFF
+        && (SEGMENT_MIN..=SEGMENT_MAX).contains(&sb.segment_len)
+        && sb.segment_len.is_multiple_of(LINE)
+        && sb.segment_count >= 1
+        && sb.segment_count as u64 <= SEGMENTS_MAX
+        && sb.lanes_max >= 1
+        && sb.lanes_max <= LANES_MAX
+        // Checked: 2^24 segments of 2^40 bytes wrap a u64 to 0 (a forged superblock with
+        // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
+        && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
+            == Some(sb.pool_len)
+        && sb.pool_len <= media_len
+        && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
+    if !geometry_ok {
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
+    }
+    Ok(sb)
+}
+
+/// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
+pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Option<SegmentHeader> {
+    let off = sb.segment_off(i);
+    // The magic word first: a free or torn segment is usually told by it alone, and a
+    // reader that stops there reads (and, in the crash checker, branches on) one word.
+    if media.load_word(off as usize) != SEGMENT_MAGIC {
+        return None;
+    }
+    let h: SegmentHeader = read_pod(media, off);
+    let valid = h.magic == SEGMENT_MAGIC
+        && (h.pool_id == sb.pool_id || mutant::on(Mutant::NoPoolIdCheck))
+        && h.checksum == h.compute_checksum()
+        && h.lane < sb.lanes_max
+        && h.flags == 0;
+    valid.then_some(h)
+}
+
+/// What recovery finds at a unit slot.
+pub enum UnitSlot {
+    /// The lane's log ends here (uncommitted, torn, stale or free space).
+    End,
+    /// A committed unit, its header validated against its segment end.
+    Committed(BatchHeader),
+}
+
+/// Decode the unit slot at `off` in a segment ending at `seg_end`, expecting `seq` of `lane`.
+pub fn decode_unit<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    seg_end: u64,
+) -> Result<UnitSlot> {
+    if off + size_of::<BatchHeader>() as u64 > seg_end {
+        return Ok(UnitSlot::End);
+    }
+    // The commit word and the checksum it binds decide whether the unit counts; the
+    // rest of the header is read only then (an uncommitted slot costs two words).
+    let commit = media.load_word(off as usize);
+    let checksum = media.load_word(off as usize + offset_of!(BatchHeader, checksum));
+    let seq =
+        if mutant::on(Mutant::NoSeqCheck) { media.load_word(off as usize + offset_of!(BatchHeader, seq)) } else { seq };
+    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
+        return Ok(UnitSlot::End);
+    }
+    let h: BatchHeader = read_pod(media, off);
+    // The commit word matches: the unit was committed, so its header was durable before
+    // the commit word was written. From here on, a mismatch is damage, not a torn write.
+    let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
+    if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
+        return corrupted(CorruptKind::RecordChecksum);
+    }
+    let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
+    let in_bounds = h.seq == seq
+        && h.lane == lane
+        && (h.flags == 0) == (h.object_count >= 1)
+        && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
+        && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
+        && (h.flags == 0 || h.unit_len == LINE)
+        && h.reserved[1] == 0
+        && h.object_count as usize <= BATCH_MAX
+        && h.unit_len.is_multiple_of(LINE)
+        && h.unit_len >= min_len
+        && h.unit_len <= seg_end - off;
+    if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
+        return corrupted(CorruptKind::RecordBounds);
+    }
+    Ok(UnitSlot::Committed(h))
+}
+
+/// A decoded object of a committed unit.
+pub struct DecodedObject {
+    pub header: ObjectHeader,
+    /// Media offset of the name bytes.
+    pub name_off: u64,
+    /// Media offset of the payload.
+    pub payload_off: u64,
+    /// Offset just past this object (the next object's start).
+    pub end: u64,
+}
+
+/// Decode the object at `off` of a committed unit ending at `unit_end`; `name_buf` gets
+/// its name. Checks the checksum and every length against `unit_end`.
+pub fn decode_object<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    off: u64,
+    unit_end: u64,
+    name_buf: &mut [u8; NAME_MAX],
+) -> Result<DecodedObject> {
+    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
+    if off + object_head_len(0) > unit_end {
+        return bounds;
+    }
+    let header: ObjectHeader = read_pod(media, off);
+    let name_len = header.name_len as usize;
+    let trust = mutant::on(Mutant::RecoveryTrustsLength);
+    if (name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end) && !trust {
+        return bounds;
+    }
+    let head_len = object_head_len(name_len);
+    let end = off.wrapping_add(head_len).wrapping_add(line_up(header.payload_len));
+    if end > unit_end && !trust {
+        return bounds;
+    }
+    // A full object has no delta fields; a delta needs a pool that allows them, a depth
+    // in range, a payload holding at least its record, and a length a full version of
+    // this pool could have had.
+    let kind_ok = match header.flags {
+        0 => header.depth == 0 && header.object_len == 0,
+        OBJECT_DELTA => {
+            sb.has_deltas()
+                && (1..=DELTA_DEPTH_MAX).contains(&header.depth)
+                && header.payload_len >= delta_data_off(0)
+                && header.object_len <= sb.segment_len
+        }
+        _ => false,
+    };
+    if !kind_ok && !trust {
+        return bounds;
+    }
+    let name_off = off + size_of::<ObjectHeader>() as u64;
+    let Some(name) = name_buf.get_mut(..name_len) else {
+        return bounds;
+    };
+    media.read(name_off as usize, name);
+    if header.checksum != header.compute_checksum(sb.pool_id, name) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
+        return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
+    }
+    Ok(DecodedObject { header, name_off, payload_off: off + head_len, end })
+}

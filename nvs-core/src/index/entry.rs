@@ -1,0 +1,52 @@
+//! What the index holds per object and per name.
+
+use bytemuck::{Pod, Zeroable};
+use static_assertions::const_assert_eq;
+
+/// "No entry" in `next`/`first`/`last`.
+pub const NONE: u32 = u32::MAX;
+
+/// One committed object (one cache line).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Entry {
+    pub version: u64,
+    /// Media offset of the payload.
+    pub payload_off: u64,
+    /// The object's length (what a get returns).
+    pub len_bytes: u64,
+    /// The payload's length on the media: `len_bytes` for a full version, its delta
+    /// record's length for a delta.
+    pub stored_len: u64,
+    /// Lane sequence number of the unit that committed it.
+    pub seq: u64,
+    /// Index of its [`NameSlot`].
+    pub name: u32,
+    /// Next entry of the same name (higher version), or `NONE`.
+    pub next: u32,
+    pub lane: u32,
+    /// 0 for a full version; a delta's distance from its full version.
+    pub depth: u32,
+    /// The payload checksum (0 when the pool has none).
+    pub payload_sum: u64,
+}
+
+/// One distinct name.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct NameSlot {
+    pub hash: u64,
+    /// Media offset of the name bytes (in the object header that first used the name).
+    pub name_off: u64,
+    pub first: u32,
+    pub last: u32,
+    pub count: u32,
+    pub name_len: u16,
+    pub pad: u16,
+    /// The highest version a writer has taken for this name, committed or not: lanes
+    /// writing one name concurrently never take the same version.
+    pub reserved: u64,
+}
+
+const_assert_eq!(core::mem::size_of::<Entry>(), 64);
+const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);

@@ -1,0 +1,168 @@
+//! The memory an index lives in, provided by the caller: fixed arrays or the heap.
+
+use super::entry::{Entry, NameSlot};
+use crate::log::segments::SegSlot;
+
+/// Mutable view of the four arrays.
+pub struct Parts<'a> {
+    pub entries: &'a mut [Entry],
+    pub names: &'a mut [NameSlot],
+    pub table: &'a mut [u32],
+    pub segments: &'a mut [SegSlot],
+}
+
+/// Shared view of the four arrays.
+pub struct PartsRef<'a> {
+    pub entries: &'a [Entry],
+    pub names: &'a [NameSlot],
+    pub table: &'a [u32],
+    pub segments: &'a [SegSlot],
+}
+
+/// Which array to grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Entries,
+    Names,
+    Table,
+    Segments,
+}
+
+/// Memory for the index, provided by the caller: fixed arrays ([`FixedMemory`]) in a
+/// `no_std` program, or growable vectors (`HeapMemory`, feature `alloc`) in a std one.
+pub trait IndexMemory {
+    /// The arrays, to write.
+    fn parts(&mut self) -> Parts<'_>;
+    /// The arrays, to read.
+    fn parts_ref(&self) -> PartsRef<'_>;
+    /// Make `part` at least `min_len` long; `false` if this memory cannot grow.
+    fn grow(&mut self, part: Part, min_len: usize) -> bool;
+    /// Bytes this memory holds for the index.
+    fn bytes(&self) -> usize {
+        use core::mem::size_of_val;
+        let p = self.parts_ref();
+        size_of_val(p.entries) + size_of_val(p.names) + size_of_val(p.table) + size_of_val(p.segments)
+    }
+}
+
+/// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
+/// hash slots, `SEGMENTS` segments. Only the largest power of two of `TABLE` is used and
+/// the table is kept at most half full, so make it a power of two of at least
+/// `2 * (RECORDS + NAMES)`; a smaller one ends the index at half of it (`IndexFull`).
+/// A pool filled to this memory's capacity reopens in it. Large: keep it in a `static`
+/// or a `Box`.
+pub struct FixedMemory<const RECORDS: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
+    entries: [Entry; RECORDS],
+    names: [NameSlot; NAMES],
+    table: [u32; TABLE],
+    segments: [SegSlot; SEGMENTS],
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory<R, N, T, S> {
+    /// Zeroed arrays (a `const fn`: a `static` can hold one).
+    pub const fn new() -> Self {
+        FixedMemory {
+            entries: [Entry {
+                version: 0,
+                payload_off: 0,
+                len_bytes: 0,
+                stored_len: 0,
+                seq: 0,
+                name: 0,
+                next: 0,
+                lane: 0,
+                depth: 0,
+                payload_sum: 0,
+            }; R],
+            names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };
+                N],
+            table: [0; T],
+            segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0 }; S],
+        }
+    }
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> Default for FixedMemory<R, N, T, S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory for FixedMemory<R, N, T, S> {
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            entries: &mut self.entries,
+            names: &mut self.names,
+            table: &mut self.table,
+            segments: &mut self.segments,
+        }
+    }
+    fn parts_ref(&self) -> PartsRef<'_> {
+        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
+    }
+    fn grow(&mut self, part: Part, min_len: usize) -> bool {
+        let len = match part {
+            Part::Entries => R,
+            Part::Names => N,
+            Part::Table => T,
+            Part::Segments => S,
+        };
+        len >= min_len
+    }
+}
+
+/// Index memory on the heap, growing by doubling.
+#[cfg(feature = "alloc")]
+#[derive(Default)]
+pub struct HeapMemory {
+    entries: alloc::vec::Vec<Entry>,
+    names: alloc::vec::Vec<NameSlot>,
+    table: alloc::vec::Vec<u32>,
+    segments: alloc::vec::Vec<SegSlot>,
+}
+
+#[cfg(feature = "alloc")]
+impl HeapMemory {
+    /// Empty: it grows as the pool needs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl IndexMemory for HeapMemory {
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            entries: &mut self.entries,
+            names: &mut self.names,
+            table: &mut self.table,
+            segments: &mut self.segments,
+        }
+    }
+    fn parts_ref(&self) -> PartsRef<'_> {
+        PartsRef { entries: &self.entries, names: &self.names, table: &self.table, segments: &self.segments }
+    }
+    /// Bytes allocated (capacity, not length).
+    fn bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.entries.capacity() * size_of::<Entry>()
+            + self.names.capacity() * size_of::<NameSlot>()
+            + self.table.capacity() * size_of::<u32>()
+            + self.segments.capacity() * size_of::<SegSlot>()
+    }
+    fn grow(&mut self, part: Part, min_len: usize) -> bool {
+        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
+            if v.len() < min_len {
+                let new_len = min_len.max(v.len() * 2).max(64);
+                v.resize(new_len, T::default());
+            }
+        }
+        match part {
+            Part::Entries => grow_vec(&mut self.entries, min_len),
+            Part::Names => grow_vec(&mut self.names, min_len),
+            Part::Table => grow_vec(&mut self.table, min_len.next_power_of_two()),
+            Part::Segments => grow_vec(&mut self.segments, min_len),
+        }
+        true
+    }
+}

@@ -1,0 +1,60 @@
+//! A lane's write position, and the cell that gives it to one writer at a time.
+
+use crate::sync::{AtomicBool, Ordering, UnsafeCell};
+
+/// A lane's write position.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lane {
+    /// Holds a segment.
+    pub active: bool,
+    pub chain_seq: u64,
+    /// Where the next unit goes.
+    pub tail: u64,
+    pub seg_end: u64,
+    /// Sequence number of the next unit.
+    pub next_seq: u64,
+    /// The last committed unit was an end-of-stream marker.
+    pub closed: bool,
+}
+
+/// A lane's write position, touched only by whoever writes the lane: the `&mut Pool`,
+/// or the one lane writer holding `claimed`.
+pub struct LaneCell {
+    claimed: AtomicBool,
+    state: UnsafeCell<Lane>,
+}
+
+impl Default for LaneCell {
+    fn default() -> Self {
+        LaneCell { claimed: AtomicBool::new(false), state: UnsafeCell::new(Lane::default()) }
+    }
+}
+
+impl LaneCell {
+    /// Take the lane for one writer; false if another holds it. Acquire: the writer
+    /// sees every change the lane's previous writer made to its state.
+    pub fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::Acquire)
+    }
+
+    /// Give the lane back. Release: the next writer (its Acquire swap) sees the state
+    /// this one left.
+    pub fn release(&self) {
+        self.claimed.store(false, Ordering::Release);
+    }
+
+    /// Run `f` on the lane's state as its claimed writer.
+    ///
+    /// # Safety
+    /// The caller won [`Self::claim`] and has not released it, and does not call this
+    /// again from inside `f`: no other access to the state exists while `f` runs.
+    pub unsafe fn with_claimed<R>(&self, f: impl FnOnce(&mut Lane) -> R) -> R {
+        // SAFETY: exclusive access, by the caller's claim.
+        unsafe { self.state.with_mut(f) }
+    }
+
+    /// The state through exclusive access to the pool.
+    pub fn get_mut(&mut self) -> &mut Lane {
+        self.state.get_mut()
+    }
+}

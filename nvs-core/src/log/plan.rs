@@ -1,0 +1,172 @@
+//! Step 1 of the commit protocol: validate a unit, resolve its versions, make index room
+//! — all before anything is written — and step 2, a segment if it does not fit.
+
+use super::lane::Lane;
+use super::segments;
+use super::Writer;
+use crate::delta::{self, DeltaPlan};
+use crate::error::{Error, Result};
+use crate::format::{self, LINE, NAME_MAX};
+use crate::index::{name_hash, IndexMemory, NONE};
+use crate::media::Media;
+use crate::object::Object;
+use crate::shared::Shared;
+
+/// What validation decided for one object of a unit being written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Planned {
+    /// `name_hash` of its name.
+    pub hash: u64,
+    pub version: u64,
+    /// The object's length.
+    pub len: u64,
+    /// Its payload's length on the media (`len`, or its delta record's length).
+    pub stored: u64,
+    /// The name's slot in the index, or `NONE` if the index does not know the name yet.
+    pub name_id: u32,
+    /// Filled in when the payload is stored (0 when the pool has no payload checksums).
+    pub payload_sum: u64,
+    /// Stored as a delta.
+    pub delta: Option<DeltaPlan>,
+    /// The payload is on the media already (`Writer::store_payload_ahead`).
+    pub payload_stored: bool,
+}
+
+/// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
+pub(crate) type Plan<const N: usize> = heapless::Vec<Planned, N>;
+
+impl<M: Media> Writer<'_, M> {
+    /// Step 1–2 of the protocol under the shared state: validate, take versions, make
+    /// index room, claim a segment if the unit does not fit. Returns the unit's length
+    /// and how many names it creates. Nothing is written to the media except a claimed
+    /// segment's header.
+    pub(super) fn plan_unit<X: IndexMemory, const N: usize>(
+        &self,
+        s: &mut Shared<X>,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut Plan<N>,
+    ) -> Result<(u64, usize)> {
+        // 1. Validate and resolve versions; count new names; size the unit. Each name is
+        // hashed once; its index slot, found here, is reused when the index learns it.
+        let mut new_names = 0usize;
+        let mut unit_len = LINE;
+        // Bits of the name hashes seen so far in this unit: an object whose bit is clear
+        // has no earlier object of the same name, and skips the scan for one.
+        let mut seen = [0u64; 8];
+        for (i, o) in objects.iter().enumerate() {
+            if o.name.is_empty() {
+                return Err(Error::NameEmpty);
+            }
+            if o.name.len() > NAME_MAX {
+                return Err(Error::NameTooLong { len_bytes: o.name.len() });
+            }
+            let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
+            let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {
+                Some(hash) => (hash, Some(hint)),
+                None => {
+                    let hash = name_hash(o.name);
+                    (hash, s.index.find_name(&self.media, hash, o.name))
+                }
+            };
+            // The last earlier object of this unit with the same name holds its latest
+            // version (versions of one name increase through a unit).
+            let bit = (hash >> 55) as usize; // 0..512
+            let word = &mut seen[bit / 64];
+            let maybe_earlier = *word & 1 << (bit % 64) != 0;
+            *word |= 1 << (bit % 64);
+            let earlier = objects.get(..i).unwrap_or(&[]);
+            let in_unit = match maybe_earlier {
+                true => plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name),
+                false => None,
+            };
+            let (name_id, latest) = match (in_unit, found) {
+                (Some((p, _)), _) => (p.name_id, Some(p.version)),
+                (None, Some(id)) => {
+                    let n = s.index.name(id);
+                    let committed = (n.last != NONE).then(|| s.index.entry(n.last).version);
+                    (id, committed.max((n.reserved != 0).then_some(n.reserved)))
+                }
+                (None, None) => {
+                    new_names += 1;
+                    (NONE, None)
+                }
+            };
+            let version = match (o.version, latest) {
+                (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
+                (Some(v), _) => v,
+                (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing { latest: l, given: l })?,
+                (None, None) => 1,
+            };
+            let len = o.len_bytes();
+            let max = self.sb.max_object_bytes(o.name.len());
+            if len > max {
+                return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
+            }
+            let delta = match o.delta {
+                Some(d) => {
+                    let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
+                    let segment = l.active.then(|| l.seg_end - self.sb.segment_len..l.seg_end);
+                    delta::write::plan(self.sb, &self.delta, parent, segment, d, len, version)?
+                }
+                None => None,
+            };
+            let stored = delta.map_or(len, |d| d.stored_len());
+            unit_len += format::object_len(o.name.len(), stored);
+            // objects.len() <= N was checked: this cannot fail.
+            let _ = plan.push(Planned {
+                hash,
+                version,
+                len,
+                stored,
+                name_id,
+                payload_sum: 0,
+                delta,
+                payload_stored: false,
+            });
+        }
+        // A unit that needs a new segment stores its deltas as full versions: their
+        // parents stay behind in the old one (see `delta::write::plan`).
+        let claims = !l.active || l.tail + unit_len > l.seg_end;
+        if claims && !self.delta.chains_cross_segments && plan.iter().any(|p| p.delta.is_some()) {
+            unit_len = LINE;
+            for (o, p) in objects.iter().zip(plan.iter_mut()) {
+                p.delta = None;
+                p.stored = p.len;
+                unit_len += format::object_len(o.name.len(), p.stored);
+            }
+        }
+        if unit_len > self.sb.segment_len - LINE {
+            return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
+        }
+        // Room for this unit beside the units other lanes planned but have not published.
+        let room = objects.len() + s.pending_entries;
+        s.index.reserve(room, new_names).map_err(|e| s.index.full(e))?;
+        // 2. Space: the lane's segment, or a newly claimed one.
+        if !l.active || l.tail + unit_len > l.seg_end {
+            *l = self.claim(s, lane, *l)?;
+        }
+        // Take the versions: no other lane may take them now (a new name's versions are
+        // guarded by the lock its unit holds to the end).
+        for p in plan.iter().filter(|p| p.name_id != NONE) {
+            let n = s.index.name_mut(p.name_id);
+            n.reserved = n.reserved.max(p.version);
+        }
+        s.pending_entries += objects.len();
+        Ok((unit_len, new_names))
+    }
+
+    /// Step 2: a new segment for `lane` after `old` ([`segments::claim`]), counted in the
+    /// statistics.
+    pub(super) fn claim<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane) -> Result<Lane> {
+        let Shared { index, alloc_cursor, stats, .. } = s;
+        let segs = index.segments(self.sb.segment_count as usize)?;
+        let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old)?;
+        if !old.active {
+            stats.lanes += 1;
+        }
+        stats.segments_used += 1;
+        Ok(l)
+    }
+}

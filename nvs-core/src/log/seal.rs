@@ -1,0 +1,181 @@
+//! Sealing a unit: steps 3–6 of the commit protocol, for every kind of unit (a put, a
+//! batch, an end-of-stream or a truncate marker). [`Writer::seal`] is the only code in
+//! nvs that stores a unit's header and commit word and the fences between them; every
+//! commit-sequence mutant hooks here, so the verifier checks marker units through the
+//! same path as puts.
+
+use super::lane::Lane;
+use super::plan::Planned;
+use super::Writer;
+use crate::error::Result;
+use crate::format::{self, commit_word, BatchHeader, LINE};
+use crate::index::IndexMemory;
+use crate::media::Media;
+use crate::mutant::{self, Mutant};
+use crate::object::LaneInfo;
+use crate::object::Object;
+use crate::shared::SharedAccess;
+
+/// What a unit is, besides its objects.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UnitKind {
+    /// Batch header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`.
+    pub flags: u64,
+    /// The retention base of a truncate unit (`reserved[0]`), else 0.
+    pub base: u64,
+}
+
+impl UnitKind {
+    /// A unit of objects.
+    pub const OBJECTS: UnitKind = UnitKind { flags: 0, base: 0 };
+}
+
+impl<M: Media> Writer<'_, M> {
+    /// Seal the unit at `l`'s tail: `store_body(unit_off)` NT-stores its objects (none
+    /// for a marker), then its header line, a fence, the commit word alone, a fence.
+    /// Returns the unit's offset and sequence number; the lane moves past it. If
+    /// `store_body` fails, what it stored is fenced (past the lane's log end, inside
+    /// the planned unit) and nothing is committed: the lane stays where it was.
+    ///
+    /// `early_publish(unit_off, seq)` runs after every store of the unit is issued and
+    /// before the first fence, for a caller no one can observe until this returns
+    /// (exclusive access, or the lock held to the end): work there overlaps the drain.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn seal(
+        &self,
+        l: &mut Lane,
+        lane: u32,
+        kind: UnitKind,
+        object_count: usize,
+        unit_len: u64,
+        store_body: impl FnOnce(u64) -> Result<()>,
+        early_publish: impl FnOnce(u64, u64),
+    ) -> Result<(u64, u64)> {
+        // 3. Payloads and headers, all by NT stores. The batch header and commit word
+        // are computed after the payloads are stored: work done while the NT stores
+        // drain (before the fence) is nearly free, work done before them is not.
+        let pool_id = self.sb.pool_id;
+        let (unit_off, seq) = (l.tail, l.next_seq);
+        let header = || {
+            let mut bh = BatchHeader {
+                commit: 0,
+                seq,
+                unit_len,
+                object_count: object_count as u32,
+                lane,
+                flags: kind.flags,
+                reserved: [kind.base, 0],
+                checksum: 0,
+            };
+            bh.checksum = bh.compute_checksum(pool_id);
+            (bh, commit_word(pool_id, lane, seq, bh.checksum))
+        };
+        let early_commit = mutant::on(Mutant::CommitBeforePayload);
+        if early_commit {
+            self.media.store_word_nt(unit_off as usize, header().1);
+        }
+        let late_body = mutant::on(Mutant::PayloadAfterFirstFence);
+        let refuse = |e| {
+            // Drain what was stored (a segment claim's header too) before going on.
+            self.media.fence();
+            Err(e)
+        };
+        let mut store_body = Some(store_body);
+        if !late_body {
+            if let Some(Err(e)) = store_body.take().map(|f| f(unit_off)) {
+                return refuse(e);
+            }
+        }
+        let (mut bh, commit) = header();
+        // The header as one whole-line NT store: its first word, the commit word slot,
+        // gets `!commit` — never the commit word itself, which follows alone after the
+        // fence. A whole line is one write-combining flush on this CPU; the 56 bytes after
+        // the slot alone were a partial one, costing more. (The early-commit mutant stored
+        // the commit word in the slot already: it keeps it there.)
+        let from = if early_commit { 8 } else { 0 };
+        bh.commit = !commit;
+        self.media.store_nt(unit_off as usize + from, &bytemuck::bytes_of(&bh)[from..]);
+        let mut early_publish = Some(early_publish);
+        if !late_body {
+            if let Some(f) = early_publish.take() {
+                f(unit_off, seq)
+            }
+        }
+        // 4. Everything but the commit word is durable after this fence.
+        if !mutant::on(Mutant::NoFenceBeforeCommit) {
+            self.media.fence();
+        }
+        if let Some(Err(e)) = store_body.take().map(|f| f(unit_off)) {
+            return refuse(e);
+        }
+        if let Some(f) = early_publish.take() {
+            f(unit_off, seq)
+        }
+        // 5–6. The commit word, alone, then the fence that makes the commit durable.
+        if mutant::on(Mutant::CachedCommit) {
+            self.media.store(unit_off as usize, &commit.to_le_bytes());
+        } else if mutant::on(Mutant::StraddlingCommit) {
+            let b = commit.to_le_bytes();
+            self.media.store(unit_off as usize, &b[..4]);
+            self.media.store(unit_off as usize + 4, &b[4..]);
+            self.media.flush(unit_off as usize, 8);
+        } else if !early_commit {
+            self.media.store_word_nt(unit_off as usize, commit);
+        }
+        if !mutant::on(Mutant::NoFinalFence) {
+            self.media.fence();
+        }
+        l.tail = unit_off + unit_len;
+        l.next_seq = seq + 1;
+        match kind.flags {
+            format::UNIT_END_OF_STREAM => l.closed = true,
+            format::UNIT_TRUNCATE => {}
+            _ => l.closed = false,
+        }
+        Ok((unit_off, seq))
+    }
+
+    /// A unit of objects, planned in `plan` (`unit_len` bytes): sealed with its objects
+    /// as the body. See [`Self::seal`] for `early_publish`.
+    pub(super) fn write_unit(
+        &self,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut [Planned],
+        unit_len: u64,
+        early_publish: impl FnOnce(u64, u64, &[Planned]),
+    ) -> Result<(u64, u64)> {
+        let plan = core::cell::RefCell::new(plan);
+        self.seal(
+            l,
+            lane,
+            UnitKind::OBJECTS,
+            objects.len(),
+            unit_len,
+            |off| self.store_objects(objects, &mut plan.borrow_mut(), off),
+            |off, seq| early_publish(off, seq, &plan.borrow()),
+        )
+    }
+
+    /// A unit of no objects (an end-of-stream or a truncate marker) at the lane's tail,
+    /// claiming a segment first if the lane has no room for it.
+    pub(crate) fn marker_unit<X: IndexMemory>(
+        &self,
+        shared: &mut impl SharedAccess<X>,
+        l: &mut Lane,
+        lane: u32,
+        kind: UnitKind,
+    ) -> Result<()> {
+        self.check_lane(lane)?;
+        if !l.active || l.tail + LINE > l.seg_end {
+            *l = shared.with(|s| self.claim(s, lane, *l))?;
+        }
+        self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {})?;
+        shared.with(|s| {
+            s.stats.units += 1;
+            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed });
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! Step 3's objects: payloads, object headers and names by NT stores (a lone put's
+//! payload even before its unit is planned), and the index learning a committed unit.
+
+use super::lane::Lane;
+use super::plan::Planned;
+use super::Writer;
+use crate::delta;
+use crate::error::Result;
+use crate::format::{self, hash::Hasher, line_up, object_head_len, ObjectHeader, LINE, NAME_MAX};
+use crate::index::{Entry, IndexMemory, NONE};
+use crate::media::stream::NtStream;
+use crate::media::Media;
+use crate::mutant::{self, Mutant};
+use crate::object::{LaneInfo, Object};
+use crate::shared::Shared;
+use core::mem::size_of;
+
+impl<M: Media> Writer<'_, M> {
+    /// Store the payload of a lone full object before its unit is planned, when where it
+    /// goes is already known: the lane's segment has room for the unit at its tail (so
+    /// planning will not claim another). Planning (the name's index lookup, its version,
+    /// index room) then runs while the payload's NT stores drain, instead of before them;
+    /// on this CPU that is most of what a put costs beyond the copy and the two fences.
+    /// Returns the unit's offset (the lane's tail) if the payload was stored.
+    ///
+    /// If planning then refuses the put (index full, the name's versions exhausted),
+    /// these bytes stay behind past the lane's log end — where a crash mid-put leaves
+    /// bytes too, and where nothing is read: the unit's commit word slot, headers and
+    /// everything before the tail are untouched, so nothing committed changes
+    /// (DESIGN.md, write path).
+    pub(super) fn store_payload_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> Option<u64> {
+        let [o] = objects else { return None };
+        // Not for an explicit version (a caller's mistake there is refused in planning)
+        // nor a delta (planning decides what it stores).
+        if o.delta.is_some() || o.version.is_some() || o.name.is_empty() || o.name.len() > NAME_MAX || !l.active {
+            return None;
+        }
+        let len = o.len_bytes();
+        if len > self.sb.max_object_bytes(o.name.len()) || mutant::on(Mutant::PayloadAfterFirstFence) {
+            return None;
+        }
+        let unit_len = LINE + format::object_len(o.name.len(), len);
+        if l.tail + unit_len > l.seg_end {
+            return None;
+        }
+        let mut w = NtStream::new(self.media, l.tail + LINE + object_head_len(o.name.len()));
+        o.parts().iter().for_each(|p| w.write(p));
+        w.finish();
+        Some(l.tail)
+    }
+
+    /// NT-store every object of a unit starting at `unit_off`: each payload, then its
+    /// header and name (the order of NT stores before a fence does not matter: all of
+    /// them are pending until it). The header checksums are computed while the payload
+    /// drains.
+    pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) -> Result<()> {
+        let pool_id = self.sb.pool_id;
+        let checksum = self.sb.has_payload_checksum();
+        let mut obj_off = unit_off + LINE;
+        for (o, p) in objects.iter().zip(plan) {
+            let payload_off = obj_off + object_head_len(o.name.len());
+            let payload_sum = match (o.delta, p.delta) {
+                (Some(d), Some(plan)) => delta::write::store(
+                    self.media,
+                    self.sb,
+                    &self.delta,
+                    o.parts(),
+                    d.changes,
+                    plan,
+                    payload_off,
+                    checksum,
+                )?,
+                _ => {
+                    if !p.payload_stored {
+                        let mut w = NtStream::new(self.media, payload_off);
+                        o.parts().iter().for_each(|p| w.write(p));
+                        w.finish();
+                    }
+                    if checksum {
+                        let mut h = Hasher::new(pool_id);
+                        o.parts().iter().for_each(|p| h.write(p));
+                        h.finish()
+                    } else {
+                        0
+                    }
+                }
+            };
+            let mut oh = ObjectHeader {
+                version: p.version,
+                payload_len: p.stored,
+                name_len: o.name.len() as u16,
+                flags: if p.delta.is_some() { format::OBJECT_DELTA } else { 0 },
+                depth: p.delta.map_or(0, |d| d.depth),
+                payload_sum,
+                object_len: if p.delta.is_some() { p.len } else { 0 },
+                checksum: 0,
+            };
+            oh.checksum = oh.compute_checksum(pool_id, o.name);
+            // Header, name and zero padding to the payload's line, as whole-line NT
+            // stores (a partial line is a slower write-combining flush): one line for a
+            // name of up to 16 bytes, else one store of the header and one of the name
+            // with its padding (the header is 48 bytes, so the name starts on a word).
+            let head = size_of::<ObjectHeader>();
+            if head + o.name.len() <= LINE as usize {
+                let mut line = [0u8; LINE as usize];
+                line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
+                line[head..head + o.name.len()].copy_from_slice(o.name);
+                self.media.store_nt(obj_off as usize, &line);
+            } else {
+                let mut name = [0u8; NAME_MAX + LINE as usize];
+                name[..o.name.len()].copy_from_slice(o.name);
+                let padded = (object_head_len(o.name.len()) as usize) - head;
+                self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
+                self.media.store_nt(obj_off as usize + head, &name[..padded]);
+            }
+            p.payload_sum = payload_sum;
+            obj_off = payload_off + line_up(p.stored);
+        }
+        Ok(())
+    }
+
+    /// The index, the statistics and the lane's published state learn unit `seq` (at
+    /// `unit_off`): after its commit, or before it where no one can look until then.
+    pub(super) fn publish<X: IndexMemory>(
+        &self,
+        s: &mut Shared<X>,
+        lane: u32,
+        unit_off: u64,
+        seq: u64,
+        objects: &[Object<'_>],
+        plan: &[Planned],
+    ) {
+        let mut obj_off = unit_off + LINE;
+        for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
+            let payload_off = obj_off + object_head_len(o.name.len());
+            let entry = Entry {
+                version: p.version,
+                payload_off,
+                len_bytes: p.len,
+                stored_len: p.stored,
+                seq,
+                name: 0,
+                next: NONE,
+                lane,
+                depth: p.delta.map_or(0, |d| d.depth),
+                payload_sum: p.payload_sum,
+            };
+            let r = if p.name_id != NONE {
+                s.index.append(p.name_id, entry)
+            } else {
+                let name_off = obj_off + size_of::<ObjectHeader>() as u64;
+                s.index.insert(self.media, p.hash, o.name, name_off, entry)
+            };
+            debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
+            let Ok(e_id) = r else { continue };
+            if let Some(h) = s.name_hints.get_mut(i) {
+                *h = s.index.entry(e_id).name;
+            }
+            s.stats.objects += 1;
+            s.stats.payload_bytes += p.stored;
+            obj_off = payload_off + line_up(p.stored);
+        }
+        s.stats.units += 1;
+        s.pending_entries -= plan.len();
+        s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false });
+    }
+}

@@ -1,0 +1,203 @@
+//! The values the API takes and returns: an [`Object`] to put, and what puts, gets and
+//! listings report back.
+
+use crate::delta::{Changes, Delta};
+use crate::index::Entry;
+use crate::limits::BATCH_MAX;
+use core::fmt;
+
+/// One object of a put or a batch: a name, its bytes, and optionally an explicit
+/// version and a delta request. Build it with [`Object::new`] (one slice),
+/// [`Object::pod`] (a slice of plain numbers) or [`Object::vectored`] (several slices
+/// stored as one object), then [`Object::version`] and [`Object::delta`].
+///
+/// ```
+/// use nvs_core::Object;
+/// let t = [1.0f64, 2.0, 3.0];
+/// let o = Object::pod("temperature", &t).version(7);
+/// assert_eq!(o.name(), b"temperature");
+/// assert_eq!(o.len_bytes(), 24);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Object<'a> {
+    pub(crate) name: &'a [u8],
+    bytes: Bytes<'a>,
+    pub(crate) version: Option<u64>,
+    pub(crate) delta: Option<Delta<'a>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Bytes<'a> {
+    One(&'a [u8]),
+    Parts(&'a [&'a [u8]]),
+}
+
+impl<'a> Object<'a> {
+    /// `bytes` as the next version of `name` (the name's latest + 1, starting at 1).
+    pub fn new<N: AsRef<[u8]> + ?Sized>(name: &'a N, bytes: &'a [u8]) -> Self {
+        Object { name: name.as_ref(), bytes: Bytes::One(bytes), version: None, delta: None }
+    }
+
+    /// A slice of plain values (`f64`, `i32`, ... any [`bytemuck::Pod`]) stored as its
+    /// bytes, in this machine's byte order.
+    pub fn pod<N: AsRef<[u8]> + ?Sized, T: bytemuck::Pod>(name: &'a N, values: &'a [T]) -> Self {
+        Self::new(name, bytemuck::cast_slice(values))
+    }
+
+    /// Several slices stored as one object, in order (a vectored put: no copy to join
+    /// them first).
+    pub fn vectored<N: AsRef<[u8]> + ?Sized>(name: &'a N, parts: &'a [&'a [u8]]) -> Self {
+        Object { name: name.as_ref(), bytes: Bytes::Parts(parts), version: None, delta: None }
+    }
+
+    /// Put it as exactly `version`, which must exceed every version of the name taken so
+    /// far (else `VersionNotIncreasing`).
+    pub fn version(mut self, version: u64) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// Store only `changes` — the byte ranges, sorted by offset, where these bytes differ
+    /// from version `parent` of the same name — when the pool's delta options allow,
+    /// else a full version. A get returns all the bytes either way. The caller promises
+    /// that bytes outside `changes` equal the parent's ([`crate::ChunkHashes`] finds the
+    /// changes for it).
+    pub fn delta(mut self, parent: u64, changes: &'a dyn Changes) -> Self {
+        self.delta = Some(Delta { parent, changes });
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &'a [u8] {
+        self.name
+    }
+
+    /// The object's length in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.parts().iter().map(|p| p.len() as u64).sum()
+    }
+
+    /// Its bytes as slices, in order.
+    pub(crate) fn parts(&self) -> &[&'a [u8]] {
+        match &self.bytes {
+            Bytes::One(b) => core::slice::from_ref(b),
+            Bytes::Parts(p) => p,
+        }
+    }
+}
+
+/// What a put committed: the version, and how it was stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Put {
+    /// The version the object got.
+    pub version: u64,
+    /// Payload bytes written to the media (the delta record, or the whole object).
+    pub stored_bytes: u64,
+    /// Written as a delta (else as a full version).
+    pub delta: bool,
+}
+
+/// The versions a batch committed, in the order of its objects.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Versions {
+    v: heapless::Vec<u64, BATCH_MAX>,
+}
+
+impl Versions {
+    /// One more version (a batch has at most `BATCH_MAX` objects).
+    pub(crate) fn push(&mut self, version: u64) {
+        let _ = self.v.push(version);
+    }
+
+    /// The versions as a slice.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.v
+    }
+}
+
+impl core::ops::Deref for Versions {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.v
+    }
+}
+
+impl fmt::Debug for Versions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.v.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a Versions {
+    type Item = &'a u64;
+    type IntoIter = core::slice::Iter<'a, u64>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.v.iter()
+    }
+}
+
+impl<const N: usize> PartialEq<[u64; N]> for Versions {
+    fn eq(&self, other: &[u64; N]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl PartialEq<[u64]> for Versions {
+    fn eq(&self, other: &[u64]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+/// A lane as recovery (and this writer's puts) left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneInfo {
+    /// Units committed on the lane (its next sequence number).
+    pub units: u64,
+    /// The lane's last unit is an end-of-stream marker ([`crate::Pool::close_lane`]).
+    pub closed: bool,
+}
+
+/// Facts about one committed object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its version.
+    pub version: u64,
+    /// The object's length (what a get returns).
+    pub len_bytes: u64,
+    /// Payload bytes on the media: `len_bytes` for a full version, less for a delta.
+    pub stored_bytes: u64,
+    /// 0 for a full version; for a delta, how many deltas lie between it and its full
+    /// version, itself included.
+    pub depth: u32,
+    /// The lane that committed it.
+    pub lane: u32,
+    /// Sequence number (in its lane) of the unit that committed it.
+    pub seq: u64,
+    /// Media offset of the payload.
+    pub offset: u64,
+}
+
+impl ObjectInfo {
+    pub(crate) fn of(e: &Entry) -> Self {
+        ObjectInfo {
+            version: e.version,
+            len_bytes: e.len_bytes,
+            stored_bytes: e.stored_len,
+            depth: e.depth,
+            lane: e.lane,
+            seq: e.seq,
+            offset: e.payload_off,
+        }
+    }
+}
+
+/// One distinct name (see [`crate::Pool::names`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameInfo {
+    /// The name's id, for [`crate::Pool::name_bytes`].
+    pub id: u32,
+    /// How many versions it has.
+    pub versions: u32,
+    /// Its latest version.
+    pub latest: u64,
+}

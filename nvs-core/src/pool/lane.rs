@@ -1,0 +1,76 @@
+//! [`LaneWriter`]: one thread's writer for one lane.
+
+use super::write::{put_of, versions_of};
+use super::Pool;
+use crate::error::Result;
+use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
+use crate::index::IndexMemory;
+use crate::log::plan::Plan;
+use crate::log::seal::UnitKind;
+use crate::media::Media;
+use crate::object::{Object, Put, Versions};
+use crate::shared::Locked;
+use core::fmt;
+
+/// One thread's writer for one lane (from [`Pool::lane`]): puts with no lock held
+/// while it copies and fences, beside other lanes' writers and readers. Dropping it
+/// gives the lane back (it stays open: [`LaneWriter::close`] ends its stream).
+pub struct LaneWriter<'p, M: Media, X: IndexMemory> {
+    pub(super) pool: &'p Pool<M, X>,
+    pub(super) lane: u32,
+}
+
+impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
+    /// The lane this writer holds.
+    pub fn lane(&self) -> u32 {
+        self.lane
+    }
+
+    /// Put `object` on this lane ([`Pool::put`]).
+    pub fn put(&mut self, object: Object<'_>) -> Result<Put> {
+        let mut plan = Plan::<1>::new();
+        self.commit(&[object], &mut plan)?;
+        Ok(put_of(&plan))
+    }
+
+    /// Commit every object together (all or nothing after a crash; [`Pool::put_batch`]).
+    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+        let mut plan = Plan::<BATCH_MAX>::new();
+        self.commit(objects, &mut plan)?;
+        Ok(versions_of(&plan))
+    }
+
+    /// Close the lane's stream (an end-of-stream marker; [`Pool::close_lane`]).
+    pub fn close(&mut self) -> Result<()> {
+        let p = self.pool;
+        let w = p.writer();
+        let kind = UnitKind { flags: UNIT_END_OF_STREAM, base: 0 };
+        // SAFETY: this writer holds the lane's claim (taken in `Pool::lane`, released in
+        // `drop`), and `&mut self` keeps it from re-entering.
+        unsafe {
+            p.lanes[self.lane as usize].with_claimed(|l| w.marker_unit(&mut Locked(&p.shared), l, self.lane, kind))
+        }
+    }
+
+    fn commit<const N: usize>(&mut self, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+        let p = self.pool;
+        let w = p.writer();
+        // SAFETY: as in `close`.
+        unsafe {
+            p.lanes[self.lane as usize]
+                .with_claimed(|l| w.commit_unit(&mut Locked(&p.shared), l, self.lane, objects, plan))
+        }
+    }
+}
+
+impl<M: Media, X: IndexMemory> Drop for LaneWriter<'_, M, X> {
+    fn drop(&mut self) {
+        self.pool.lanes[self.lane as usize].release();
+    }
+}
+
+impl<M: Media, X: IndexMemory> fmt::Debug for LaneWriter<'_, M, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaneWriter").field("lane", &self.lane).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,365 @@
+//! [`Pool`]: a pool on some media — format, open (recovery), and the accessors; its puts
+//! are in `write.rs`, its lane writers in `lane.rs`, its reads in `read.rs`. The write
+//! path itself (the commit protocol) is `crate::log`, retention `crate::retention`.
+
+mod lane;
+mod read;
+mod write;
+
+pub use lane::LaneWriter;
+pub use read::{NameIter, VersionIter};
+
+use crate::delta::DeltaOptions;
+use crate::error::{Error, Result};
+use crate::format::{
+    self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, SUPERBLOCK_MAGIC,
+};
+use crate::index::{IndexMemory, NONE};
+use crate::log::lane::{Lane, LaneCell};
+use crate::log::segments;
+use crate::log::Writer;
+use crate::media::Media;
+use crate::mutant::{self, Mutant};
+use crate::object::LaneInfo;
+use crate::recover::{recover, RecoveryStats};
+use crate::shared::Shared;
+use crate::sync::{AtomicU64, RwLock};
+use core::mem::size_of;
+
+/// How many times a read-only refresh that found corruption looks again while the
+/// segment headers keep changing under it (a writer claiming or releasing segments during
+/// every one of them): then it reports what it found.
+const REFRESH_LOOKS: u32 = 1000;
+
+/// How to format a pool.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatOptions {
+    /// Identity of this pool (use random bits). Over an earlier pool the id actually used
+    /// is derived from this one and the earlier pool's, so it never repeats an id of an
+    /// earlier generation whose segments may still be on the media.
+    pub pool_id: u64,
+    /// Segment size in bytes; `None` picks the default (see [`FormatOptions::new`]).
+    pub segment_len: Option<u64>,
+    /// Number of writer lanes (1..=256).
+    pub lanes_max: u32,
+    /// Checksum every payload (verified on every get and by check).
+    pub payload_checksum: bool,
+}
+
+impl FormatOptions {
+    /// Defaults with this pool id: segments of the largest power of two not above 1/16
+    /// of the media (between 1/32 and 1/16 of it), at least 4 KiB and at most 64 MiB; 64
+    /// lanes; no payload checksums. An object (or a batch) must fit in one segment:
+    /// [`Pool::max_object_bytes`] says how large one can be.
+    pub fn new(pool_id: u64) -> Self {
+        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: false }
+    }
+}
+
+impl FormatOptions {
+    /// The geometry a format of `media_len` bytes with these options gets (its segment
+    /// size and count), or why it cannot hold a pool — checked without touching media.
+    pub fn geometry(&self, media_len: u64) -> Result<Geometry> {
+        if self.lanes_max == 0 || self.lanes_max > LANES_MAX {
+            return Err(Error::BadGeometry { what: "lanes must be between 1 and 256" });
+        }
+        format::geometry(media_len, self.segment_len.unwrap_or_else(|| format::default_segment_len(media_len)))
+    }
+}
+
+/// A pool's layout (see [`Pool::layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The pool's identity (bound into every commit word).
+    pub pool_id: u64,
+    /// Bytes of media the pool uses.
+    pub pool_len: u64,
+    /// Bytes per segment.
+    pub segment_len: u64,
+    /// Segments.
+    pub segment_count: u32,
+    /// Writer lanes.
+    pub lanes_max: u32,
+    /// Every payload carries a checksum, verified on every get.
+    pub payload_checksum: bool,
+    /// Objects may be deltas (a pool made before deltas existed takes full versions only).
+    pub deltas: bool,
+    /// The on-media format version.
+    pub format_version: u32,
+}
+
+/// A pool on some media, with its index.
+///
+/// Single-threaded use goes through `&mut self` ([`Pool::put`] and [`Pool::put_batch`]
+/// take a lane number). Several threads write at once through [`Pool::lane`]: each
+/// takes a [`LaneWriter`] for its own lane and puts with no lock held during the copy
+/// and the fences; readers in the same process use the `&self` methods meanwhile.
+///
+/// ```
+/// use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
+/// // Any `Media` will do; here, 1 MiB of ordinary memory (8-byte aligned).
+/// let mut mem = vec![0u64; 1 << 17];
+/// // SAFETY: `mem` outlives the pool and nothing else touches it meanwhile.
+/// let region = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 8) };
+/// let mut pool = Pool::format(region, FormatOptions::new(0x5eed), HeapMemory::new())?;
+/// let step = [1.5f64, 2.5, 3.5];
+/// let put = pool.put(0, Object::pod("temperature", &step))?;
+/// let versions = pool.put_batch(0, &[Object::new("a", b"x"), Object::new("b", b"y")])?;
+/// assert_eq!((put.version, versions.as_slice()), (1, &[1, 1][..]));
+/// let mut buf = [0u8; 24];
+/// assert_eq!(pool.get("temperature", 1, &mut buf)?, 24);
+/// assert_eq!(pool.latest("temperature")?, 1);
+/// # Ok::<(), nvs_core::Error>(())
+/// ```
+pub struct Pool<M: Media, X: IndexMemory> {
+    pub(crate) media: M,
+    pub(crate) sb: Superblock,
+    pub(crate) writable: bool,
+    pub(crate) lanes: [LaneCell; LANES_MAX as usize],
+    pub(crate) shared: RwLock<Shared<X>>,
+    /// How puts with a delta request choose between a delta and a full version.
+    pub(crate) delta_opts: DeltaOptions,
+    /// The last entry a get found (name slot << 32 | entry), for readers walking a
+    /// name's versions in order. Relaxed: a hint, checked on every use.
+    pub(crate) read_hint: AtomicU64,
+}
+
+// SAFETY: the only non-Sync part is each lane's `LaneCell` state, which is touched only
+// through `&mut Pool` or by the single `LaneWriter` that won the lane's claim (an
+// Acquire swap; released with Release on drop), so no two threads ever access one
+// lane's state at once; everything else is behind `RwLock` or atomic.
+unsafe impl<M: Media + Sync, X: IndexMemory + Send + Sync> Sync for Pool<M, X> {}
+
+impl<M: Media, X: IndexMemory> Pool<M, X> {
+    /// Format `media` as an empty pool and open it for writing. Existing contents are not
+    /// erased (nvs never relies on zeroed media): stale bytes can never match this pool.
+    pub fn format(media: M, opts: FormatOptions, mem: X) -> Result<Self> {
+        let g = opts.geometry(media.len() as u64)?;
+        // Over an earlier pool, the new id is derived from the caller's and the old one,
+        // so formatting again with the ids of earlier generations (A, B, A, ...) never
+        // brings back an id whose segments may still lie on the media.
+        // A superblock left unsealed by a crash inside an earlier format (magic word 0,
+        // the rest old or new or both) still names ids whose segments may be here.
+        let old: Superblock = format::read_pod(&media, 0);
+        let unsealed = old.magic == 0 && (old.pool_id != 0 || old.checksum != 0);
+        let mut pool_id = opts.pool_id;
+        if unsealed || format::decode_superblock(&media).is_ok() {
+            pool_id = format::hash::mix(&[opts.pool_id, old.pool_id, old.checksum]);
+            if pool_id == old.pool_id {
+                pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            }
+        }
+        let mut sb = Superblock {
+            magic: SUPERBLOCK_MAGIC,
+            format_version: FORMAT_VERSION,
+            flags: format::FLAG_DELTAS | if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 },
+            pool_id,
+            pool_len: g.pool_len,
+            segment_len: g.segment_len,
+            segment_count: g.segment_count,
+            lanes_max: opts.lanes_max,
+            data_off: format::DATA_OFF,
+            checksum: 0,
+        };
+        sb.checksum = sb.compute_checksum();
+        if mutant::on(Mutant::FormatInOneStore) {
+            media.store_nt(0, bytemuck::bytes_of(&sb));
+            media.fence();
+            return Self::open_with(media, mem, true);
+        }
+        // Crash-safe in three fenced steps, so that a crash leaves the old pool, no pool
+        // (`NotFormatted`), or the new empty one — never a torn superblock: (1) the old
+        // magic word goes (the old pool is gone from here on); (2) the new superblock but
+        // its magic word; (3) the magic word, alone (one failure-atomic 8-byte store).
+        if old.magic != 0 {
+            media.store_word_nt(0, 0);
+            media.fence();
+        }
+        media.store_nt(8, &bytemuck::bytes_of(&sb)[8..]);
+        media.fence();
+        media.store_word_nt(0, sb.magic);
+        media.fence();
+        Self::open_with(media, mem, true)
+    }
+
+    /// Open a pool for writing: recovery runs, nothing is written until a put.
+    pub fn open(media: M, mem: X) -> Result<Self> {
+        Self::open_with(media, mem, true)
+    }
+
+    /// Open a pool for reading only: recovery runs; this pool never writes the media.
+    pub fn open_read_only(media: M, mem: X) -> Result<Self> {
+        Self::open_with(media, mem, false)
+    }
+
+    fn open_with(media: M, mem: X, writable: bool) -> Result<Self> {
+        let sb = format::decode_superblock(&media)?;
+        let mut pool = Pool {
+            media,
+            sb,
+            writable,
+            lanes: core::array::from_fn(|_| LaneCell::default()),
+            shared: RwLock::new(Shared::new(mem)),
+            delta_opts: DeltaOptions::default(),
+            read_hint: AtomicU64::new(u64::MAX),
+        };
+        pool.refresh()?;
+        if writable {
+            // The writer's open-time repair (a crash between a truncate unit and the
+            // invalidation of its segments). Newest first only as a seeded bug.
+            pool.invalidate_released(mutant::on(Mutant::RepairNewestFirst))?;
+        }
+        Ok(pool)
+    }
+
+    /// Re-run recovery from the media (a reader catching up with a writer, or a test).
+    ///
+    /// In a read-only pool a writer in another process may be working meanwhile, and
+    /// recovery reads the media at many moments, not at one: while retention invalidates
+    /// and reuses segments it can see an older segment still valid beside a newer one
+    /// already zeroed, or walk a reused segment with old sequence numbers — and report a
+    /// healthy pool corrupted. So a read-only refresh that finds corruption looks again,
+    /// like a seqlock reader: it reads every segment header, recovers, and reads the
+    /// headers once more. Segments are reused only after their header changed (a
+    /// released header is zeroed, fenced, before anything in the segment is written, and
+    /// a claim's header never equals an earlier one: chain positions only grow), so equal
+    /// headers mean that recovery saw a state that held, and its error is real damage.
+    pub fn refresh(&mut self) -> Result<()> {
+        let mut r = self.recover_once();
+        let mut looks = 0;
+        while !self.writable && matches!(r, Err(Error::Corrupted { .. })) && looks < REFRESH_LOOKS {
+            let before = self.header_digest();
+            r = self.recover_once();
+            crate::sync::fence_acquire();
+            if self.header_digest() == before {
+                break;
+            }
+            looks += 1;
+        }
+        r
+    }
+
+    /// A hash of every segment header as the media holds it now.
+    fn header_digest(&self) -> u64 {
+        let mut h = Hasher::new(self.sb.pool_id);
+        let mut header = [0u8; size_of::<SegmentHeader>()];
+        for i in 0..self.sb.segment_count {
+            self.media.read(self.sb.segment_off(i) as usize, &mut header);
+            h.write(&header);
+        }
+        h.finish()
+    }
+
+    fn recover_once(&mut self) -> Result<()> {
+        let mut lanes = [Lane::default(); LANES_MAX as usize];
+        let shared = self.shared.get_mut();
+        shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
+        shared.name_hints = [NONE; BATCH_MAX];
+        for (i, (cell, l)) in self.lanes.iter_mut().zip(lanes).enumerate() {
+            *cell.get_mut() = l;
+            shared.lane_infos[i] = l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed });
+        }
+        Ok(())
+    }
+
+    /// Close the pool, giving back the media and the index memory.
+    pub fn close(self) -> (M, X) {
+        (self.media, self.shared.into_inner().index.into_memory())
+    }
+
+    /// Take lane `lane` for writing from this thread (one writer per lane at a time):
+    /// several threads each with their own lane put concurrently.
+    pub fn lane(&self, lane: u32) -> Result<LaneWriter<'_, M, X>> {
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let cell = self.lanes.get(lane as usize).filter(|_| lane < self.sb.lanes_max);
+        let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
+        if !cell.claim() {
+            return Err(Error::LaneBusy { lane });
+        }
+        Ok(LaneWriter { pool: self, lane })
+    }
+
+    /// The media this pool is on.
+    pub fn media(&self) -> &M {
+        &self.media
+    }
+
+    /// The pool's layout, as formatted.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            pool_id: self.sb.pool_id,
+            pool_len: self.sb.pool_len,
+            segment_len: self.sb.segment_len,
+            segment_count: self.sb.segment_count,
+            lanes_max: self.sb.lanes_max,
+            payload_checksum: self.sb.has_payload_checksum(),
+            deltas: self.sb.has_deltas(),
+            format_version: self.sb.format_version,
+        }
+    }
+
+    /// The superblock as decoded (for nvs's own tools and checks).
+    #[cfg(feature = "internals")]
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Opened for writing ([`Pool::open`], [`Pool::format`]).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// What the last recovery found, updated by every put since.
+    pub fn stats(&self) -> RecoveryStats {
+        self.shared.read().stats
+    }
+
+    /// Bytes of index memory this pool holds (records, names, hash table, segments).
+    pub fn index_bytes(&self) -> usize {
+        self.shared.read().index.memory().bytes()
+    }
+
+    /// Free segments.
+    pub fn free_segments(&self) -> u32 {
+        self.sb.segment_count - self.stats().segments_used
+    }
+
+    /// Largest payload one object with a `name_len`-byte name can have.
+    pub fn max_object_bytes(&self, name_len: usize) -> u64 {
+        self.sb.max_object_bytes(name_len)
+    }
+
+    /// How puts with a delta request choose (chunk size, chain length, size limit).
+    pub fn set_delta_options(&mut self, opts: DeltaOptions) -> Result<()> {
+        opts.check()?;
+        self.delta_opts = opts;
+        Ok(())
+    }
+
+    /// The delta options in force.
+    pub fn delta_options(&self) -> DeltaOptions {
+        self.delta_opts
+    }
+
+    /// The write path's view of this pool.
+    pub(crate) fn writer(&self) -> Writer<'_, M> {
+        Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts }
+    }
+
+    /// The write path's view, the lanes and the shared state, apart (for `&mut self`
+    /// writes, which need all three at once).
+    pub(crate) fn split_mut(&mut self) -> (Writer<'_, M>, &mut [LaneCell], &mut Shared<X>) {
+        let Pool { media, sb, writable, lanes, shared, delta_opts, .. } = self;
+        let lanes = &mut lanes[..sb.lanes_max as usize];
+        (Writer { media, sb, writable: *writable, delta: *delta_opts }, lanes, shared.get_mut())
+    }
+
+    /// Invalidate the segments retention released (`log::segments`).
+    pub(crate) fn invalidate_released(&mut self, newest_first: bool) -> Result<()> {
+        let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
+        segments::invalidate_released(&self.media, &self.sb, segs, newest_first);
+        Ok(())
+    }
+}

@@ -1,0 +1,302 @@
+//! Reads: get, latest, stat, the versions of a name, the names — by any thread, beside
+//! the writers. A read-only pool beside a writer in another process re-checks what it
+//! read against retention reusing segments (see `still_there`).
+
+use super::Pool;
+use crate::delta::{self, read::chain_of, read::Chain};
+use crate::error::{CorruptKind, Error, Result};
+use crate::format::{self, hash::hash64, hash::Hasher, NAME_MAX};
+use crate::index::{name_hash, Entry, IndexMemory, NONE};
+use crate::media::Media;
+use crate::mutant::{self, Mutant};
+use crate::object::{LaneInfo, NameInfo, ObjectInfo};
+use crate::shared::Shared;
+use crate::sync::Ordering;
+use core::fmt;
+
+/// Bytes of the next version a get prefetches for a reader walking versions in order.
+const READ_AHEAD: u64 = 2048;
+
+impl<M: Media, X: IndexMemory> Pool<M, X> {
+    /// What recovery (and the puts since) left on `lane`; `None` if it holds no segment.
+    pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
+        *self.shared.read().lane_infos.get(lane as usize)?
+    }
+
+    /// The entry of (`name`, `version`) in `s`'s index.
+    fn lookup<'s>(&self, s: &'s Shared<X>, name: &[u8], version: u64) -> Result<&'s Entry> {
+        Ok(s.index.entry(self.lookup_id(s, name, version)?.0))
+    }
+
+    /// The entry id of (`name`, `version`) in `s`'s index, and whether this reader is
+    /// walking the name's versions in order (it asked for the version after the one it
+    /// read last).
+    fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<(u32, bool)> {
+        check_name(name)?;
+        let hint = self.read_hint.load(Ordering::Relaxed);
+        let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
+        // The hint's name matches by its bytes on the media. A read-only pool's index may
+        // be older than a writer's retention, which can have put another name's bytes
+        // there: it also needs the name's hash to agree (as `find_name` always does).
+        let id = match s.index.name_is(&self.media, hint_name, name) {
+            Some(hash) if self.writable || hash == name_hash(name) => hint_name,
+            _ => s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
+        };
+        let e = match s.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
+            Some(e) => e,
+            None => s.index.find_version(id, version).ok_or(Error::NotFound)?,
+        };
+        self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
+        let walking = id == hint_name && s.index.next_of(hint_entry).is_some_and(|n| n.version == version);
+        Ok((e, walking))
+    }
+
+    /// Copy version `version` of `name` into `buf`; returns its length. A delta version
+    /// is rebuilt from its full version and the deltas up to it.
+    pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        let name = name.as_ref();
+        // The read lock's Acquire pairs with the publishing writer's Release: an entry
+        // seen here belongs to a committed unit whose payload stores came before.
+        let mut chain = Chain::new();
+        let (e_id, e, walked, ahead) = {
+            let s = self.shared.read();
+            let (id, walking) = self.lookup_id(&s, name, version)?;
+            let walked = chain_of(&self.media, &s.index, id, &mut chain);
+            // Read-ahead: a reader walking the versions in order reads the next one next.
+            let next = walking.then(|| s.index.next_of(id)).flatten();
+            (id, *s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_len.min(READ_AHEAD))))
+        };
+        // A delta's ancestors are read under the lock again (a full version, the usual
+        // case, needs no second look).
+        let entry = |id: u32| if id == e_id { e } else { *self.shared.read().index.entry(id) };
+        let len = e.len_bytes as usize;
+        let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
+        // The full version first, then each delta from the oldest; each payload checked
+        // against its checksum (if the pool has them) as it is used.
+        let checksums = self.sb.has_payload_checksum();
+        let copied = walked.and_then(|()| {
+            for &id in chain.iter().rev() {
+                let link = &entry(id);
+                let sum = if link.depth == 0 {
+                    self.media.read(link.payload_off as usize, dst);
+                    checksums.then(|| hash64(self.sb.pool_id, dst))
+                } else {
+                    delta::read::walk_record(&self.media, self.sb.pool_id, link, &mut |at, from, n| {
+                        if let Some(d) = dst.get_mut(at as usize..(at + n) as usize) {
+                            self.media.read(from as usize, d);
+                        }
+                    })?;
+                    checksums.then(|| self.media_sum(link.payload_off, link.stored_len))
+                };
+                if sum.is_some_and(|sum| sum != link.payload_sum) {
+                    return Err(Error::Corrupted { offset: link.payload_off, kind: CorruptKind::PayloadChecksum });
+                }
+            }
+            Ok(len)
+        });
+        // Start loading the next version's first lines (a hint: it reads nothing into
+        // this program, and needs no lock) while this one's copy is still in flight.
+        if let Some((off, len)) = ahead {
+            self.media.prefetch(off as usize, len as usize);
+        }
+        // A writer in another process released and reused a segment while this reader's
+        // index still listed it: the bytes (a parent pointer, a record, the data) may be
+        // someone else's, whatever the checks above said.
+        if !self.writable && !chain.iter().all(|&id| self.still_there(&entry(id))) {
+            return Err(Error::NotFound);
+        }
+        copied
+    }
+
+    /// `nvs-hash64(pool_id, media[off .. off + len])`, read in blocks.
+    fn media_sum(&self, off: u64, len: u64) -> u64 {
+        let mut chunk = [0u8; 4096];
+        let mut h = Hasher::new(self.sb.pool_id);
+        let (mut off, end) = (off, off + len);
+        while off < end {
+            let n = ((end - off) as usize).min(chunk.len());
+            self.media.read(off as usize, &mut chunk[..n]);
+            h.write(&chunk[..n]);
+            off += n as u64;
+        }
+        h.finish()
+    }
+
+    /// For a reader beside a writer in another process: is the segment holding `e` still
+    /// the one the index saw? Checked after the payload was copied (the Acquire fence
+    /// keeps the header read after the copy): retention invalidates a segment's header
+    /// before anything in it is overwritten, so an unchanged header means a clean copy.
+    fn still_there(&self, e: &Entry) -> bool {
+        let s = self.shared.read();
+        self.still_there_in(&s, e)
+    }
+
+    /// [`Self::still_there`] with the shared state already read-locked.
+    fn still_there_in(&self, s: &Shared<X>, e: &Entry) -> bool {
+        crate::sync::fence_acquire();
+        // From the byte before the payload (the object's own header or name): an empty
+        // payload may start exactly at the segment's end.
+        let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as u32;
+        let slot = s.index.segments_ref().get(seg as usize).copied();
+        let Some(slot) = slot else { return false };
+        matches!(format::decode_segment(&self.media, &self.sb, seg), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
+    }
+
+    /// The latest (committed) version of `name`.
+    pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
+        let name = name.as_ref();
+        check_name(name)?;
+        let s = self.shared.read();
+        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let last = if mutant::on(Mutant::LatestIsOldest) { s.index.name(id).first } else { s.index.name(id).last };
+        if last == NONE {
+            return Err(Error::NotFound);
+        }
+        Ok(s.index.entry(last).version)
+    }
+
+    /// Facts about version `version` of `name`.
+    pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
+        let s = self.shared.read();
+        Ok(ObjectInfo::of(self.lookup(&s, name.as_ref(), version)?))
+    }
+
+    /// Every version of `name`, oldest first, as they were when this was called. The
+    /// iterator takes the index's read lock only inside each `next`, so this thread may
+    /// put while it iterates.
+    pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, M, X>> {
+        let name = name.as_ref();
+        check_name(name)?;
+        let s = self.shared.read();
+        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let n = *s.index.name(id);
+        Ok(VersionIter { pool: self, at: n.first, left: n.count })
+    }
+
+    /// Every distinct name, in the order first committed (recovered), as they were when
+    /// this was called (the lock is taken inside each `next` only, as in `versions`).
+    pub fn names(&self) -> NameIter<'_, M, X> {
+        NameIter { pool: self, next: 0, count: self.shared.read().index.name_count() as u32 }
+    }
+
+    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty if they
+    /// are gone: in a read-only pool whose index is older than a writer's retention, the
+    /// segment holding a name's bytes may have been reused (checked by the name's hash;
+    /// `refresh` brings the index up to date).
+    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
+        let s = self.shared.read();
+        let n = s.index.name(id);
+        let dst = &mut buf[..n.name_len as usize];
+        self.media.read(n.name_off as usize, dst);
+        if !self.writable && name_hash(dst) != n.hash {
+            return &[];
+        }
+        dst
+    }
+
+    /// Read every committed payload and verify its checksum (if the pool has them).
+    /// Returns the number of objects checked.
+    pub fn verify_all(&self) -> Result<u64> {
+        let s = self.shared.read();
+        let mut chain = Chain::new();
+        let mut checked = 0;
+        for id in 0..s.index.name_count() as u32 {
+            let mut at = s.index.name(id).first;
+            while at != NONE {
+                let e = *s.index.entry(at);
+                let id = at;
+                chain.clear();
+                let verdict = (|| {
+                    if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
+                        return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
+                    }
+                    if e.depth > 0 {
+                        // Its record is sound and its chain reaches a full version.
+                        delta::read::walk_record(&self.media, self.sb.pool_id, &e, &mut |_, _, _| {})?;
+                        chain_of(&self.media, &s.index, id, &mut chain)?;
+                    }
+                    Ok(())
+                })();
+                // In a read-only pool, a writer's retention may have released and reused
+                // the object's segment (or a delta parent's) since the index was built:
+                // that object is gone, not damaged.
+                let gone =
+                    || !self.writable && !chain.iter().chain([&id]).all(|&c| self.still_there_in(&s, s.index.entry(c)));
+                match verdict {
+                    Ok(()) => checked += 1,
+                    Err(_) if gone() => {}
+                    Err(err) => return Err(err),
+                }
+                at = e.next;
+            }
+        }
+        Ok(checked)
+    }
+}
+
+/// The versions of one name, oldest first (see [`Pool::versions`]).
+pub struct VersionIter<'p, M: Media, X: IndexMemory> {
+    pool: &'p Pool<M, X>,
+    at: u32,
+    left: u32,
+}
+
+impl<M: Media, X: IndexMemory> Iterator for VersionIter<'_, M, X> {
+    type Item = ObjectInfo;
+    fn next(&mut self) -> Option<ObjectInfo> {
+        if self.left == 0 || self.at == NONE {
+            return None;
+        }
+        self.left -= 1;
+        // Entry ids stay valid while the pool is borrowed (only `&mut` methods remove
+        // entries); new versions are appended after the ones counted at the start.
+        let s = self.pool.shared.read();
+        let e = s.index.entry(self.at);
+        self.at = e.next;
+        Some(ObjectInfo::of(e))
+    }
+}
+
+impl<M: Media, X: IndexMemory> fmt::Debug for VersionIter<'_, M, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VersionIter").field("left", &self.left).finish_non_exhaustive()
+    }
+}
+
+/// Every distinct name (see [`Pool::names`]).
+pub struct NameIter<'p, M: Media, X: IndexMemory> {
+    pool: &'p Pool<M, X>,
+    next: u32,
+    count: u32,
+}
+
+impl<M: Media, X: IndexMemory> Iterator for NameIter<'_, M, X> {
+    type Item = NameInfo;
+    fn next(&mut self) -> Option<NameInfo> {
+        let s = self.pool.shared.read();
+        while self.next < self.count {
+            let id = self.next;
+            self.next += 1;
+            let n = s.index.name(id);
+            if n.last != NONE {
+                return Some(NameInfo { id, versions: n.count, latest: s.index.entry(n.last).version });
+            }
+        }
+        None
+    }
+}
+
+impl<M: Media, X: IndexMemory> fmt::Debug for NameIter<'_, M, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NameIter").field("next", &self.next).field("count", &self.count).finish()
+    }
+}
+
+/// A name a lookup can find: 1 to `NAME_MAX` bytes (as a put requires).
+fn check_name(name: &[u8]) -> Result<()> {
+    match name.len() {
+        0 => Err(Error::NameEmpty),
+        n if n > NAME_MAX => Err(Error::NameTooLong { len_bytes: n }),
+        _ => Ok(()),
+    }
+}

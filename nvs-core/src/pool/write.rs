@@ -1,0 +1,62 @@
+//! Puts through `&mut Pool`: no other writer exists, so no lock is taken.
+
+use super::Pool;
+use crate::error::{Error, Result};
+use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
+use crate::index::IndexMemory;
+use crate::log::plan::{Plan, Planned};
+use crate::log::seal::UnitKind;
+use crate::media::Media;
+use crate::object::{Object, Put, Versions};
+use crate::shared::Own;
+
+impl<M: Media, X: IndexMemory> Pool<M, X> {
+    /// Put `object` on `lane`. Returns what was committed, after the commit is durable.
+    pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
+        let mut plan = Plan::<1>::new();
+        self.commit(lane, &[object], &mut plan)?;
+        Ok(put_of(&plan))
+    }
+
+    /// Commit every object of `objects` together, on `lane`: after a crash either all
+    /// are recovered or none. Returns their versions, after the commit is durable.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        let mut plan = Plan::<BATCH_MAX>::new();
+        self.commit(lane, objects, &mut plan)?;
+        Ok(versions_of(&plan))
+    }
+
+    /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
+    /// the same protocol as a put. Followers see the end of the stream; a later put on
+    /// the lane reopens it.
+    pub fn close_lane(&mut self, lane: u32) -> Result<()> {
+        let (w, lanes, shared) = self.split_mut();
+        w.check_lane(lane)?;
+        let kind = UnitKind { flags: UNIT_END_OF_STREAM, base: 0 };
+        w.marker_unit(&mut Own(shared), lanes[lane as usize].get_mut(), lane, kind)
+    }
+
+    /// A unit on `lane` through `&mut self`.
+    fn commit<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+        let (w, lanes, shared) = self.split_mut();
+        let lanes_max = w.sb.lanes_max;
+        let cell = lanes.get_mut(lane as usize).ok_or(Error::NoSuchLane { lane, lanes_max })?;
+        w.commit_unit(&mut Own(shared), cell.get_mut(), lane, objects, plan)
+    }
+}
+
+/// What the single object of a put's plan became.
+pub(super) fn put_of(plan: &[Planned]) -> Put {
+    plan.first().map_or(Put { version: 0, stored_bytes: 0, delta: false }, |p| Put {
+        version: p.version,
+        stored_bytes: p.stored,
+        delta: p.delta.is_some(),
+    })
+}
+
+/// The versions of a batch's plan.
+pub(super) fn versions_of(plan: &[Planned]) -> Versions {
+    let mut v = Versions::default();
+    plan.iter().for_each(|p| v.push(p.version));
+    v
+}

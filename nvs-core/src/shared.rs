@@ -1,0 +1,75 @@
+//! What the lanes and readers of one pool share, behind one lock, and the two ways the
+//! write path reaches it (owned through `&mut Pool`, or locked by a lane writer).
+
+use crate::format::{BATCH_MAX, LANES_MAX};
+use crate::index::{Index, IndexMemory, NONE};
+use crate::object::LaneInfo;
+use crate::recover::RecoveryStats;
+use crate::sync::RwLock;
+
+/// What every lane and reader of a pool shares, behind one lock: the index, segment
+/// allocation, the statistics and each lane as readers see it. Writers hold the lock
+/// only to plan a unit (versions, index room, a segment) and to publish it after its
+/// commit — never while they copy or fence, unless the unit creates a new name (see
+/// a lane writer).
+pub(crate) struct Shared<X: IndexMemory> {
+    pub index: Index<X>,
+    pub alloc_cursor: u32,
+    pub stats: RecoveryStats,
+    /// Index entries planned by units not yet published (room reserved for them).
+    pub pending_entries: usize,
+    /// Per lane: units committed and whether closed, as published.
+    pub lane_infos: [Option<LaneInfo>; LANES_MAX as usize],
+    /// Name slot used by the object at each position of the last unit: a put of the
+    /// same names again (a time step) checks the hint against the media instead of
+    /// hashing the name and probing the table. A stale hint only misses.
+    pub name_hints: [u32; BATCH_MAX],
+}
+
+impl<X: IndexMemory> Shared<X> {
+    /// Nothing known yet: an empty index in `mem`.
+    pub fn new(mem: X) -> Self {
+        Shared {
+            index: Index::new(mem),
+            alloc_cursor: 0,
+            stats: RecoveryStats::default(),
+            pending_entries: 0,
+            lane_infos: [None; LANES_MAX as usize],
+            name_hints: [NONE; BATCH_MAX],
+        }
+    }
+}
+
+/// Access to the [`Shared`] state: owned (`&mut Pool`) or behind the lock (a
+/// a lane writer); `with` runs a closure on it, taking the write lock if needed.
+pub(crate) trait SharedAccess<X: IndexMemory> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R;
+    /// The state without locking, when access is exclusive anyway.
+    fn exclusive(&mut self) -> Option<&mut Shared<X>>;
+}
+
+/// Exclusive access: no lock.
+pub(crate) struct Own<'a, X: IndexMemory>(pub &'a mut Shared<X>);
+
+impl<X: IndexMemory> SharedAccess<X> for Own<'_, X> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
+        f(self.0)
+    }
+    fn exclusive(&mut self) -> Option<&mut Shared<X>> {
+        Some(self.0)
+    }
+}
+
+/// Shared access: the write lock, held for the closure only. Its Release on unlock
+/// publishes the index entries of a committed unit to readers, whose read lock (an
+/// Acquire) then also sees the payload stores fenced before the commit.
+pub(crate) struct Locked<'a, X: IndexMemory>(pub &'a RwLock<Shared<X>>);
+
+impl<X: IndexMemory> SharedAccess<X> for Locked<'_, X> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R {
+        f(&mut self.0.write())
+    }
+    fn exclusive(&mut self) -> Option<&mut Shared<X>> {
+        None
+    }
+}

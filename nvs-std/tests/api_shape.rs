@@ -1,0 +1,124 @@
+//! The API's promises that are easy to lose in a refactor: lanes taken from a `FilePool`
+//! pass its durability check, listings do not hold the index lock (a put from the same
+//! thread while iterating used to spin forever), and the types are Send/Sync.
+
+use nvs_core::{Object, Pool, Region};
+use nvs_std::{Access, CreateOptions, Durability, Error, FileLane, FilePool, Follower};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Compile-time: what a user shares between threads can be shared.
+#[allow(dead_code)]
+fn send_sync() {
+    fn both<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    both::<FilePool>();
+    both::<Pool<Region, nvs_core::HeapMemory>>();
+    send::<FileLane<'static>>();
+    send::<nvs_core::LaneWriter<'static, Region, nvs_core::HeapMemory>>();
+    send::<Follower>();
+}
+
+fn msync_pool(dir: &tempfile::TempDir) -> FilePool {
+    let opts = CreateOptions { durability: Some(Durability::Msync), ..CreateOptions::default() };
+    FilePool::create(dir.path().join("p.pool"), 4 << 20, &opts).expect("create")
+}
+
+/// Run `f` on another thread; fail (instead of hanging the suite) if it takes too long.
+fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).expect("did not finish: a lock held across the loop?");
+}
+
+#[test]
+fn a_lane_put_after_a_failed_msync_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = msync_pool(&dir);
+    let mut lane = pool.lane(3).expect("lane");
+    assert_eq!(lane.put(Object::new("a", b"one")).expect("put").version, 1);
+    pool.media().fail_next_sync();
+    let e = lane.put(Object::new("a", b"two")).expect_err("the msync failed: not durable");
+    assert!(matches!(e, Error::Sync { .. }), "{e}");
+    // And every later write, on any lane or through the pool itself.
+    assert!(matches!(lane.put(Object::new("a", b"three")), Err(Error::Sync { .. })));
+    drop(lane);
+    assert!(matches!(pool.lane(4).map(|_| ()), Err(Error::Sync { .. })));
+    let mut pool = pool;
+    assert!(matches!(pool.put(0, Object::new("b", b"x")), Err(Error::Sync { .. })));
+    assert!(matches!(pool.reclaim(1), Err(Error::Sync { .. })));
+}
+
+#[test]
+fn a_pool_put_after_a_failed_msync_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = msync_pool(&dir);
+    pool.put(0, Object::new("a", b"one")).expect("put");
+    pool.media().fail_next_sync();
+    assert!(matches!(pool.put(0, Object::new("a", b"two")), Err(Error::Sync { .. })));
+    assert!(matches!(pool.close_lane(0), Err(Error::Sync { .. })));
+}
+
+#[test]
+fn reclaim_is_reachable_and_keeps_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = CreateOptions { segment_len: Some(4096), lanes_max: 1, ..CreateOptions::default() };
+    let mut pool = FilePool::create(dir.path().join("r.pool"), 1 << 20, &opts).expect("create");
+    let bytes = [7u8; 1500];
+    for _ in 0..40 {
+        pool.put(0, Object::new("x", &bytes)).expect("put");
+    }
+    let used = pool.stats().segments_used;
+    assert!(pool.reclaim(1).expect("reclaim") > 0);
+    assert!(pool.stats().segments_used < used);
+    assert_eq!(pool.get_vec("x", 40).expect("latest kept"), bytes);
+}
+
+#[test]
+fn putting_while_listing_versions_and_names_does_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("l.pool"), 4 << 20, &CreateOptions::default()).expect("create");
+    for i in 0..3u8 {
+        pool.put(0, Object::new("a", &[i])).expect("put");
+    }
+    within(20, move || {
+        let mut lane = pool.lane(1).expect("lane");
+        let mut seen = 0;
+        for v in pool.versions("a").expect("versions") {
+            lane.put(Object::new("a", &[v.version as u8])).expect("put while listing versions");
+            seen += 1;
+        }
+        // The listing is of the versions there were when it started.
+        assert_eq!(seen, 3);
+        let mut names = 0;
+        for n in pool.names() {
+            lane.put(Object::new("b", &[n.id as u8])).expect("put while listing names");
+            names += 1;
+        }
+        assert_eq!(names, 1);
+        drop(lane);
+        assert_eq!(pool.latest("a").unwrap(), 6);
+        assert_eq!(pool.latest("b").unwrap(), 1);
+    });
+}
+
+#[test]
+fn errors_chain_to_their_core_cause() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.pool");
+    FilePool::create(&path, 1 << 20, &CreateOptions::default()).expect("create");
+    let pool = FilePool::open(&path, Access::ReadOnly).expect("open");
+    let e = pool.get_vec("nothing", 1).expect_err("no such object");
+    let source = e.source().expect("a source").downcast_ref::<nvs_core::Error>().copied();
+    assert_eq!(source, Some(nvs_core::Error::NotFound));
+    // A name no put could take is refused as such, not as "not found".
+    let long = [b'n'; 256];
+    assert_eq!(
+        pool.latest(&long[..]).expect_err("too long").core(),
+        Some(nvs_core::Error::NameTooLong { len_bytes: 256 })
+    );
+}
