@@ -1,11 +1,28 @@
 #!/usr/bin/env bash
-# The whole test suite (the README's test command). Needs: rustfmt, clippy and the
-# x86_64-unknown-none target; for the miri and fuzz steps a nightly toolchain with miri
-# and cargo-fuzz (.ci/run installs them all when missing; without them those two steps
-# say SKIPPED).
+# The whole test suite (the README's test command). It installs with rustup and cargo
+# what it needs and is missing (rustfmt, clippy, the x86_64-unknown-none target, a
+# nightly toolchain with miri, cargo-fuzz), so it runs on a machine where only rustup
+# was set up. PMDK's libraries (optional bench rows) need the system's package manager:
+# .ci/run installs them.
 set -euo pipefail
 cd "$(dirname "$0")"
 step() { printf '\n== %s\n' "$*"; }
+
+step "setup: what the suite needs (rustup components and target, nightly miri, cargo-fuzz)"
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+if ! rustup target list --installed | grep -qx x86_64-unknown-none; then
+  rustup target add x86_64-unknown-none
+fi
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  if rustup toolchain list | grep -q '^nightly-'; then
+    rustup component add --toolchain nightly miri rust-src
+  else
+    rustup toolchain install nightly --profile minimal -c miri,rust-src
+  fi
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
+fi
 
 step "format";  cargo fmt --all --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
@@ -27,7 +44,7 @@ step "miri: nvs-core on the portable media path (slow tests shrunk or skipped un
 if cargo +nightly miri --version >/dev/null 2>&1; then
   cargo +nightly miri test -p nvs-core
 else
-  echo "SKIPPED: no nightly toolchain with miri here (.ci/run installs it)"
+  echo "SKIPPED: no nightly toolchain with miri here (the setup step could not install it)"
 fi
 step "fuzz: recover_image, decode, ops_crash, ${FUZZ_SECONDS:-60} s each (FUZZ_SECONDS=0 skips)"
 if [ "${FUZZ_SECONDS:-60}" = 0 ]; then
@@ -35,6 +52,6 @@ if [ "${FUZZ_SECONDS:-60}" = 0 ]; then
 elif command -v cargo-fuzz >/dev/null 2>&1; then
   ./fuzz/run.sh "${FUZZ_SECONDS:-60}"
 else
-  echo "SKIPPED: cargo-fuzz not installed here (.ci/run installs it)"
+  echo "SKIPPED: cargo-fuzz not installed here (the setup step could not install it)"
 fi
 step "ok"

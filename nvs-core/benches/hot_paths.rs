@@ -49,10 +49,10 @@ fn bench_puts(c: &mut Criterion) {
         g.bench_function(format!("put_{}k", size >> 10), |b| {
             b.iter(|| {
                 let p = pool.as_mut().expect("pool");
-                if p.put(b"temperature", black_box(&src)).is_err() {
+                if p.put(0, Object::new(b"temperature", black_box(&src))).is_err() {
                     let (_, idx) = pool.take().expect("pool").close();
                     let mut p = fresh(&mut mem, idx);
-                    p.put(b"temperature", &src).expect("put");
+                    p.put(0, Object::new(b"temperature", &src)).expect("put");
                     pool = Some(p);
                 }
             })
@@ -61,8 +61,7 @@ fn bench_puts(c: &mut Criterion) {
     }
     let src = vec![7u8; 1 << 10];
     let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
-    let parts: [&[u8]; 1] = [&src];
-    let objects: Vec<Object<'_>> = names.iter().map(|n| Object::new(n, &parts)).collect();
+    let objects: Vec<Object<'_>> = names.iter().map(|n| Object::new(n, &src)).collect();
     let mut pool = Some(fresh(&mut mem, HeapMemory::new()));
     g.throughput(Throughput::Bytes(64 << 10));
     g.bench_function("put_batch_64x1k", |b| {
@@ -86,7 +85,7 @@ fn bench_reads(c: &mut Criterion) {
     let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
     let src = vec![3u8; 1 << 10];
     for i in 0..100_000usize {
-        pool.put(&names[i % 64], &src).expect("fill");
+        pool.put(0, Object::new(&names[i % 64], &src)).expect("fill");
     }
     let mut buf = vec![0u8; 1 << 10];
     let mut g = c.benchmark_group("read");
@@ -143,7 +142,7 @@ fn bench_recovery(c: &mut Criterion) {
     let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
     let src = vec![3u8; 1 << 10];
     for i in 0..100_000usize {
-        pool.put(&names[i % 64], &src).expect("fill");
+        pool.put(0, Object::new(&names[i % 64], &src)).expect("fill");
     }
     let (_, idx) = pool.close();
     let idx = std::cell::RefCell::new(Some(idx));

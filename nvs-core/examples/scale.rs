@@ -5,7 +5,7 @@
 //! `cargo run --release -p nvs-core --example scale`
 //! Heap memory stands in for persistent memory.
 
-use nvs_core::{Error, FixedMemory, FormatOptions, HeapMemory, Pool, Region};
+use nvs_core::{Error, FixedMemory, FormatOptions, HeapMemory, Object, Pool, Region};
 use std::time::Instant;
 
 #[repr(C, align(64))]
@@ -24,7 +24,7 @@ fn main() {
         o.segment_len = Some(4096);
         let mut pool = Pool::format(region(&mut mem), o, HeapMemory::new()).unwrap();
         for v in 1..=release + 1 {
-            pool.put(b"a", &[v as u8; 3900]).unwrap();
+            pool.put(0, Object::new(b"a", &[v as u8; 3900])).unwrap();
         }
         let t = Instant::now();
         pool.refresh().unwrap();
@@ -34,7 +34,7 @@ fn main() {
         let reclaim = t.elapsed();
         println!(
             "reclaim of {release} of {} segments: {:.1} ms (one recovery of the pool: {:.1} ms)",
-            pool.superblock().segment_count,
+            pool.layout().segment_count,
             reclaim.as_secs_f64() * 1e3,
             recovery.as_secs_f64() * 1e3
         );
@@ -50,7 +50,7 @@ fn main() {
             let mut pool = Pool::format(region(&mut mem), o, *fixed).unwrap();
             let (mut n, mut t) = (0u64, Instant::now());
             loop {
-                match pool.put(format!("n{}", n % 1000).as_bytes(), b"x") {
+                match pool.put(0, Object::new(format!("n{}", n % 1000).as_bytes(), b"x")) {
                     Ok(_) => n += 1,
                     Err(e @ Error::IndexFull { .. }) => {
                         println!("after {n} puts: {e}");

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release -p nvs-core --example shared_reads`
 
-use nvs_core::{FormatOptions, HeapMemory, Pool, Region};
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
 use std::time::Instant;
 
 #[repr(C, align(64))]
@@ -24,7 +24,7 @@ fn main() {
     let mut w = Pool::format(region(), o, HeapMemory::new()).unwrap();
     for (k, size) in SIZES.into_iter().enumerate() {
         for _ in 0..3 {
-            w.put(format!("s{k}").as_bytes(), &vec![k as u8; size]).unwrap();
+            w.put(0, Object::new(format!("s{k}").as_bytes(), &vec![k as u8; size])).unwrap();
         }
     }
     let plain = Pool::open_read_only(region(), HeapMemory::new()).unwrap();

@@ -4,7 +4,7 @@
 //! `cargo run --release -p nvs-core --example throughput`
 //! Heap memory stands in for persistent memory (as /dev/shm does for the paper).
 
-use nvs_core::{FormatOptions, HeapMemory, Pool, Region};
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
 use std::time::{Duration, Instant};
 
 #[repr(C, align(64))]
@@ -16,7 +16,7 @@ const REGION: usize = 1 << 30;
 fn main() {
     let mut mem = vec![Line([0; 64]); REGION / 64];
     let base: *mut u8 = mem.as_mut_ptr().cast();
-    println!("wide NT stores: {}", if nvs_core::wide_stores_avx2() { "AVX2 32 B" } else { "16 B" });
+    println!("wide NT stores: {}", if nvs_core::nt_store_width() >= 32 { "AVX2 32 B" } else { "16 B" });
     for size in [1usize << 10, 32 << 10, 1 << 20] {
         let src: Vec<u8> = (0..size).map(|i| (i * 31) as u8).collect();
         let (mut put, mut sum, mut cpy) = (Vec::new(), Vec::new(), Vec::new());
@@ -41,7 +41,7 @@ fn main() {
     let mut pool = Pool::format(region, o, HeapMemory::new()).unwrap();
     let data = [7u8; 1024];
     for i in 0..100_000u32 {
-        pool.put_vectored(i % 4, format!("array{}", i % 100).as_bytes(), &[&data]).unwrap();
+        pool.put(i % 4, Object::vectored(format!("array{}", i % 100).as_bytes(), &[&data])).unwrap();
     }
     let (region, _) = pool.close();
     let mut times = Vec::new();
@@ -72,7 +72,7 @@ fn trial_put(base: *mut u8, src: &[u8], payload_checksum: bool) -> f64 {
         o.payload_checksum = payload_checksum;
         let mut pool = Pool::format(region, o, HeapMemory::new()).unwrap();
         let t = Instant::now();
-        while pool.put(b"x", src).is_ok() {
+        while pool.put(0, Object::new(b"x", src)).is_ok() {
             bytes += src.len() as u64;
         }
         spent += t.elapsed();

@@ -17,9 +17,11 @@
 //!
 //! ```
 //! use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
-//! let mut mem = vec![0u64; 1 << 17]; // 1 MiB, 8-byte aligned
-//! // SAFETY: `mem` outlives the pool and nothing else touches it meanwhile.
-//! let media = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 8) };
+//! #[repr(align(64))]
+//! struct Line([u8; 64]);
+//! let mut mem: Vec<Line> = (0..(1 << 20) / 64).map(|_| Line([0; 64])).collect(); // 1 MiB
+//! // SAFETY: `mem` is 64-byte aligned, outlives the pool, and nothing else touches it.
+//! let media = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 64) };
 //! let pool = Pool::format(media, FormatOptions::new(7), HeapMemory::new())?;
 //! std::thread::scope(|s| {
 //!     for lane in 0..2u32 {
@@ -59,6 +61,7 @@ mod pool;
 mod recover;
 mod retention;
 mod shared;
+mod stream;
 mod sync;
 
 pub use delta::{Changes, ChunkHashes, DeltaOptions};
@@ -70,9 +73,8 @@ pub use index::{FixedMemory, IndexMemory};
 pub use limits::{BATCH_MAX, LANES_MAX, NAME_MAX};
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
-pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, Versions};
+pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, RecoveryStats, Versions};
 pub use pool::{FormatOptions, LaneWriter, Layout, NameIter, Pool, VersionIter};
-pub use recover::RecoveryStats;
 
 /// Not a stable API: what nvs's own simulator, verifier, fuzz targets and tools use
 /// beyond the front door (the on-media format, the checksum, the seeded protocol

@@ -182,7 +182,7 @@ impl ObjectInfo {
         ObjectInfo {
             version: e.version,
             len_bytes: e.len_bytes,
-            stored_bytes: e.stored_len,
+            stored_bytes: e.stored_bytes,
             depth: e.depth,
             lane: e.lane,
             seq: e.seq,
@@ -200,4 +200,19 @@ pub struct NameInfo {
     pub versions: u32,
     /// Its latest version.
     pub latest: u64,
+}
+
+/// What a recovery found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryStats {
+    /// Segments owned by lanes.
+    pub segments_used: u32,
+    /// Committed units (puts and batches).
+    pub units: u64,
+    /// Committed objects.
+    pub objects: u64,
+    /// Payload bytes of committed objects.
+    pub payload_bytes: u64,
+    /// Lanes holding at least one segment.
+    pub lanes: u32,
 }

@@ -27,29 +27,47 @@ use crate::log::lane::Lane;
 use crate::log::segments::{SegSlot, FREE, RELEASED};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
+use crate::object::RecoveryStats;
 
-/// What a recovery found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryStats {
-    /// Segments owned by lanes.
-    pub segments_used: u32,
-    /// Committed units (puts and batches).
-    pub units: u64,
-    /// Committed objects.
-    pub objects: u64,
-    /// Payload bytes of committed objects.
-    pub payload_bytes: u64,
-    /// Lanes holding at least one segment.
-    pub lanes: u32,
+/// How pass 3 learns each lane's retention base.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bases {
+    /// Assume no segment on a chain is released (the usual case: retention invalidates
+    /// what it releases right after its truncate unit), so each lane's unit headers are
+    /// walked once; the truncate units met on the way confirm it.
+    Assume,
+    /// Read the bases first (a walk of the unit headers), then walk again.
+    Read,
 }
 
 /// Rebuild `lanes` and `index` from the media. Writes nothing to the media.
+///
+/// One walk of every lane's units in the usual case. Only when a lane's truncate units
+/// release segments still valid on its chain (a crash between a truncate unit and the
+/// invalidation of its segments, or a reader beside a writer's reclaim), or when the
+/// walk finds anything wrong, does recovery start over reading the bases first — so an
+/// error is always the one the careful order finds.
 pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     media: &M,
     sb: &Superblock,
     index: &mut Index<X>,
     lanes: &mut [Lane],
 ) -> Result<RecoveryStats> {
+    match recover_with(media, sb, index, lanes, Bases::Assume) {
+        Ok(Some(stats)) => Ok(stats),
+        Ok(None) | Err(_) => recover_with(media, sb, index, lanes, Bases::Read)?
+            .ok_or(Error::Corrupted { offset: 0, kind: CorruptKind::SegmentChain }),
+    }
+}
+
+/// Recovery with bases found as `bases` says; `None`: assumed bases proved wrong.
+fn recover_with<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lanes: &mut [Lane],
+    bases: Bases,
+) -> Result<Option<RecoveryStats>> {
     index.clear();
     for l in lanes.iter_mut() {
         *l = Lane::default();
@@ -98,15 +116,21 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
             break;
         }
         let lane_id = first.lane;
-        // 3a: the lane's retention base (its latest truncate unit), by a walk of unit
-        // headers with the same continuity checks; segments below it are released.
-        let truncated = truncate_base(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), i)?;
+        // 3a: the lane's retention base (its latest truncate unit): assumed to be where
+        // its chain starts, or read by a walk of unit headers with the same continuity
+        // checks; segments below it are released.
+        let truncated = match bases {
+            Bases::Assume => Some(first.chain_seq),
+            Bases::Read => truncate_base(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), i)?,
+        };
         // A chain starting above 0 must have been released to there by a truncate unit;
         // otherwise its head was lost.
         if first.chain_seq > 0 && truncated.is_none_or(|b| b < first.chain_seq) {
             return Err(Error::Corrupted { offset: sb.segment_off(first.index), kind: CorruptKind::SegmentChain });
         }
         let base = truncated.unwrap_or(0);
+        // The largest base the truncate units walked below give (3b checks the assumed one).
+        let mut truncate_seen: Option<u64> = None;
         // Released segments stay owned (not free) until a writer invalidates them.
         while let Some(s) = index.segments(count)?.get_mut(i) {
             if s.lane != lane_id || s.chain_seq >= base {
@@ -142,7 +166,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                         version: d.header.version,
                         payload_off: d.payload_off,
                         len_bytes: if d.header.depth == 0 { d.header.payload_len } else { d.header.object_len },
-                        stored_len: d.header.payload_len,
+                        stored_bytes: d.header.payload_len,
                         seq: next_seq,
                         name: 0,
                         next: NONE,
@@ -164,7 +188,9 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
                 stats.units += 1;
                 next_seq += 1;
                 off = unit_end;
-                if h.flags != format::UNIT_TRUNCATE {
+                if h.flags == format::UNIT_TRUNCATE {
+                    truncate_seen = Some(truncate_seen.unwrap_or(0).max(h.reserved[0]));
+                } else {
                     lane.closed = h.flags == format::UNIT_END_OF_STREAM;
                 }
             }
@@ -180,13 +206,18 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
             }
             i += 1;
         }
+        // 3b: the assumed base holds if the truncate units say exactly where the chain
+        // starts (or, for a chain from 0, release nothing): else walk again, reading them.
+        if bases == Bases::Assume && truncate_seen.unwrap_or(0) != first.chain_seq {
+            return Ok(None);
+        }
         if let Some(l) = lanes.get_mut(lane_id as usize) {
             *l = lane;
         }
     }
     // Back to index order, for allocation.
     index.segments(count)?.sort_unstable_by_key(|s| s.index);
-    Ok(stats)
+    Ok(Some(stats))
 }
 
 /// Chain and sequence positions at or above this are corruption (see pass 2).

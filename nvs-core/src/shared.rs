@@ -4,7 +4,7 @@
 use crate::format::{BATCH_MAX, LANES_MAX};
 use crate::index::{Index, IndexMemory, NONE};
 use crate::object::LaneInfo;
-use crate::recover::RecoveryStats;
+use crate::object::RecoveryStats;
 use crate::sync::RwLock;
 
 /// What every lane and reader of a pool shares, behind one lock: the index, segment

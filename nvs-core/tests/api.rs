@@ -16,20 +16,23 @@ fn round_trip_every_api_and_reopen() {
     let (p1, p2, p3) = (rng.bytes(7), rng.bytes(0), rng.bytes(130));
     {
         let mut pool = format(&mut ram, 64 << 10);
-        assert_eq!(pool.put(b"a", &a1).unwrap(), 1);
-        assert_eq!(pool.put(b"a", &a2).unwrap(), 2);
-        assert_eq!(pool.put_version(1, b"b", 10, &b1).unwrap(), 10);
-        assert_eq!(pool.put_version(1, b"b", 10, &b1), Err(Error::VersionNotIncreasing { latest: 10, given: 10 }));
-        let v = pool.put_vectored(2, b"vec", &[&p1, &p2, &p3]).unwrap();
+        assert_eq!(pool.put(0, Object::new(b"a", &a1)).unwrap().version, 1);
+        assert_eq!(pool.put(0, Object::new(b"a", &a2)).unwrap().version, 2);
+        assert_eq!(pool.put(1, Object::new(b"b", &b1).version(10)).unwrap().version, 10);
+        assert_eq!(
+            pool.put(1, Object::new(b"b", &b1).version(10)),
+            Err(Error::VersionNotIncreasing { latest: 10, given: 10 })
+        );
+        let v = pool.put(2, Object::vectored(b"vec", &[&p1, &p2, &p3])).unwrap().version;
         assert_eq!(v, 1);
         let vs = pool
             .put_batch(
                 3,
                 &[
-                    Object::new(b"x", &[&a2]),
-                    Object::new(b"a", &[&b1]),
-                    Object::new(b"a", &[&p1]),
-                    Object::new(b"y", &[&[]]).with_version(5),
+                    Object::new(b"x", &a2),
+                    Object::new(b"a", &b1),
+                    Object::new(b"a", &p1),
+                    Object::new(b"y", &[]).version(5),
                 ],
             )
             .unwrap();
@@ -92,7 +95,7 @@ fn many_records_across_segments_survive_reopen() {
     for i in 0..3000u32 {
         let name = format!("n{}", i % 37);
         let data = i.to_le_bytes().repeat((i % 50) as usize);
-        pool.put_vectored(i % 3, name.as_bytes(), &[&data]).unwrap();
+        pool.put(i % 3, Object::vectored(name.as_bytes(), &[&data])).unwrap();
     }
     let segs = pool.stats().segments_used;
     assert!(segs > 10, "the test must cross segments ({segs})");
@@ -120,16 +123,16 @@ fn full_pool_is_an_error_and_harms_nothing() {
     let data = [7u8; 1000];
     let mut committed = 0u64;
     let err = loop {
-        match pool.put(b"obj", &data) {
+        match pool.put(0, Object::new(b"obj", &data)).map(|p| p.version) {
             Ok(v) => committed = v,
             Err(e) => break e,
         }
     };
     assert_eq!(err, Error::Full);
     assert!(committed >= 4, "{committed}");
-    assert_eq!(pool.put(b"obj", &data), Err(Error::Full), "stays full");
+    assert_eq!(pool.put(0, Object::new(b"obj", &data)), Err(Error::Full), "stays full");
     // Another lane cannot get a segment either.
-    assert_eq!(pool.put_vectored(1, b"other", &[b"x"]), Err(Error::Full));
+    assert_eq!(pool.put(1, Object::vectored(b"other", &[b"x"])), Err(Error::Full));
     drop(pool);
     let pool = open(&mut ram).unwrap();
     assert_eq!(pool.latest(b"obj"), Ok(committed));
@@ -148,22 +151,22 @@ fn limits() {
     let mut ram = Ram::new(1 << 20, 0);
     let mut pool = format(&mut ram, 64 << 10);
     let long = [b'n'; NAME_MAX];
-    assert_eq!(pool.put(&long, b""), Ok(1));
-    assert_eq!(pool.put(&[b'n'; NAME_MAX + 1], b"x"), Err(Error::NameTooLong { len_bytes: 256 }));
-    assert_eq!(pool.put(b"", b"x"), Err(Error::NameEmpty));
+    assert_eq!(pool.put(0, Object::new(&long, b"")).map(|p| p.version), Ok(1));
+    assert_eq!(pool.put(0, Object::new(&[b'n'; NAME_MAX + 1], b"x")), Err(Error::NameTooLong { len_bytes: 256 }));
+    assert_eq!(pool.put(0, Object::new(b"", b"x")), Err(Error::NameEmpty));
     let max = pool.max_object_bytes(3);
     let big = vec![9u8; max as usize + 1];
-    assert_eq!(pool.put(b"big", &big), Err(Error::TooLarge { len_bytes: max + 1, max_bytes: max }));
-    assert_eq!(pool.put(b"big", &big[..max as usize]), Ok(1));
+    assert_eq!(pool.put(0, Object::new(b"big", &big)), Err(Error::TooLarge { len_bytes: max + 1, max_bytes: max }));
+    assert_eq!(pool.put(0, Object::new(b"big", &big[..max as usize])).map(|p| p.version), Ok(1));
     assert_eq!(pool.put_batch(0, &[]), Err(Error::BatchSize { count: 0 }));
-    let objs = vec![Object::new(b"m", &[b"1"]); BATCH_MAX + 1];
+    let objs = vec![Object::new(b"m", b"1"); BATCH_MAX + 1];
     assert_eq!(pool.put_batch(0, &objs), Err(Error::BatchSize { count: BATCH_MAX + 1 }));
     assert_eq!(pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(), BATCH_MAX);
     assert_eq!(pool.latest(b"m"), Ok(BATCH_MAX as u64));
-    assert_eq!(pool.put_vectored(4, b"x", &[b"x"]), Err(Error::NoSuchLane { lane: 4, lanes_max: 4 }));
+    assert_eq!(pool.put(4, Object::vectored(b"x", &[b"x"])), Err(Error::NoSuchLane { lane: 4, lanes_max: 4 }));
     drop(pool);
     let mut ro = Pool::open_read_only(ram.region(), nvs_core::HeapMemory::new()).unwrap();
-    assert_eq!(ro.put(b"x", b"x"), Err(Error::ReadOnly));
+    assert_eq!(ro.put(0, Object::new(b"x", b"x")), Err(Error::ReadOnly));
     let mut buf = vec![0u8; max as usize];
     assert_eq!(ro.get(b"big", 1, &mut buf), Ok(max as usize));
     assert!(buf.iter().all(|&b| b == 9));
@@ -177,7 +180,7 @@ fn read_only_open_writes_nothing() {
     let mut ram = Ram::new(256 << 10, 0x5A);
     let mut pool = format(&mut ram, 16 << 10);
     for i in 0..20u8 {
-        pool.put(b"k", &[i; 100]).unwrap();
+        pool.put(0, Object::new(b"k", &[i; 100])).unwrap();
     }
     drop(pool);
     let before = ram.bytes();
@@ -201,13 +204,13 @@ fn fixed_memory_fills_cleanly() {
     o.segment_len = Some(4096);
     let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
     for i in 0..8u8 {
-        pool.put(b"a", &[i]).unwrap();
+        pool.put(0, Object::new(b"a", &[i])).unwrap();
     }
     let units = pool.stats().units;
     // The lane's log ends after the last unit's one-line payload.
     let tail = pool.stat(b"a", 8).unwrap().offset as usize + 64;
     let before = ram.bytes();
-    assert_eq!(pool.put(b"a", b"z"), Err(Error::IndexFull { what: "records", records: 8, names: 1 }));
+    assert_eq!(pool.put(0, Object::new(b"a", b"z")), Err(Error::IndexFull { what: "records", records: 8, names: 1 }));
     let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
     // Not the next unit's commit word, batch header or object header either.
     assert!(first_change.is_none_or(|at| at >= tail + 128), "refused put changed byte {first_change:?}");
@@ -232,7 +235,7 @@ fn fill_and_reopen<const R: usize, const N: usize, const T: usize>(names: usize)
     let mut written = Vec::new();
     for i in 0.. {
         let n = name(i % names);
-        match pool.put(&n, &(i as u32).to_le_bytes()) {
+        match pool.put(0, Object::new(&n, &(i as u32).to_le_bytes())).map(|p| p.version) {
             Ok(v) => written.push((n, v, i as u32)),
             Err(Error::IndexFull { what: "records", records, names: got }) => {
                 assert_eq!((records, got), (R, names));
@@ -286,7 +289,7 @@ fn table_not_a_power_of_two() {
     let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
     let mut n = 0;
     let err = loop {
-        match pool.put(b"k", b"x") {
+        match pool.put(0, Object::new(b"k", b"x")) {
             Ok(_) => n += 1,
             Err(e) => break e,
         }
@@ -303,14 +306,14 @@ fn input_refusals_write_nothing() {
     let mut o = FormatOptions::new(5);
     o.segment_len = Some(16 << 10);
     let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
-    pool.put_version(0, b"a", 10, b"ten").unwrap();
+    pool.put(0, Object::new(b"a", b"ten").version(10)).unwrap();
     let before = ram.bytes();
-    assert!(matches!(pool.put_version(0, b"a", 10, b"again"), Err(Error::VersionNotIncreasing { .. })));
-    assert!(matches!(pool.put(&[b'n'; 256], b"x"), Err(Error::NameTooLong { .. })));
-    assert!(matches!(pool.put(b"a", &[0u8; 16 << 10]), Err(Error::TooLarge { .. })));
-    assert!(matches!(pool.put_vectored(u32::MAX, b"a", &[b"x"]), Err(Error::NoSuchLane { .. })));
+    assert!(matches!(pool.put(0, Object::new(b"a", b"again").version(10)), Err(Error::VersionNotIncreasing { .. })));
+    assert!(matches!(pool.put(0, Object::new(&[b'n'; 256], b"x")), Err(Error::NameTooLong { .. })));
+    assert!(matches!(pool.put(0, Object::new(b"a", &[0u8; 16 << 10])), Err(Error::TooLarge { .. })));
+    assert!(matches!(pool.put(u32::MAX, Object::vectored(b"a", &[b"x"])), Err(Error::NoSuchLane { .. })));
     assert!(ram.bytes() == before, "a refused put wrote to the media");
-    assert_eq!(pool.put(b"a", b"eleven"), Ok(11));
+    assert_eq!(pool.put(0, Object::new(b"a", b"eleven")).map(|p| p.version), Ok(11));
 }
 
 /// Payload checksums: a flipped payload byte is reported as corruption by get and verify_all.
@@ -321,7 +324,7 @@ fn payload_checksum_catches_damage() {
     o.segment_len = Some(16 << 10);
     o.payload_checksum = true;
     let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
-    pool.put(b"p", &[1u8; 300]).unwrap();
+    pool.put(0, Object::new(b"p", &[1u8; 300])).unwrap();
     let off = pool.stat(b"p", 1).unwrap().offset as usize;
     let mut buf = [0u8; 300];
     assert_eq!(pool.get(b"p", 1, &mut buf), Ok(300));
@@ -343,8 +346,8 @@ fn close_lane_marks_end_of_stream() {
     let mut ram = Ram::new(256 << 10, 0x77);
     let mut pool = format(&mut ram, 16 << 10);
     assert_eq!(pool.lane_info(1), None);
-    pool.put_vectored(1, b"a", &[b"one"]).unwrap();
-    pool.put(b"b", b"zero").unwrap();
+    pool.put(1, Object::vectored(b"a", &[b"one"])).unwrap();
+    pool.put(0, Object::new(b"b", b"zero")).unwrap();
     pool.close_lane(1).unwrap();
     assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
     drop(pool);
@@ -352,7 +355,7 @@ fn close_lane_marks_end_of_stream() {
     assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
     assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 1, closed: false }));
     assert_eq!(pool.stats().objects, 2);
-    pool.put_vectored(1, b"a", &[b"two"]).unwrap();
+    pool.put(1, Object::vectored(b"a", &[b"two"])).unwrap();
     drop(pool);
     let pool = open(&mut ram).unwrap();
     assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 3, closed: false }));

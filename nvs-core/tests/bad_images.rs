@@ -4,8 +4,8 @@
 
 mod common;
 use common::*;
-use nvs_core::format::{Superblock, FORMAT_VERSION};
-use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Pool};
+use nvs_core::internals::format::{Superblock, FORMAT_VERSION};
+use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Object, Pool};
 
 fn open_bytes(bytes: &[u8]) -> nvs_core::Result<u64> {
     let mut ram = Ram::from_bytes(bytes);
@@ -35,7 +35,7 @@ fn good_pool() -> Vec<u8> {
     for i in 0..PUTS {
         let len = rng.below(300) as usize;
         let data = rng.bytes(len);
-        pool.put_vectored(i % 3, format!("o{}", i % 5).as_bytes(), &[&data]).unwrap();
+        pool.put(i % 3, Object::vectored(format!("o{}", i % 5).as_bytes(), &[&data])).unwrap();
     }
     drop(pool);
     ram.bytes()
@@ -117,7 +117,7 @@ fn stale_pool_is_invisible() {
     let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
     assert_eq!(pool.stats().objects, 0);
     assert_eq!(pool.latest(b"o1"), Err(Error::NotFound));
-    pool.put(b"o1", b"new").unwrap();
+    pool.put(0, Object::new(b"o1", b"new")).unwrap();
     drop(pool);
     let pool = open(&mut ram).unwrap();
     assert_eq!(pool.stats().objects, 1);
@@ -142,7 +142,7 @@ fn alternating_ids_never_revive_old_generations() {
         // (one segment): the first generation's lane-1 segment stays on the media.
         let lanes = if round == 0 { 2 } else { 1 };
         for i in 0..(round as u32 * 3 + 2) {
-            pool.put_vectored(i % lanes, b"g", &[&[round as u8; 500]]).unwrap();
+            pool.put(i % lanes, Object::vectored(b"g", &[&[round as u8; 500]])).unwrap();
         }
         drop(pool);
         let pool = open(&mut ram).unwrap();
@@ -159,13 +159,13 @@ fn format_over_an_unsealed_superblock_takes_a_fresh_id() {
     let mut o = FormatOptions::new(0x77);
     o.segment_len = Some(4096);
     let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
-    assert_eq!(pool.superblock().pool_id, 0x77, "fresh media: the caller's id");
-    pool.put(b"old", b"old bytes").unwrap();
+    assert_eq!(pool.layout().pool_id, 0x77, "fresh media: the caller's id");
+    pool.put(0, Object::new(b"old", b"old bytes")).unwrap();
     drop(pool);
     ram.bytes_mut()[..8].fill(0); // what a crash after format's first step leaves
     assert!(matches!(Pool::open(ram.region(), HeapMemory::new()), Err(Error::NotFormatted)));
     let pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
-    assert_ne!(pool.superblock().pool_id, 0x77);
+    assert_ne!(pool.layout().pool_id, 0x77);
     assert_eq!(pool.names().count(), 0, "the old pool's objects stay gone");
 }
 

@@ -42,7 +42,7 @@ fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
         o.segment_len = Some(4096);
         let mut old = Pool::format(&rec, o, HeapMemory::new()).unwrap();
         for i in 0..20u8 {
-            let _ = old.put(b"stale", &[i; 200]);
+            let _ = old.put(0, Object::new(b"stale", &[i; 200]));
         }
         drop(old);
         image = rec.mem.into_inner();
@@ -57,7 +57,7 @@ fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
         let len = rng.below(700) as usize;
         let data = rng.bytes(len);
         let name = format!("h{}", i % 3).into_bytes();
-        let v = pool.put_vectored((i % 2) as u32, &name, &[&data]).unwrap();
+        let v = pool.put((i % 2) as u32, Object::vectored(&name, &[&data])).unwrap().version;
         model.push((name, v, data));
     }
     let before_model = model.clone();
@@ -66,22 +66,21 @@ fn scenario(last: Last, history: usize) -> (Vec<u8>, Vec<Op>, Model, Model) {
     match last {
         Last::Put(name, len) => {
             let data = rng.bytes(len);
-            let v = pool.put(name, &data).unwrap();
+            let v = pool.put(0, Object::new(name, &data)).unwrap().version;
             model.push((name.to_vec(), v, data));
         }
         Last::Vectored(lens) => {
             let parts: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l)).collect();
             let slices: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
-            let v = pool.put_vectored(1, b"vec", &slices).unwrap();
+            let v = pool.put(1, Object::vectored(b"vec", &slices)).unwrap().version;
             model.push((b"vec".to_vec(), v, parts.concat()));
         }
         Last::Batch(lens) => {
             let datas: Vec<Vec<u8>> = lens.iter().map(|&l| rng.bytes(l)).collect();
             let names: Vec<Vec<u8>> = (0..lens.len()).map(|i| format!("b{}", i % 2).into_bytes()).collect();
-            let parts: Vec<[&[u8]; 1]> = datas.iter().map(|d| [&d[..]]).collect();
-            let objs: Vec<Object> = names.iter().zip(&parts).map(|(n, p)| Object::new(n, p)).collect();
+            let objs: Vec<Object> = names.iter().zip(&datas).map(|(n, d)| Object::new(n, d)).collect();
             let vs = pool.put_batch(0, &objs).unwrap();
-            for ((n, d), v) in names.iter().zip(&datas).zip(vs) {
+            for ((n, d), v) in names.iter().zip(&datas).zip(vs.iter().copied()) {
                 model.push((n.clone(), v, d.clone()));
             }
         }

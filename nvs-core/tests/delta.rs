@@ -53,8 +53,8 @@ fn delta_stores_only_changed_chunks_and_reads_back_whole() {
     let ranges = scribble(&mut rng, &mut v2, 3);
     {
         let mut pool = pool_with(&mut ram, 1 << 20, false);
-        assert_eq!(pool.put(b"grid", &v1), Ok(1));
-        let put = pool.put_delta(0, b"grid", &v2, 1, &ranges.as_slice()).unwrap();
+        assert_eq!(pool.put(0, Object::new(b"grid", &v1)).map(|p| p.version), Ok(1));
+        let put = pool.put(0, Object::new(b"grid", &v2).delta(1, &ranges.as_slice())).unwrap();
         assert!(put.delta, "{put:?}");
         assert_eq!(put.version, 2);
         // At most 3 runs of 2 chunks each, plus the 64-byte record and table line.
@@ -87,10 +87,10 @@ fn chains_stay_within_full_every_and_every_version_reads_back() {
     {
         let mut pool = pool_with(&mut ram, 1 << 20, true);
         pool.set_delta_options(DeltaOptions { full_every: 4, ..DeltaOptions::default() }).unwrap();
-        pool.put(b"g", &obj).unwrap();
+        pool.put(0, Object::new(b"g", &obj)).unwrap();
         for v in 2..=30u64 {
             let ranges = scribble(&mut rng, &mut obj, 1 + (v as usize % 4));
-            let put = pool.put_delta(0, b"g", &obj, v - 1, &ranges.as_slice()).unwrap();
+            let put = pool.put(0, Object::new(b"g", &obj).delta(v - 1, &ranges.as_slice())).unwrap();
             assert_eq!(put.version, v);
             history.push(obj.clone());
             depths.push(pool.stat(b"g", v).unwrap().depth);
@@ -117,19 +117,19 @@ fn falls_back_to_full_when_a_delta_does_not_pay() {
     let mut pool = pool_with(&mut ram, 1 << 20, false);
     let mut rng = Rng(3);
     let v1 = rng.bytes(LEN);
-    pool.put(b"a", &v1).unwrap();
+    pool.put(0, Object::new(b"a", &v1)).unwrap();
     let full = |p: Put, len: usize| assert!(!p.delta && p.stored_bytes == len as u64, "{p:?}");
     // Length changed.
     let longer = [v1.clone(), vec![1; 10]].concat();
-    full(pool.put_delta(0, b"a", &longer, 1, &[(0, 1)]).unwrap(), LEN + 10);
+    full(pool.put(0, Object::new(b"a", &longer).delta(1, &[(0, 1)])).unwrap(), LEN + 10);
     // Unknown parent (never put, or a name never seen).
-    full(pool.put_delta(0, b"a", &longer, 99, &[(0, 1)]).unwrap(), LEN + 10);
-    full(pool.put_delta(0, b"new", &v1, 1, &[(0, 1)]).unwrap(), LEN);
+    full(pool.put(0, Object::new(b"a", &longer).delta(99, &[(0, 1)])).unwrap(), LEN + 10);
+    full(pool.put(0, Object::new(b"new", &v1).delta(1, &[(0, 1)])).unwrap(), LEN);
     // More than max_percent (50 %) changed.
     let mut v = longer.clone();
     v[..LEN / 2 + 8192].fill(9);
-    full(pool.put_delta(0, b"a", &v, 3, &[(0, LEN as u64 / 2 + 8192)]).unwrap(), LEN + 10);
-    let small = pool.put_delta(0, b"a", &v, 4, &[(0, 1)]).unwrap();
+    full(pool.put(0, Object::new(b"a", &v).delta(3, &[(0, LEN as u64 / 2 + 8192)])).unwrap(), LEN + 10);
+    let small = pool.put(0, Object::new(b"a", &v).delta(4, &[(0, 1)])).unwrap();
     assert!(small.delta);
     for (ver, want) in [(1, &v1), (2, &longer), (3, &longer), (4, &v), (5, &v)] {
         assert_eq!(&get(&pool, b"a", ver), want, "v{ver}");
@@ -142,7 +142,7 @@ fn bad_ranges_and_options_are_refused_with_nothing_written() {
     let mut ram = Ram::new(1 << 20, 0x00);
     let mut pool = pool_with(&mut ram, 64 << 10, false);
     let v1 = vec![3u8; 10_000];
-    pool.put(b"a", &v1).unwrap();
+    pool.put(0, Object::new(b"a", &v1)).unwrap();
     let units = pool.stats().units;
     let image = |pool: &Pool<Region, HeapMemory>| {
         let mut b = vec![0u8; pool.media().len()];
@@ -150,10 +150,16 @@ fn bad_ranges_and_options_are_refused_with_nothing_written() {
         b
     };
     let before = image(&pool);
-    assert_eq!(pool.put_delta(0, b"a", &v1, 1, &[(500, 1), (100, 1)]), Err(Error::DeltaRanges { offset: 100 }));
-    assert_eq!(pool.put_delta(0, b"a", &v1, 1, &[(9_999, 2)]), Err(Error::DeltaRanges { offset: 9_999 }));
+    assert_eq!(
+        pool.put(0, Object::new(b"a", &v1).delta(1, &[(500, 1), (100, 1)])),
+        Err(Error::DeltaRanges { offset: 100 })
+    );
+    assert_eq!(pool.put(0, Object::new(b"a", &v1).delta(1, &[(9_999, 2)])), Err(Error::DeltaRanges { offset: 9_999 }));
     // Even when the answer would have been a full version (unknown parent).
-    assert_eq!(pool.put_delta(0, b"zz", &v1, 1, &[(10_001, 1)]), Err(Error::DeltaRanges { offset: 10_001 }));
+    assert_eq!(
+        pool.put(0, Object::new(b"zz", &v1).delta(1, &[(10_001, 1)])),
+        Err(Error::DeltaRanges { offset: 10_001 })
+    );
     assert_eq!(pool.stats().units, units);
     assert!(image(&pool) == before, "a refused put wrote to the media");
     assert_eq!(pool.latest(b"a"), Ok(1));
@@ -190,8 +196,12 @@ fn chunk_hashes_detect_changes() {
             }
         }
         let put = match hashes.scan(&obj).unwrap() {
-            Some(parent) => pool.put_delta(0, b"sim", &obj, parent, &hashes).unwrap(),
-            None => Put { version: pool.put(b"sim", &obj).unwrap(), stored_bytes: LEN as u64, delta: false },
+            Some(parent) => pool.put(0, Object::new(b"sim", &obj).delta(parent, &hashes)).unwrap(),
+            None => Put {
+                version: pool.put(0, Object::new(b"sim", &obj)).unwrap().version,
+                stored_bytes: LEN as u64,
+                delta: false,
+            },
         };
         hashes.committed(put.version);
         history.push(obj.clone());
@@ -215,7 +225,7 @@ fn batch_with_vectored_delta_objects() {
     let mut rng = Rng(5);
     let a1 = rng.bytes(20_000);
     let b1 = rng.bytes(9_000);
-    pool.put_batch(1, &[Object::new(b"a", &[&a1]), Object::new(b"b", &[&b1])]).unwrap();
+    pool.put_batch(1, &[Object::new(b"a", &a1), Object::new(b"b", &b1)]).unwrap();
     let mut a2 = a1.clone();
     a2[5000] ^= 1;
     a2[19_999] ^= 1;
@@ -224,8 +234,7 @@ fn batch_with_vectored_delta_objects() {
     let parts: [&[u8]; 3] = [x, y, z];
     let changes = [(5000u64, 1u64), (19_999, 1)];
     let b2 = rng.bytes(9_000);
-    let vs =
-        pool.put_batch(1, &[Object::new(b"a", &parts).with_delta(1, &changes), Object::new(b"b", &[&b2])]).unwrap();
+    let vs = pool.put_batch(1, &[Object::vectored(b"a", &parts).delta(1, &changes), Object::new(b"b", &b2)]).unwrap();
     assert_eq!(&vs[..], &[2, 2]);
     assert_eq!(pool.stat(b"a", 2).unwrap().depth, 1);
     assert_eq!(get(&pool, b"a", 2), a2);
@@ -245,15 +254,15 @@ fn retention_keeps_what_a_live_delta_needs() {
     let mut rng = Rng(6);
     let mut obj = rng.bytes(40_000);
     let mut history = vec![obj.clone()];
-    pool.put(b"g", &obj).unwrap();
+    pool.put(0, Object::new(b"g", &obj)).unwrap();
     // Deltas of ~1 chunk each: a few fit beside a full version in one segment, then the
     // next version starts a new chain in a new segment (chains never leave theirs).
     for v in 2..=22u64 {
         let ranges = scribble(&mut rng, &mut obj, 1);
-        pool.put_delta(0, b"g", &obj, v - 1, &ranges.as_slice()).unwrap();
+        pool.put(0, Object::new(b"g", &obj).delta(v - 1, &ranges.as_slice())).unwrap();
         history.push(obj.clone());
         // Filler on another lane takes segments between them.
-        pool.put_vectored(1, b"filler", &[&rng.bytes(30_000)]).unwrap();
+        pool.put(1, Object::vectored(b"filler", &[&rng.bytes(30_000)])).unwrap();
     }
     let latest_depth = pool.stat(b"g", 22).unwrap().depth;
     assert!(latest_depth >= 1, "latest must be a delta for this test");
@@ -286,8 +295,8 @@ fn damaged_deltas_are_reported() {
             let v1 = vec![1u8; LEN];
             let mut v2 = v1.clone();
             v2[100] = 2;
-            pool.put(b"a", &v1).unwrap();
-            pool.put_delta(0, b"a", &v2, 1, &[(100, 1)]).unwrap();
+            pool.put(0, Object::new(b"a", &v1)).unwrap();
+            pool.put(0, Object::new(b"a", &v2).delta(1, &[(100, 1)])).unwrap();
             let info = pool.stat(b"a", 2).unwrap();
             (info.offset as usize, info.offset as usize + 64)
         };
@@ -321,14 +330,14 @@ fn pools_without_the_delta_flag_take_full_versions() {
         let pool = pool_with(&mut ram, 64 << 10, false);
         drop(pool);
     }
-    let mut sb: nvs_core::format::Superblock = *bytemuck::from_bytes(&ram.bytes()[..64]);
-    sb.flags &= !nvs_core::format::FLAG_DELTAS;
+    let mut sb: nvs_core::internals::format::Superblock = *bytemuck::from_bytes(&ram.bytes()[..64]);
+    sb.flags &= !nvs_core::internals::format::FLAG_DELTAS;
     sb.checksum = sb.compute_checksum();
     ram.bytes_mut()[..64].copy_from_slice(bytemuck::bytes_of(&sb));
     let mut pool = open(&mut ram).unwrap();
     let v1 = vec![5u8; 8192];
-    pool.put(b"a", &v1).unwrap();
-    let put = pool.put_delta(0, b"a", &v1, 1, &[(0, 1)]).unwrap();
+    pool.put(0, Object::new(b"a", &v1)).unwrap();
+    let put = pool.put(0, Object::new(b"a", &v1).delta(1, &[(0, 1)])).unwrap();
     assert!(!put.delta);
     assert_eq!(get(&pool, b"a", 2), v1);
 }
@@ -351,12 +360,12 @@ fn reclaim_never_orphans_a_delta_that_stays() {
         for &(o, l) in ranges {
             cur[o as usize..(o + l) as usize].fill(step);
         }
-        ver = pool.put_delta(0, b"d", &cur, ver, &ranges).unwrap().version;
+        ver = pool.put(0, Object::new(b"d", &cur).delta(ver, &ranges)).unwrap().version;
     };
     put(&mut pool, &[(10, 5)], 1);
     put(&mut pool, &[(100, 1), (700, 130)], 2);
     put(&mut pool, &[(10, 5)], 3);
-    pool.put(b"filler", &[3u8; 2200]).unwrap();
+    pool.put(0, Object::new(b"filler", &[3u8; 2200])).unwrap();
     // v4 does not fit beside the filler: in a new segment it is a full version, since a
     // chain never leaves its segment (so retention can always release the old one).
     put(&mut pool, &[(100, 1), (700, 130)], 4);
@@ -385,7 +394,7 @@ fn deepest_chain_reads_back() {
     let mut history = Vec::new();
     for v in 1..=258u64 {
         obj[(v as usize * 67) % 4096] = v as u8;
-        let put = pool.put_delta(0, b"deep", &obj, v - 1, &[((v * 67) % 4096, 1)]).unwrap();
+        let put = pool.put(0, Object::new(b"deep", &obj).delta(v - 1, &[((v * 67) % 4096, 1)])).unwrap();
         assert_eq!(put.version, v);
         history.push(obj.clone());
     }
@@ -418,7 +427,7 @@ fn a_stale_reader_of_a_delta_gets_not_found() {
     // chains spread over segments.
     for v in 1..=12u64 {
         cur[(v as usize * 200) % 1500] = v as u8;
-        w.put_delta(0, b"d", &cur, v - 1, &[((v * 200) % 1500, 1)]).unwrap();
+        w.put(0, Object::new(b"d", &cur).delta(v - 1, &[((v * 200) % 1500, 1)])).unwrap();
         history.push(cur.clone());
     }
     let r = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
@@ -428,7 +437,7 @@ fn a_stale_reader_of_a_delta_gets_not_found() {
     // reader still finds the name's bytes where its index says and reads the new units'
     // bytes as if they were its deltas' parents, records and data.
     let mut k = 0u8;
-    while w.put(b"d", &[0xEE ^ k; 1800]).is_ok() {
+    while w.put(0, Object::new(b"d", &[0xEE ^ k; 1800])).is_ok() {
         k += 1;
         assert!(k < 50);
     }
@@ -481,24 +490,24 @@ fn changes_that_answer_differently_later_cannot_write_past_the_unit() {
         pool.set_delta_options(DeltaOptions { chunk_bytes: 64, full_every: 16, max_percent: 50, ..Default::default() })
             .unwrap();
         let x1: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
-        assert_eq!(pool.put(b"x", &x1), Ok(1)); // lane 0, segment 0: a 1,152-byte unit
-                                                // Leave exactly 256 bytes (the delta's unit) at the end of segment 0.
+        assert_eq!(pool.put(0, Object::new(b"x", &x1)).map(|p| p.version), Ok(1)); // lane 0, segment 0: a 1,152-byte unit
+                                                                                   // Leave exactly 256 bytes (the delta's unit) at the end of segment 0.
         let f = vec![7u8; 4096 - 64 - 1152 - 256 - 128];
-        assert_eq!(pool.put(b"f", &f), Ok(1));
+        assert_eq!(pool.put(0, Object::new(b"f", &f)).map(|p| p.version), Ok(1));
         let y = vec![0xEEu8; 500];
-        assert_eq!(pool.put_vectored(1, b"y", &[&y]), Ok(1)); // lane 1, segment 1
+        assert_eq!(pool.put(1, Object::vectored(b"y", &[&y])).map(|p| p.version), Ok(1)); // lane 1, segment 1
         let y_off = pool.stat(b"y", 1).unwrap().offset;
         assert_eq!(y_off / 4096, 2, "y sits in the segment right after lane 0's");
         let mut x2 = x1.clone();
         x2[..1000].iter_mut().for_each(|b| *b ^= 0xFF);
         let flaky = Flaky { calls: std::cell::Cell::new(0), len: 1000 };
-        let r = pool.put_delta(0, b"x", &x2, 1, &flaky);
+        let r = pool.put(0, Object::new(b"x", &x2).delta(1, &flaky));
         assert_eq!(r, Err(Error::ChangesInconsistent));
         assert_eq!(get(&pool, b"y", 1), y, "lane 1's object survives");
         assert_eq!(get(&pool, b"x", 1), x1);
         assert_eq!(pool.latest(b"x"), Ok(1), "the refused delta was not committed");
         // The pool goes on: the next put of x works and everything survives a reopen.
-        let v = pool.put(b"x", &x2).unwrap();
+        let v = pool.put(0, Object::new(b"x", &x2)).unwrap().version;
         drop(pool);
         let pool = Pool::open(ram.region(), HeapMemory::new()).unwrap();
         assert_eq!(get(&pool, b"y", 1), y);
@@ -559,18 +568,17 @@ fn delta_round_trip_model() {
             let (a, b) = bytes.split_at(cut);
             let parts: [&[u8]; 2] = [a, b];
             let versions: Vec<u64> = match rng.below(3) {
-                0 => vec![pool.put_delta(lane, &name, &bytes, parent, &ranges).unwrap().version],
+                0 => vec![pool.put(lane, Object::new(&name, &bytes).delta(parent, &ranges)).unwrap().version],
                 1 => {
-                    let obj = Object::new(&name, &parts).with_delta(parent, &ranges);
+                    let obj = Object::vectored(&name, &parts).delta(parent, &ranges);
                     pool.put_batch(lane, &[obj]).unwrap().to_vec()
                 }
                 _ => {
                     let other = format!("e{}", i % 2).into_bytes();
                     let (p2, bytes2, ranges2) = next(&mut rng, &last, &other);
-                    let parts2: [&[u8]; 1] = [&bytes2];
                     let objs = [
-                        Object::new(&name, &parts).with_delta(parent, &ranges),
-                        Object::new(&other, &parts2).with_delta(p2, &ranges2),
+                        Object::vectored(&name, &parts).delta(parent, &ranges),
+                        Object::new(&other, &bytes2).delta(p2, &ranges2),
                     ];
                     let vs = pool.put_batch(lane, &objs).unwrap().to_vec();
                     model.insert((other.clone(), vs[1]), bytes2.clone());
@@ -618,7 +626,7 @@ fn deltas_with_retention_stream_forever_in_a_small_pool() {
         objs[k][at] = objs[k][at].wrapping_add(1);
         let name = [b'd', b'0' + k as u8];
         let put = pool
-            .put_delta(0, &name, &objs[k], last[k], &[(at as u64, 1)])
+            .put(0, Object::new(&name, &objs[k]).delta(last[k], &[(at as u64, 1)]))
             .unwrap_or_else(|e| panic!("put {i}: {e} ({freed} segments freed so far)"));
         last[k] = put.version;
         deltas += put.delta as usize;

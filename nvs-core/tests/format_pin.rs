@@ -7,7 +7,7 @@
 mod common;
 
 use common::Ram;
-use nvs_core::hash::hash64;
+use nvs_core::internals::hash::hash64;
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
 
 fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
@@ -23,21 +23,21 @@ fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
         let n = format!("name{}{}", i % 7, "x".repeat(i % 40));
         let len = (i * 37) % 3000 + 1;
         let r = match i % 5 {
-            0 => pool.put(n.as_bytes(), &data[..len]).map(|v| vec![v]),
+            0 => pool.put(0, Object::new(n.as_bytes(), &data[..len])).map(|p| vec![p.version]),
             1 => pool
-                .put_vectored((i % 4) as u32, n.as_bytes(), &[&data[..3], &data[5..len + 5], &data[1..2]])
-                .map(|v| vec![v]),
-            2 => pool.put_version(1, n.as_bytes(), 1000 + i as u64, &data[..len]).map(|v| vec![v]),
+                .put((i % 4) as u32, Object::vectored(n.as_bytes(), &[&data[..3], &data[5..len + 5], &data[1..2]]))
+                .map(|p| vec![p.version]),
+            2 => pool.put(1, Object::new(n.as_bytes(), &data[..len]).version(1000 + i as u64)).map(|p| vec![p.version]),
             3 => {
-                let p: [&[u8]; 1] = [&data[..len]];
+                let p: &[u8] = &data[..len];
                 let q: [&[u8]; 2] = [&data[..7], &data[9..len]];
                 pool.put_batch(
                     2,
                     &[
-                        Object::new(n.as_bytes(), &p),
-                        Object::new(b"b", &q),
-                        Object::new(n.as_bytes(), &p),
-                        Object::new(b"c", &p).with_version(5000 + i as u64),
+                        Object::new(n.as_bytes(), p),
+                        Object::vectored(b"b", &q),
+                        Object::new(n.as_bytes(), p),
+                        Object::new(b"c", p).version(5000 + i as u64),
                     ],
                 )
                 .map(|v| v.to_vec())
@@ -46,8 +46,8 @@ fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
         };
         log.push(format!("{r:?}"));
     }
-    let big: [&[u8]; 1] = [&data[..65000]];
-    log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", &big)]).map(|v| v.to_vec())));
+    let big: &[u8] = &data[..65000];
+    log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", big)]).map(|v| v.to_vec())));
     let pads = pad_ranges(&pool);
     let _ = pool.close();
     let bytes = ram.bytes();
@@ -67,9 +67,9 @@ fn pad_ranges(pool: &Pool<nvs_core::Region, HeapMemory>) -> Vec<(usize, usize)> 
     for n in names {
         let mut buf = [0u8; nvs_core::NAME_MAX];
         let name = pool.name_bytes(n.id, &mut buf).to_vec();
-        let head = nvs_core::format::object_head_len(name.len()) as usize;
-        let header = size_of::<nvs_core::format::ObjectHeader>();
-        let line = nvs_core::format::LINE as usize;
+        let head = nvs_core::internals::format::object_head_len(name.len()) as usize;
+        let header = size_of::<nvs_core::internals::format::ObjectHeader>();
+        let line = nvs_core::internals::format::LINE as usize;
         for o in pool.versions(&name).unwrap() {
             let payload = o.offset as usize;
             out.push((payload - head + header + name.len(), payload));
@@ -84,8 +84,8 @@ fn pad_ranges(pool: &Pool<nvs_core::Region, HeapMemory>) -> Vec<(usize, usize)> 
 /// FLAG_DELTAS): everything else must be byte-identical to what that build left.
 fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
     let mut bytes = ram_bytes.to_vec();
-    let mut sb: nvs_core::format::Superblock = *bytemuck::from_bytes(&bytes[..64]);
-    sb.flags &= !nvs_core::format::FLAG_DELTAS;
+    let mut sb: nvs_core::internals::format::Superblock = *bytemuck::from_bytes(&bytes[..64]);
+    sb.flags &= !nvs_core::internals::format::FLAG_DELTAS;
     sb.checksum = sb.compute_checksum();
     bytes[..64].copy_from_slice(bytemuck::bytes_of(&sb));
     hash64(0, &bytes)

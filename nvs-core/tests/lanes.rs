@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use nvs_core::{Error, HeapMemory, Pool};
+use nvs_core::{Error, HeapMemory, Object, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 fn payload(lane: u32, i: u32) -> Vec<u8> {
@@ -35,9 +35,12 @@ fn lanes_write_concurrently_and_a_reader_follows() {
                             std::thread::yield_now();
                         }
                         let own = format!("lane{lane}");
-                        assert_eq!(w.put(own.as_bytes(), &payload(lane, i)).unwrap(), i as u64 + 1);
+                        assert_eq!(
+                            w.put(Object::new(own.as_bytes(), &payload(lane, i))).unwrap().version,
+                            i as u64 + 1
+                        );
                         if i % 10 == 0 {
-                            shared.push((w.put(b"common", &payload(lane, i)).unwrap(), lane, i));
+                            shared.push((w.put(Object::new(b"common", &payload(lane, i))).unwrap().version, lane, i));
                         }
                     }
                     shared

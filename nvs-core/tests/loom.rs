@@ -9,7 +9,7 @@
 
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
 use loom::sync::Arc;
-use nvs_core::{FormatOptions, HeapMemory, Media, Pool};
+use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool};
 
 struct LoomMedia {
     words: Vec<AtomicU64>,
@@ -123,7 +123,7 @@ fn concurrent_segment_claims() {
         let hs: Vec<_> = (0..2u32)
             .map(|lane| {
                 let p = p.clone();
-                spawn(move || p.lane(lane).unwrap().put(b"x", &[lane as u8; 9]).unwrap())
+                spawn(move || p.lane(lane).unwrap().put(Object::new(b"x", &[lane as u8; 9])).unwrap().version)
             })
             .collect();
         let vs: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
@@ -144,10 +144,10 @@ fn concurrent_segment_claims() {
 fn writer_publishes_while_reader_reads_latest() {
     model(|| {
         let (_, p) = pool();
-        p.lane(0).unwrap().put(b"k", &[1; 16]).unwrap();
+        p.lane(0).unwrap().put(Object::new(b"k", &[1; 16])).unwrap();
         let w = {
             let p = p.clone();
-            spawn(move || p.lane(0).unwrap().put(b"k", &[2; 16]).unwrap())
+            spawn(move || p.lane(0).unwrap().put(Object::new(b"k", &[2; 16])).unwrap().version)
         };
         let v = p.latest(b"k").unwrap();
         let mut b = [0u8; 16];
@@ -168,7 +168,7 @@ fn two_writers_and_a_reader() {
                 let p = p.clone();
                 spawn(move || {
                     let name = [b'a' + lane as u8];
-                    p.lane(lane).unwrap().put(&name, &[lane as u8 + 1; 8]).unwrap()
+                    p.lane(lane).unwrap().put(Object::new(&name, &[lane as u8 + 1; 8])).unwrap().version
                 })
             })
             .collect();
@@ -197,12 +197,12 @@ fn two_writers_and_a_reader() {
 fn lane_closing_while_a_follower_reads() {
     model_bounded(Some(2), || {
         let (media, p) = pool();
-        p.lane(0).unwrap().put(b"k", &[7; 8]).unwrap();
+        p.lane(0).unwrap().put(Object::new(b"k", &[7; 8])).unwrap();
         let w = {
             let p = p.clone();
             spawn(move || {
                 let mut w = p.lane(0).unwrap();
-                w.put(b"k", &[8; 8]).unwrap();
+                w.put(Object::new(b"k", &[8; 8])).unwrap();
                 w.close().unwrap();
             })
         };
@@ -254,8 +254,8 @@ fn a_reclaim_racing_a_reader_in_another_process() {
         o.segment_len = Some(4096);
         o.lanes_max = 1;
         let mut w: LPool = Pool::format(media.clone(), o, HeapMemory::new()).unwrap();
-        assert_eq!(w.put(b"k", &[1; 8]).unwrap(), 1);
-        assert_eq!(w.put(b"k", &[2; 3776]).unwrap(), 2);
+        assert_eq!(w.put(0, Object::new(b"k", &[1; 8])).unwrap().version, 1);
+        assert_eq!(w.put(0, Object::new(b"k", &[2; 3776])).unwrap().version, 2);
         assert_eq!((w.stats().segments_used, w.free_segments()), (2, 0));
         // The reader's index lists v1 (the other process opened the pool before the reclaim).
         let r = reopen(&media);
@@ -263,7 +263,7 @@ fn a_reclaim_racing_a_reader_in_another_process() {
         let writer = spawn(move || {
             WRITER_STARTED.store(true, R);
             assert_eq!(w.reclaim(1).unwrap(), 1);
-            assert_eq!(w.put(b"k", &[3; 8]).unwrap(), 3);
+            assert_eq!(w.put(0, Object::new(b"k", &[3; 8])).unwrap().version, 3);
             WRITER_DONE.store(true, R);
             assert_eq!(w.stat(b"k", 3).unwrap().offset, v1_at, "v3 did not reuse v1's place");
         });

@@ -53,13 +53,13 @@ fn check_kind(kind: StoreKind) {
 fn stores_are_exact() {
     check_kind(StoreKind::NonTemporal);
     check_kind(StoreKind::Portable);
-    let avx512 = nvs_core::region::use_avx512(true);
-    assert_eq!(nvs_core::region::nt_store_width() == 64, avx512);
+    let avx512 = nvs_core::internals::use_avx512(true);
+    assert_eq!(nvs_core::nt_store_width() == 64, avx512);
     if avx512 {
         check_kind(StoreKind::NonTemporal);
     }
-    assert!(!nvs_core::region::use_avx512(false));
-    assert!(nvs_core::region::nt_store_width() <= 32);
+    assert!(!nvs_core::internals::use_avx512(false));
+    assert!(nvs_core::nt_store_width() <= 32);
 }
 
 /// An access outside the region is refused (panics) instead of touching other memory.

@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use nvs_core::{Error, FormatOptions, HeapMemory, Pool};
+use nvs_core::{Error, FormatOptions, HeapMemory, Object, Pool};
 
 fn data(name: u32, v: u64) -> Vec<u8> {
     vec![(name as u8) ^ (v as u8); 900]
@@ -15,7 +15,8 @@ fn data(name: u32, v: u64) -> Vec<u8> {
 fn fill(pool: &mut Pool<impl nvs_core::Media, HeapMemory>, versions: u64) {
     for v in 1..=versions {
         for name in 0..2u32 {
-            let got = pool.put_vectored(name, format!("n{name}").as_bytes(), &[&data(name, v)]).unwrap();
+            let got =
+                pool.put(name, Object::vectored(format!("n{name}").as_bytes(), &[&data(name, v)])).unwrap().version;
             assert_eq!(got, v);
         }
     }
@@ -47,7 +48,7 @@ fn reclaim_releases_old_segments_and_reuses_them() {
     // The freed segments take new puts (more than fit without them).
     for v in 13..=30 {
         for name in 0..2u32 {
-            pool.put_vectored(name, format!("n{name}").as_bytes(), &[&data(name, v)]).unwrap();
+            pool.put(name, Object::vectored(format!("n{name}").as_bytes(), &[&data(name, v)])).unwrap();
         }
         pool.reclaim(2).unwrap();
     }
@@ -110,7 +111,7 @@ fn a_crash_anywhere_in_a_reclaim_gives_before_or_after() {
         }
         // A writer opening here finishes the release and can write on.
         let mut w = Pool::open(ram.region(), HeapMemory::new()).unwrap();
-        w.put(b"after", b"x").unwrap();
+        w.put(0, Object::new(b"after", b"x")).unwrap();
     }
     assert_eq!(released, [true, true]);
 }
@@ -126,11 +127,11 @@ fn a_stale_reader_never_gets_reused_bytes() {
     o.lanes_max = 1;
     let mut w = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
     for v in 1..=3u8 {
-        w.put(b"k", &[v; 1800]).unwrap();
+        w.put(0, Object::new(b"k", &[v; 1800])).unwrap();
     }
     let r = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
     assert_eq!(w.reclaim(1).unwrap(), 1);
-    w.put(b"k", &[4; 1800]).unwrap(); // reuses the released segment: v1's bytes are gone
+    w.put(0, Object::new(b"k", &[4; 1800])).unwrap(); // reuses the released segment: v1's bytes are gone
     let mut b = vec![0u8; 1800];
     assert_eq!(r.get(b"k", 1, &mut b), Err(Error::NotFound), "stale reader got reused bytes");
     assert_eq!(r.get(b"k", 3, &mut b), Ok(1800), "an object still there is still readable");
@@ -143,7 +144,7 @@ fn one_version_per_segment(ram: &mut Ram, segments: usize, versions: u64) -> Poo
     *ram = Ram::new(4096 + segments * 4096, 0);
     let mut pool = format(ram, 4096);
     for v in 1..=versions {
-        assert_eq!(pool.put(b"a", &[v as u8; 3900]), Ok(v));
+        assert_eq!(pool.put(0, Object::new(b"a", &[v as u8; 3900])).map(|p| p.version), Ok(v));
     }
     pool
 }
@@ -182,11 +183,11 @@ fn a_stale_reader_never_gets_another_names_bytes() {
     let mut w = format(&mut ram, 4096);
     let bytes = |name: &str, v: u64| vec![name.as_bytes()[1] ^ v as u8; 1000];
     for v in 1..=20 {
-        w.put(b"s0", &bytes("s0", v)).unwrap();
-        w.put(b"s1", &bytes("s1", v)).unwrap();
+        w.put(0, Object::new(b"s0", &bytes("s0", v))).unwrap();
+        w.put(0, Object::new(b"s1", &bytes("s1", v))).unwrap();
     }
-    w.put(b"s0", &bytes("s0", 21)).unwrap();
-    w.put(b"zz", b"never updated").unwrap();
+    w.put(0, Object::new(b"s0", &bytes("s0", 21))).unwrap();
+    w.put(0, Object::new(b"zz", b"never updated")).unwrap();
     let r = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
     let mut buf = vec![0u8; 1000];
     assert_eq!(r.get(b"s0", 21, &mut buf), Ok(1000));
@@ -196,7 +197,7 @@ fn a_stale_reader_never_gets_another_names_bytes() {
     let mut reused = false;
     for _ in 0..200 {
         w.reclaim(1).unwrap();
-        let v = w.put(b"s1", &[0x5A; 3000]).unwrap();
+        let v = w.put(0, Object::new(b"s1", &[0x5A; 3000])).unwrap().version;
         if w.stat(b"s1", v).unwrap().offset == seg0_first_payload {
             reused = true;
             break;

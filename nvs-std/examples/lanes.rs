@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p nvs-std --example lanes [DIR]` (default /dev/shm)
 
-use nvs_core::{FormatOptions, HeapMemory, Media, Pool};
+use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_std::{Access, MappedMedia};
 use std::fs::OpenOptions;
 use std::time::{Duration, Instant};
@@ -95,7 +95,7 @@ fn put(media: &MappedMedia, src: &[u8], threads: usize) -> f64 {
                     s.spawn(move || {
                         let mut w = pool.lane(lane).unwrap();
                         let mut n = 0;
-                        while w.put(b"array", src).is_ok() {
+                        while w.put(Object::new(b"array", src)).is_ok() {
                             n += src.len();
                         }
                         n

@@ -49,7 +49,7 @@ fn disk_defaults_to_msync_and_dax_is_refused() {
     assert_eq!(p.media().backing(), Backing::DiskFile);
     assert_eq!(p.media().durability(), Durability::Msync);
     // Puts in msync mode sync at every fence and report no error.
-    assert_eq!(p.put(b"a", b"synced").unwrap(), 1);
+    assert_eq!(p.put(0, Object::new(b"a", b"synced")).unwrap().version, 1);
     assert!(p.media().sync_error().is_none());
     drop(p);
 
@@ -72,12 +72,12 @@ fn disk_defaults_to_msync_and_dax_is_refused() {
 fn round_trip_through_reopen() {
     let dir = disk_dir();
     let path = pool_in(dir.path());
-    let opts = CreateOptions { payload_checksum: true, lanes: 4, ..CreateOptions::default() };
+    let opts = CreateOptions { payload_checksum: true, lanes_max: 4, ..CreateOptions::default() };
     let mut p = FilePool::create(&path, 4 << 20, &opts).unwrap();
-    assert_eq!(p.put(b"x", b"one").unwrap(), 1);
-    assert_eq!(p.put_vectored(1, b"x", &[b"tw", b"o"]).unwrap(), 2);
-    assert_eq!(p.put_version(2, b"y", 10, b"ten").unwrap(), 10);
-    let v = p.put_batch(3, &[Object::new(b"x", &[b"three"]), Object::new(b"z", &[b"first z"])]).unwrap();
+    assert_eq!(p.put(0, Object::new(b"x", b"one")).unwrap().version, 1);
+    assert_eq!(p.put(1, Object::vectored(b"x", &[b"tw", b"o"])).unwrap().version, 2);
+    assert_eq!(p.put(2, Object::new(b"y", b"ten").version(10)).unwrap().version, 10);
+    let v = p.put_batch(3, &[Object::new(b"x", b"three"), Object::new(b"z", b"first z")]).unwrap();
     assert_eq!(v.as_slice(), &[3, 1]);
     drop(p);
 
@@ -88,7 +88,7 @@ fn round_trip_through_reopen() {
     assert_eq!(p.latest(b"z").unwrap(), 1);
     assert_eq!(p.stats().objects, 5);
     assert_eq!(p.verify().unwrap(), 5);
-    assert_eq!(p.superblock().lanes_max, 4);
+    assert_eq!(p.layout().lanes_max, 4);
 }
 
 /// A pool big enough for the open's page-table helper (64 MiB and up, on tmpfs): both
@@ -103,7 +103,7 @@ fn large_pool_reopens_with_the_prefault_helper() {
     let mut p = FilePool::create(&path, 96 << 20, &CreateOptions::default()).unwrap();
     let obj = |i: u64| -> Vec<u8> { (0..48_000u64).map(|k| (k * 31 + i) as u8).collect() };
     let mut n = 0u64;
-    while n < 1500 && p.put(format!("a{}", n % 7).as_bytes(), &obj(n)).is_ok() {
+    while n < 1500 && p.put(0, Object::new(format!("a{}", n % 7).as_bytes(), &obj(n))).is_ok() {
         n += 1;
     }
     assert!(n > 1000, "{n} objects fit");
@@ -116,7 +116,7 @@ fn large_pool_reopens_with_the_prefault_helper() {
         }
     }
     let mut p = FilePool::open(&path, Access::ReadWrite).unwrap();
-    assert_eq!(p.put(b"after", b"reopen").unwrap(), 1);
+    assert_eq!(p.put(0, Object::new(b"after", b"reopen")).unwrap().version, 1);
 }
 
 /// One writer at a time (also within one process); readers open alongside the writer,
@@ -126,7 +126,7 @@ fn writer_lock_and_live_readers() {
     let dir = disk_dir();
     let path = pool_in(dir.path());
     let mut w = FilePool::create(&path, 1 << 20, &CreateOptions::default()).unwrap();
-    w.put(b"n", b"1").unwrap();
+    w.put(0, Object::new(b"n", b"1")).unwrap();
 
     match FilePool::open(&path, Access::ReadWrite) {
         Err(e @ Error::Locked { .. }) => {
@@ -139,11 +139,11 @@ fn writer_lock_and_live_readers() {
 
     let mut r = FilePool::open(&path, Access::ReadOnly).unwrap();
     assert_eq!(r.latest(b"n").unwrap(), 1);
-    w.put(b"n", b"2").unwrap();
+    w.put(0, Object::new(b"n", b"2")).unwrap();
     assert_eq!(r.latest(b"n").unwrap(), 1, "a reader sees its last recovery");
     r.refresh().unwrap();
     assert_eq!(r.get_vec(b"n", 2).unwrap(), b"2");
-    let refused = r.put(b"n", b"3");
+    let refused = r.put(0, Object::new(b"n", b"3"));
     assert!(matches!(refused, Err(Error::Core { source: nvs_core::Error::ReadOnly, .. })), "{refused:?}");
 
     drop(w);

@@ -3,6 +3,7 @@
 //! corrupted (recovery on a live mapping is not a snapshot; a refresh that sees the
 //! writer's moving state looks again). Runs `NVS_STRESS_SECS` seconds (default 60).
 
+use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, FilePool, Follower};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -17,7 +18,7 @@ fn readers_beside_a_reclaiming_writer_never_report_corruption() {
         Err(_) => tempfile::tempdir().unwrap(),
     };
     let path = dir.path().join("live.pool");
-    let opts = CreateOptions { segment_size: Some(16 << 10), lanes: 2, ..CreateOptions::default() };
+    let opts = CreateOptions { segment_len: Some(16 << 10), lanes_max: 2, ..CreateOptions::default() };
     let mut w = FilePool::create(&path, 1 << 20, &opts).unwrap();
     let stop = AtomicBool::new(false);
     let (puts, reclaims, freed) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
@@ -39,7 +40,7 @@ fn readers_beside_a_reclaiming_writer_never_report_corruption() {
                 x ^= x << 17;
                 let name = format!("n{}", x % 5);
                 let data = vec![i as u8; 1 + (x >> 20) as usize % 3000];
-                match w.put_vectored((i % 2) as u32, name.as_bytes(), &[&data]) {
+                match w.put((i % 2) as u32, Object::vectored(name.as_bytes(), &[&data])) {
                     Ok(_) => {
                         puts.fetch_add(1, Ordering::Relaxed);
                     }

@@ -12,7 +12,7 @@
 //! object, when the object's length changed, or when the parent is unknown.
 //!
 //! Everything here that reads the media checks what it reads against the entry recovery
-//! validated (the record's lengths against `stored_len`, each extent against the object's
+//! validated (the record's lengths against `stored_bytes`, each extent against the object's
 //! length) before using it, and is compiled with the decoders' lints denied.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
@@ -203,6 +203,7 @@ pub fn chunk_hash(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 #[allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 mod tests {
+    use super::write::for_each_run;
     use super::*;
 
     fn runs(changes: &[(u64, u64)], chunk: u64, len: u64) -> Result<([(u64, u64); 8], usize)> {

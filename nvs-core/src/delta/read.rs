@@ -46,7 +46,7 @@ pub(crate) fn parent_of<M: Media + ?Sized>(media: &M, e: &Entry) -> u64 {
     media.load_word(e.payload_off as usize)
 }
 
-/// Walk delta entry `e`'s record: check it (lengths against `e.stored_len`, every extent
+/// Walk delta entry `e`'s record: check it (lengths against `e.stored_bytes`, every extent
 /// sorted and inside the object, the table checksum) and call `apply(obj_off, media_off,
 /// len)` for each extent, in order. `apply` may run before a later check fails; the
 /// caller discards its output on error.
@@ -58,9 +58,9 @@ pub(crate) fn walk_record<M: Media + ?Sized>(
 ) -> Result<()> {
     let bad = Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::DeltaRecord });
     let rec: DeltaRecord = crate::format::read_pod(media, e.payload_off);
-    let table_room = e.stored_len.saturating_sub(size_of::<DeltaRecord>() as u64) / size_of::<Extent>() as u64;
+    let table_room = e.stored_bytes.saturating_sub(size_of::<DeltaRecord>() as u64) / size_of::<Extent>() as u64;
     if rec.extent_count > table_room
-        || delta_data_off(rec.extent_count).checked_add(rec.data_len) != Some(e.stored_len)
+        || delta_data_off(rec.extent_count).checked_add(rec.data_len) != Some(e.stored_bytes)
         || rec.parent >= e.version
     {
         return bad;

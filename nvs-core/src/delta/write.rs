@@ -6,9 +6,9 @@ use crate::error::{Error, Result};
 use crate::format::hash::Hasher;
 use crate::format::{delta_data_off, seed, DeltaRecord, Extent, Superblock, LINE};
 use crate::index::Entry;
-use crate::media::stream::{for_each_part_slice, NtStream};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
+use crate::stream::{for_each_part_slice, NtStream};
 use core::mem::size_of;
 use core::ops::Range;
 
@@ -20,7 +20,7 @@ pub(crate) struct DeltaPlan {
 }
 
 impl DeltaPlan {
-    pub fn stored_len(&self) -> u64 {
+    pub fn stored_bytes(&self) -> u64 {
         delta_data_off(self.record.extent_count) + self.record.data_len
     }
 }
@@ -130,7 +130,7 @@ pub(crate) fn plan(
         |p: &Entry| opts.chains_cross_segments || segment.as_ref().is_some_and(|s| s.contains(&(p.payload_off - 1)));
     let Some(parent) = parent.filter(|p| same_len(p) && here(p) && p.version < version) else { return Ok(None) };
     let plan = DeltaPlan { record, depth: parent.depth + 1 };
-    let small = plan.stored_len().saturating_mul(100) <= len.saturating_mul(opts.max_percent as u64);
+    let small = plan.stored_bytes().saturating_mul(100) <= len.saturating_mul(opts.max_percent as u64);
     let ok = sb.has_deltas() && plan.depth <= opts.full_every && small;
     Ok(ok.then_some(plan))
 }
@@ -178,7 +178,7 @@ pub(crate) fn store<M: Media>(
         stored += n;
     });
     let pad = data_off - size_of::<crate::format::DeltaRecord>() as u64 - extents * 16;
-    table.write(&[0u8; LINE as usize][..pad.min(LINE) as usize]);
+    table.write([0u8; LINE as usize].get(..pad.min(LINE) as usize).unwrap_or(&[]));
     table.finish();
     data.finish();
     let same = ranges.is_ok()

@@ -126,6 +126,7 @@ pub fn mix(words: &[u64]) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

@@ -160,7 +160,8 @@ pub struct DeltaRecord {
     pub extent_count: u64,
     /// Sum of the extents' lengths: the payload is `delta_data_off(extent_count) + data_len` bytes.
     pub data_len: u64,
-    /// `nvs-hash64(pool_id, bytes 0..24 ++ extents)`.
+    /// `nvs-hash64(seed(pool_id), extents ++ bytes 0..24)`: the hasher takes the extents
+    /// as they are streamed, then the record's first 24 bytes.
     pub table_sum: u64,
 }
 
@@ -341,7 +342,7 @@ mod tests {
             reserved: [u64::MAX, 5],
             checksum: 0,
         };
-        let want = crate::hash::hash64(99, bytemuck::bytes_of(&bh).get(8..56).unwrap_or(&[]));
+        let want = crate::format::hash::hash64(99, bytemuck::bytes_of(&bh).get(8..56).unwrap_or(&[]));
         assert_eq!(bh.compute_checksum(99), want);
         let name: [u8; 40] = core::array::from_fn(|i| (i * 37 + 11) as u8);
         for n in 0..=name.len() {
@@ -355,7 +356,7 @@ mod tests {
                 object_len: u64::MAX - 1,
                 checksum: 0,
             };
-            let mut h = crate::hash::Hasher::new(99);
+            let mut h = crate::format::hash::Hasher::new(99);
             h.write(bytemuck::bytes_of(&oh).get(..40).unwrap_or(&[]));
             h.write(name.get(..n).unwrap_or(&[]));
             assert_eq!(oh.compute_checksum(99, name.get(..n).unwrap_or(&[])), h.finish(), "name of {n} bytes");

@@ -1,4 +1,4 @@
-//! What the index holds per object and per name.
+//! What the index holds per object, per name and per segment.
 
 use bytemuck::{Pod, Zeroable};
 use static_assertions::const_assert_eq;
@@ -17,7 +17,7 @@ pub struct Entry {
     pub len_bytes: u64,
     /// The payload's length on the media: `len_bytes` for a full version, its delta
     /// record's length for a delta.
-    pub stored_len: u64,
+    pub stored_bytes: u64,
     /// Lane sequence number of the unit that committed it.
     pub seq: u64,
     /// Index of its [`NameSlot`].
@@ -50,3 +50,16 @@ pub struct NameSlot {
 
 const_assert_eq!(core::mem::size_of::<Entry>(), 64);
 const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);
+
+/// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
+/// these by (lane, chain_seq) to walk chains, then back by `index`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct SegSlot {
+    pub chain_seq: u64,
+    pub first_seq: u64,
+    pub lane: u32,
+    pub index: u32,
+}
+
+const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);

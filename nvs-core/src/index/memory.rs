@@ -1,7 +1,6 @@
 //! The memory an index lives in, provided by the caller: fixed arrays or the heap.
 
-use super::entry::{Entry, NameSlot};
-use crate::log::segments::SegSlot;
+use super::entry::{Entry, NameSlot, SegSlot};
 
 /// Mutable view of the four arrays.
 pub struct Parts<'a> {
@@ -66,7 +65,7 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 version: 0,
                 payload_off: 0,
                 len_bytes: 0,
-                stored_len: 0,
+                stored_bytes: 0,
                 seq: 0,
                 name: 0,
                 next: 0,

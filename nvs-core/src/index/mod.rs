@@ -31,13 +31,12 @@
 mod entry;
 mod memory;
 
-pub use entry::{Entry, NameSlot, NONE};
+pub use entry::{Entry, NameSlot, SegSlot, NONE};
 #[cfg(feature = "alloc")]
 pub use memory::HeapMemory;
 pub use memory::{FixedMemory, IndexMemory, Part};
 
 use crate::format::hash::{finish, hash64};
-use crate::log::segments::SegSlot;
 use crate::media::Media;
 
 /// A free table slot.

@@ -112,7 +112,7 @@ impl<M: Media> Writer<'_, M> {
                 }
                 None => None,
             };
-            let stored = delta.map_or(len, |d| d.stored_len());
+            let stored = delta.map_or(len, |d| d.stored_bytes());
             unit_len += format::object_len(o.name.len(), stored);
             // objects.len() <= N was checked: this cannot fail.
             let _ = plan.push(Planned {

@@ -1,27 +1,15 @@
-//! Segment ownership, all of it: the per-segment slots the index keeps, claiming a free
-//! segment for a lane, and invalidating the segments retention released. (Recovery
+//! Segment ownership, all of it: what the per-segment slots the index keeps mean
+//! (`SegSlot`, `FREE`, `RELEASED`), claiming a free segment for a lane, and invalidating
+//! the segments retention released. (Recovery
 //! reads ownership back from the segment headers; retention decides what to release.)
 
 use super::lane::Lane;
 use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, Superblock, LINE, SEGMENT_MAGIC};
+pub use crate::index::SegSlot;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
-use bytemuck::{Pod, Zeroable};
 use core::mem::size_of;
-
-/// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
-/// these by (lane, chain_seq) to walk chains, then back by `index`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct SegSlot {
-    pub chain_seq: u64,
-    pub first_seq: u64,
-    pub lane: u32,
-    pub index: u32,
-}
-
-static_assertions::const_assert_eq!(size_of::<SegSlot>(), 24);
 
 /// `SegSlot::lane` of a free segment.
 pub const FREE: u32 = u32::MAX;

@@ -8,11 +8,11 @@ use crate::delta;
 use crate::error::Result;
 use crate::format::{self, hash::Hasher, line_up, object_head_len, ObjectHeader, LINE, NAME_MAX};
 use crate::index::{Entry, IndexMemory, NONE};
-use crate::media::stream::NtStream;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
 use crate::shared::Shared;
+use crate::stream::NtStream;
 use core::mem::size_of;
 
 impl<M: Media> Writer<'_, M> {
@@ -137,7 +137,7 @@ impl<M: Media> Writer<'_, M> {
                 version: p.version,
                 payload_off,
                 len_bytes: p.len,
-                stored_len: p.stored,
+                stored_bytes: p.stored,
                 seq,
                 name: 0,
                 next: NONE,

@@ -23,7 +23,6 @@
 
 pub(crate) mod arch;
 pub mod region;
-pub(crate) mod stream;
 
 /// A byte-addressable persistent memory range. See the module docs for the model.
 pub trait Media {

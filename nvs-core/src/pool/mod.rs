@@ -21,7 +21,8 @@ use crate::log::Writer;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
-use crate::recover::{recover, RecoveryStats};
+use crate::object::RecoveryStats;
+use crate::recover::recover;
 use crate::shared::Shared;
 use crate::sync::{AtomicU64, RwLock};
 use core::mem::size_of;
@@ -97,10 +98,12 @@ pub struct Layout {
 ///
 /// ```
 /// use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
-/// // Any `Media` will do; here, 1 MiB of ordinary memory (8-byte aligned).
-/// let mut mem = vec![0u64; 1 << 17];
-/// // SAFETY: `mem` outlives the pool and nothing else touches it meanwhile.
-/// let region = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 8) };
+/// // Any `Media` will do; here, 1 MiB of ordinary memory, 64-byte aligned.
+/// #[repr(align(64))]
+/// struct Line([u8; 64]);
+/// let mut mem: Vec<Line> = (0..(1 << 20) / 64).map(|_| Line([0; 64])).collect();
+/// // SAFETY: `mem` is 64-byte aligned, outlives the pool, and nothing else touches it.
+/// let region = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 64) };
 /// let mut pool = Pool::format(region, FormatOptions::new(0x5eed), HeapMemory::new())?;
 /// let step = [1.5f64, 2.5, 3.5];
 /// let put = pool.put(0, Object::pod("temperature", &step))?;

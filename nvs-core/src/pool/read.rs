@@ -64,7 +64,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let walked = chain_of(&self.media, &s.index, id, &mut chain);
             // Read-ahead: a reader walking the versions in order reads the next one next.
             let next = walking.then(|| s.index.next_of(id)).flatten();
-            (id, *s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_len.min(READ_AHEAD))))
+            (id, *s.index.entry(id), walked, next.map(|n| (n.payload_off, n.stored_bytes.min(READ_AHEAD))))
         };
         // A delta's ancestors are read under the lock again (a full version, the usual
         // case, needs no second look).
@@ -86,7 +86,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                             self.media.read(from as usize, d);
                         }
                     })?;
-                    checksums.then(|| self.media_sum(link.payload_off, link.stored_len))
+                    checksums.then(|| self.media_sum(link.payload_off, link.stored_bytes))
                 };
                 if sum.is_some_and(|sum| sum != link.payload_sum) {
                     return Err(Error::Corrupted { offset: link.payload_off, kind: CorruptKind::PayloadChecksum });
@@ -207,7 +207,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 let id = at;
                 chain.clear();
                 let verdict = (|| {
-                    if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_len) != e.payload_sum {
+                    if self.sb.has_payload_checksum() && self.media_sum(e.payload_off, e.stored_bytes) != e.payload_sum
+                    {
                         return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
                     }
                     if e.depth > 0 {

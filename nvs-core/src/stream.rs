@@ -1,8 +1,8 @@
 //! Writing a caller's bytes to the media: NT-store streams at 8-byte aligned offsets
 //! however the bytes are cut (vectored objects), padded to whole lines.
 
-use super::Media;
 use crate::format::{line_up, LINE};
+use crate::media::Media;
 
 /// Call `f` on the slices of `parts` (one object cut into pieces) covering bytes
 /// `off .. off + len` of the object, in order.
