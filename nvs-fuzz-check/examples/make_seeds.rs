@@ -12,7 +12,7 @@
 //!   superblocks, segment headers and units cut from those pools;
 //! - `ops_crash`: deterministic pseudo-random bytes (any bytes decode as an `Input`).
 
-use nvs_core::format::{Superblock, FORMAT_VERSION};
+use nvs_core::internals::format::{Superblock, FORMAT_VERSION};
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
 use nvs_fuzz_check::{fill, Image};
 use std::path::{Path, PathBuf};
@@ -47,19 +47,19 @@ fn busy(p: &mut Pool<Region, HeapMemory>) {
         let data = fill(i, (i as usize * 97) % 900);
         match i % 4 {
             0 => {
-                p.put(name.as_bytes(), &data).expect("put");
+                p.put(0, Object::new(name.as_bytes(), &data)).expect("put");
             }
             1 => {
                 let (a, b) = data.split_at(data.len() / 3);
-                p.put_vectored((i % 3) as u32, name.as_bytes(), &[a, b, &[7; 13]]).expect("vectored");
+                p.put((i % 3) as u32, Object::vectored(name.as_bytes(), &[a, b, &[7; 13]])).expect("vectored");
             }
             2 => {
                 let (whole, half): ([&[u8]; 1], [&[u8]; 1]) = ([&data], [&data[..data.len() / 2]]);
-                let objs = [Object::new(b"step/pressure", &whole), Object::new(b"step/velocity", &half)];
+                let objs = [Object::vectored(b"step/pressure", &whole), Object::vectored(b"step/velocity", &half)];
                 p.put_batch(1, &objs).expect("batch");
             }
             _ => {
-                p.put_version(2, b"explicit", 10 * i, &data).expect("put_version");
+                p.put(2, Object::new(b"explicit", &data).version(10 * i)).expect("put_version");
             }
         }
     }
@@ -81,12 +81,12 @@ fn main() {
     let empty = pool(1, None, opts(0x11, 4096, 4, false), |_| {});
     let busy_img = pool(6, None, opts(0x22, 4096, 4, false), busy);
     let sums = pool(4, None, opts(0x33, 4096, 4, true), |p| {
-        p.put(b"checked", &fill(3, 1000)).unwrap();
-        p.put(b"checked", &fill(4, 10)).unwrap();
+        p.put(0, Object::new(b"checked", &fill(3, 1000))).unwrap();
+        p.put(0, Object::new(b"checked", &fill(4, 10))).unwrap();
     });
     let stale_bg = pool(7, None, opts(0x44, 4096, 3, false), busy);
     let over_stale = pool(7, Some(stale_bg), opts(0x45, 4096, 3, false), |p| {
-        p.put(b"new", b"fresh bytes over a stale pool").unwrap();
+        p.put(0, Object::new(b"new", b"fresh bytes over a stale pool")).unwrap();
     });
     let mut torn = busy_img.clone();
     {
@@ -94,7 +94,7 @@ fn main() {
         let mut img = Image::from_bytes(&busy_img);
         let p = Pool::open_read_only(img.region(), HeapMemory::new()).unwrap();
         let last = p.versions(b"explicit").unwrap().last().unwrap();
-        let unit = last.offset - nvs_core::format::object_head_len(8) - 64;
+        let unit = last.offset - nvs_core::internals::format::object_head_len(8) - 64;
         drop(p);
         torn[unit as usize..unit as usize + 8].fill(0);
     }
@@ -104,17 +104,18 @@ fn main() {
     sb.format_version = FORMAT_VERSION + 1;
     sb.checksum = sb.compute_checksum();
     newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
-    let full = pool(2, None, opts(0x55, 4096, 1, false), |p| while p.put(b"fill", &[1; 1000]).is_ok() {});
+    let full =
+        pool(2, None, opts(0x55, 4096, 1, false), |p| while p.put(0, Object::new(b"fill", &[1; 1000])).is_ok() {});
     let eight_k = pool(3, None, opts(0x66, 8192, 256, false), |p| {
         for lane in [0u32, 17, 255] {
-            p.put_vectored(lane, b"lane", &[&fill(lane as u64, 5000)]).unwrap();
+            p.put(lane, Object::vectored(b"lane", &[&fill(lane as u64, 5000)])).unwrap();
         }
     });
     let closed = pool(3, None, opts(0x77, 4096, 4, false), |p| {
-        p.put(b"before", b"closing").unwrap();
+        p.put(0, Object::new(b"before", b"closing")).unwrap();
         p.close_lane(0).unwrap();
         p.close_lane(2).unwrap();
-        p.put_vectored(2, b"reopened", &[b"after a close"]).unwrap();
+        p.put(2, Object::vectored(b"reopened", &[b"after a close"])).unwrap();
         p.close_lane(3).unwrap();
     });
     for (n, b) in [
@@ -164,10 +165,10 @@ fn main() {
         let p = Pool::open_read_only(im.region(), HeapMemory::new()).unwrap();
         let st = p.stat(name, v).unwrap();
         let id = p.superblock().pool_id;
-        let unit = (st.offset - nvs_core::format::object_head_len(name.len()) - 64) as usize;
+        let unit = (st.offset - nvs_core::internals::format::object_head_len(name.len()) - 64) as usize;
         let mut bh = [0u8; 64];
         bh.copy_from_slice(&img[unit..unit + 64]);
-        let h: nvs_core::format::BatchHeader = bytemuck::pod_read_unaligned(&bh);
+        let h: nvs_core::internals::format::BatchHeader = bytemuck::pod_read_unaligned(&bh);
         (id, st.lane as u8, st.seq as u8, img[unit..unit + h.unit_len as usize].to_vec())
     };
     for (tag, fix, (id, lane, seq, unit)) in [

@@ -7,7 +7,7 @@
 //! RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants \
 //!     cargo run --release -p nvs-fuzz-check --example oracle_vs_mutants [TRIES]
 //! ```
-use nvs_core::mutant;
+use nvs_core::internals::mutant;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
@@ -49,8 +49,8 @@ fn main() {
         assert_eq!(first_failure(t, set), None, "{t} fails without a mutant");
     }
     println!("{:28} {:>14} {:>14} {:>14}", "mutant", "recover_image", "decode", "ops_crash");
-    for (name, _) in mutant::MUTANTS {
-        mutant::select(Some(name));
+    for &(m, name, _) in mutant::MUTANTS {
+        mutant::select(Some(m));
         let cells: Vec<String> = sets
             .iter()
             .map(|(t, set)| first_failure(t, set).map_or_else(|| "-".to_string(), |i| format!("input {i}")))

@@ -1,4 +1,4 @@
-//! `decode`: every decoder of `nvs_core::format` on arbitrary bytes, each outcome
+//! `decode`: every decoder of `nvs_core::internals::format` on arbitrary bytes, each outcome
 //! compared with an independent predicate written from FORMAT.md, plus encode → decode
 //! round trips in which a single flipped bit must be refused exactly where the format
 //! says (nvs-hash64 changes whenever one input word changes, so one flip is always seen).
@@ -16,12 +16,12 @@
 //! | 5 | `Hasher` over arbitrary cuts of the rest equals `hash64` of the whole |
 
 use crate::{Bytes, VecMedia};
-use nvs_core::format::{
+use nvs_core::internals::format::{
     self, commit_word, line_up, object_head_len, BatchHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
     UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX,
     SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
-use nvs_core::hash::{hash64, Hasher};
+use nvs_core::internals::hash::{hash64, Hasher};
 use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use std::mem::size_of;
 
@@ -483,7 +483,7 @@ fn unit_round_trip(b: &mut Bytes) {
     o.payload_checksum = sel & 1 != 0;
     let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
     for k in 0..pre {
-        pool.put_vectored(lane, b"pre", &[&[k; 100]]).expect("pre put");
+        pool.put(lane, Object::vectored(b"pre", &[&[k; 100]])).expect("pre put");
     }
     let parts: Vec<[&[u8]; 1]> = payloads.iter().map(|p| [&p[..]]).collect();
     let objects: Vec<Object> = names
@@ -491,9 +491,9 @@ fn unit_round_trip(b: &mut Bytes) {
         .zip(&parts)
         .zip(&versions)
         .map(|((nm, p), v)| {
-            let o = Object::new(nm, p);
+            let o = Object::vectored(nm, p);
             match v {
-                Some(v) => o.with_version(*v),
+                Some(v) => o.version(*v),
                 None => o,
             }
         })

@@ -12,7 +12,7 @@
 //!   version, check, open again with a small fixed index, then write on it and reopen.
 //!   Bad media must be a clear error (promise 6 of the README), opening for read must never
 //!   store (promise 5), and what the index says must be readable.
-//! - [`decode::run`]: every header and record decoder of `nvs_core::format` on arbitrary
+//! - [`decode::run`]: every header and record decoder of `nvs_core::internals::format` on arbitrary
 //!   bytes, with fix-ups that lift the checksum barriers so the bounds checks behind
 //!   them are reached, each outcome compared with an independent predicate; and
 //!   encode → decode round trips, where any flipped bit must be refused exactly where

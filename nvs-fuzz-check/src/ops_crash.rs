@@ -32,7 +32,7 @@
 
 use crate::fill;
 use arbitrary::{Arbitrary, Unstructured};
-use nvs_core::format::{object_head_len, object_len};
+use nvs_core::internals::format::{object_head_len, object_len};
 use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, NAME_MAX};
 use nvs_sim::{fence_points, Chooser, CrashView, SimMedia};
 use std::collections::BTreeMap;
@@ -517,19 +517,20 @@ fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Resul
         (Call::Close, _) => pool.close_lane(req.lane).map(|()| Vec::new()),
         (Call::Delta, [o]) => {
             let (parent, ranges) = o.delta.clone().unwrap_or_default();
-            pool.put_delta(req.lane, &o.name, &o.bytes(), parent, &ranges).map(|p| vec![p.version])
+            let bytes = o.bytes();
+            pool.put(req.lane, Object::new(o.name.as_slice(), &bytes).delta(parent, &ranges)).map(|p| vec![p.version])
         }
         (Call::Put, [o]) => {
             let b = o.bytes();
             match o.version {
-                Some(v) => pool.put_version(req.lane, &o.name, v, &b).map(|v| vec![v]),
-                None if req.lane == 0 => pool.put(&o.name, &b).map(|v| vec![v]),
-                None => pool.put_vectored(req.lane, &o.name, &[&b]).map(|v| vec![v]),
+                Some(v) => pool.put(req.lane, Object::new(o.name.as_slice(), &b).version(v)).map(|p| vec![p.version]),
+                None if req.lane == 0 => pool.put(0, Object::new(o.name.as_slice(), &b)).map(|p| vec![p.version]),
+                None => pool.put(req.lane, Object::vectored(o.name.as_slice(), &[&b])).map(|p| vec![p.version]),
             }
         }
         (Call::Vectored, [o]) => {
             let parts: Vec<&[u8]> = o.parts.iter().map(|p| &p[..]).collect();
-            pool.put_vectored(req.lane, &o.name, &parts).map(|v| vec![v])
+            pool.put(req.lane, Object::vectored(o.name.as_slice(), &parts)).map(|p| vec![p.version])
         }
         _ => {
             let parts: Vec<Vec<&[u8]>> = req.objs.iter().map(|o| o.parts.iter().map(|p| &p[..]).collect()).collect();
@@ -538,9 +539,9 @@ fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Resul
                 .iter()
                 .zip(&parts)
                 .map(|(o, p)| {
-                    let obj = Object::new(&o.name, p);
+                    let obj = Object::vectored(o.name.as_slice(), p);
                     match o.version {
-                        Some(v) => obj.with_version(v),
+                        Some(v) => obj.version(v),
                         None => obj,
                     }
                 })
@@ -805,7 +806,7 @@ pub fn check(input: &Input) {
     let last = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
     assert!(last <= lane_seq, "lane {lane}: objects of unit {last} but {lane_seq} units");
     let mut want = recovered.clone();
-    let acked = match pool.put_vectored(lane, b"after", &[&bytes]) {
+    let acked = match pool.put(lane, Object::vectored(b"after", &[&bytes])).map(|p| p.version) {
         Ok(v) => {
             assert_eq!(v, 1);
             want.insert((b"after".to_vec(), 1), Stored { bytes, lane, seq: lane_seq });

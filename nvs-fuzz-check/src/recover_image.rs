@@ -70,7 +70,7 @@ pub fn run(data: &[u8]) {
 /// checksum and commit word, for the header's own lane and seq) while its length stays
 /// in the segment; bit 3: the object headers in those units.
 pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
-    use nvs_core::format::{
+    use nvs_core::internals::format::{
         commit_word, BatchHeader, ObjectHeader, SegmentHeader, Superblock, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
     };
     let mut b = image.to_vec();
@@ -123,7 +123,7 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
                 let name = b[obj + 48..name_end].to_vec();
                 o.checksum = o.compute_checksum(sb.pool_id, &name);
                 b[obj..obj + 48].copy_from_slice(bytemuck::bytes_of(&o));
-                let step = nvs_core::format::object_head_len(name.len()) as usize;
+                let step = nvs_core::internals::format::object_head_len(name.len()) as usize;
                 let payload = (o.payload_len.min(len as u64) as usize).next_multiple_of(64);
                 obj += step + payload;
             }
@@ -184,7 +184,7 @@ fn walk<M: Media, X: IndexMemory>(pool: &Pool<M, X>) -> Seen {
         for v in versions {
             assert_eq!(pool.stat(&name, v.version), Ok(v));
             assert!(v.lane < sb.lanes_max, "object on lane {} of {}", v.lane, sb.lanes_max);
-            assert!(v.offset >= nvs_core::format::DATA_OFF && v.offset + v.stored_bytes <= sb.pool_len);
+            assert!(v.offset >= nvs_core::internals::format::DATA_OFF && v.offset + v.stored_bytes <= sb.pool_len);
             assert!(v.depth == 0 || v.len_bytes <= sb.segment_len, "delta longer than a segment");
             buf.resize(v.len_bytes as usize, 0);
             let got = match pool.get(&name, v.version, &mut buf) {
@@ -262,10 +262,10 @@ fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
         Err(Error::Full | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
         Err(e) => panic!("put on a recovered image: {e:?}"),
     };
-    let r = pool.put(b"fuzz", payload);
+    let r = pool.put(0, Object::new(b"fuzz", payload)).map(|p| p.version);
     note(r, b"fuzz", payload, &mut written);
     let (a, b) = payload.split_at(payload.len() / 2);
-    let r = pool.put_batch(lanes - 1, &[Object::new(b"fuzz-a", &[a]), Object::new(b"fuzz-b", &[b, a])]);
+    let r = pool.put_batch(lanes - 1, &[Object::new(b"fuzz-a", a), Object::vectored(b"fuzz-b", &[b, a])]);
     match r {
         Ok(vs) => {
             written.push((b"fuzz-a".to_vec(), vs[0], a.to_vec()));

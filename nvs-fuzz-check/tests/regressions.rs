@@ -1,7 +1,7 @@
 //! Every finding of the fuzz targets, as a named test (written before the fix; the
 //! input also stays in `fuzz/corpus/<target>/`, which `tests/corpus.rs` replays).
 
-use nvs_core::{FormatOptions, HeapMemory, Pool};
+use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
 use nvs_fuzz_check::VecMedia;
 
 fn replay(target: &str, file: &str) {
@@ -20,9 +20,9 @@ fn put_next_to_version_max_does_not_overflow() {
     let mut o = FormatOptions::new(7);
     o.segment_len = Some(4096);
     let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
-    assert_eq!(pool.put_version(0, b"a", u64::MAX - 1, b"x"), Ok(u64::MAX - 1));
-    assert_eq!(pool.put_version(0, b"a", u64::MAX, b"y"), Ok(u64::MAX));
-    assert!(pool.put(b"a", b"z").is_err(), "no version after u64::MAX");
+    assert_eq!(pool.put(0, Object::new(b"a", b"x").version(u64::MAX - 1)).map(|p| p.version), Ok(u64::MAX - 1));
+    assert_eq!(pool.put(0, Object::new(b"a", b"y").version(u64::MAX)).map(|p| p.version), Ok(u64::MAX));
+    assert!(pool.put(0, Object::new(b"a", b"z")).is_err(), "no version after u64::MAX");
 }
 
 #[test]
@@ -31,8 +31,8 @@ fn ops_crash_touch_for_append_overflow() {
 }
 
 /// Forge a valid segment header (checksum recomputed) at segment `i`.
-fn forge_segment(img: &mut [u8], i: usize, f: impl FnOnce(&mut nvs_core::format::SegmentHeader)) {
-    use nvs_core::format::SegmentHeader;
+fn forge_segment(img: &mut [u8], i: usize, f: impl FnOnce(&mut nvs_core::internals::format::SegmentHeader)) {
+    use nvs_core::internals::format::SegmentHeader;
     let off = 4096 + i * 4096;
     let mut h: SegmentHeader = bytemuck::pod_read_unaligned(&img[off..off + 64]);
     f(&mut h);
@@ -46,7 +46,7 @@ fn one_object_pool() -> Vec<u8> {
     let mut o = FormatOptions::new(7);
     o.segment_len = Some(4096);
     let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
-    pool.put(b"a", b"x").expect("put");
+    pool.put(0, Object::new(b"a", b"x")).expect("put");
     drop(pool);
     media.peek(0, 4096 + 4 * 4096)
 }
@@ -57,8 +57,8 @@ fn open_and_put(img: Vec<u8>) -> Result<(), nvs_core::Error> {
     Pool::open_read_only(&VecMedia::from_bytes(img.clone()), HeapMemory::new())?;
     let media = VecMedia::from_bytes(img);
     let mut pool = Pool::open(&media, HeapMemory::new())?;
-    pool.put(b"a", b"y")?;
-    pool.put(b"a", b"z")?;
+    pool.put(0, Object::new(b"a", b"y"))?;
+    pool.put(0, Object::new(b"a", b"z"))?;
     Ok(())
 }
 
@@ -96,8 +96,8 @@ fn empty_object_at_segment_end(segments: usize) -> VecMedia {
     o.segment_len = Some(4096);
     o.lanes_max = 2;
     let mut pool = Pool::format(&media, o, HeapMemory::new()).expect("format");
-    pool.put(b"f", &[7; 3776]).expect("put f");
-    pool.put(b"k", b"").expect("put k");
+    pool.put(0, Object::new(b"f", &[7; 3776])).expect("put f");
+    pool.put(0, Object::new(b"k", b"")).expect("put k");
     let k = pool.stat(b"k", 1).expect("stat k");
     assert_eq!(k.offset, 4096 + 4096, "k's payload offset is the end of segment 0");
     drop(pool);
@@ -128,7 +128,7 @@ fn read_only_get_of_an_empty_object_at_a_segment_end() {
 fn reclaim_keeps_an_empty_object_at_a_segment_end() {
     let media = empty_object_at_segment_end(4);
     let mut pool = Pool::open(&media, HeapMemory::new()).expect("open");
-    pool.put(b"f", b"v2 in the next segment").expect("put f v2");
+    pool.put(0, Object::new(b"f", b"v2 in the next segment")).expect("put f v2");
     pool.reclaim(1).expect("reclaim");
     let mut buf = [0u8; 64];
     assert_eq!(pool.get(b"k", 1, &mut buf), Ok(0), "the only version of k was released");
@@ -158,11 +158,11 @@ fn torn_claim_of_a_released_segment_does_not_revive_its_header() {
     o.lanes_max = 2;
     let mut pool = Pool::format(&sim, o, HeapMemory::new()).expect("format");
     for v in 1..=3u8 {
-        pool.put(b"a", &[v; 3000]).expect("put"); // one segment each: chain 0, 1, 2
+        pool.put(0, Object::new(b"a", &[v; 3000])).expect("put"); // one segment each: chain 0, 1, 2
     }
     assert_eq!(pool.reclaim(1), Ok(2), "chains 0 and 1 released");
     let before = sim.point();
-    pool.put_vectored(1, b"b", &[b"lane 1 reuses a released segment"]).expect("put on lane 1");
+    pool.put(1, Object::vectored(b"b", &[b"lane 1 reuses a released segment"])).expect("put on lane 1");
     drop(pool);
     // Crash at the put's first fence (the unit's, which also fences the claim: the
     // claim has none of its own): the new header's words and the unit's are pending.

@@ -306,7 +306,9 @@ impl Failure {
         let choices: Vec<String> = self.choices.iter().map(|c| c.to_string()).collect();
         let choices = if choices.is_empty() { "-".to_string() } else { choices.join(",") };
         let (env, mutant) = match crate::mutants::selected() {
-            Some(m) => ("RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants ", format!(" --mutant {m}")),
+            Some(m) => {
+                ("RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants ", format!(" --mutant {}", m.name()))
+            }
             None => ("", String::new()),
         };
         format!("{env}cargo run --release -p nvs-verify -- repro {} {} {choices}{mutant}", self.workload, self.point)

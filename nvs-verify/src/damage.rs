@@ -6,7 +6,7 @@
 
 use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
-use nvs_core::format::{
+use nvs_core::internals::format::{
     commit_word, decode_segment, decode_superblock, read_pod, BatchHeader, ObjectHeader, LINE, NAME_MAX,
 };
 use nvs_core::Media;
@@ -33,7 +33,7 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize)> {
             for _ in 0..h.object_count {
                 let oh: ObjectHeader = read_pod(media, obj);
                 out.push((obj as usize, 48 + oh.name_len as usize));
-                obj += nvs_core::format::object_len(oh.name_len as usize, oh.payload_len);
+                obj += nvs_core::internals::format::object_len(oh.name_len as usize, oh.payload_len);
             }
             off += h.unit_len;
         }

@@ -11,10 +11,11 @@
 //! Exit status: 0 when everything passed, 1 on any violation, incomplete point or
 //! surviving mutant, 2 on a usage error.
 
+use nvs_core::internals::mutant::Mutant;
 use nvs_verify::check::{check_family, repro, FamilyReport};
 use nvs_verify::crosscheck::crosscheck;
 use nvs_verify::damage::check_damage;
-use nvs_verify::mutants::{run_matrix, select};
+use nvs_verify::mutants::{parse, run_matrix, select};
 use nvs_verify::workload::{families, Family};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -36,8 +37,14 @@ fn main() -> ExitCode {
         }
         Some("damage") => code(damage(rest.first().map(String::as_str))),
         Some("crosscheck") => code(cross(rest.first().and_then(|n| n.parse().ok()).unwrap_or(CROSSCHECK_TRACES))),
-        Some("mutants") => code(mutants(&rest)),
-        Some("mutants-inner") => code(mutants_inner(&rest)),
+        Some(cmd @ ("mutants" | "mutants-inner")) => match parse(&rest) {
+            Ok(only) if cmd == "mutants" => code(mutants(&only)),
+            Ok(only) => code(mutants_inner(&only)),
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
         Some("repro") => repro_cmd(&rest),
         _ => {
             eprintln!("usage: nvs-verify all | crash [FAMILY...] | damage [WORKLOAD] | crosscheck [N] | mutants [NAME...] | repro WORKLOAD POINT CHOICES [--mutant NAME]");
@@ -179,9 +186,9 @@ static MUTANT_LINE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(Non
 
 /// The mutant matrix. Mutants live only in a build with `--cfg nvs_mutant`: when this
 /// build lacks it, build one (in target/mutants) and run the matrix there.
-fn mutants(names: &[String]) -> bool {
-    if nvs_core::mutant::compiled_in() {
-        return mutants_inner(names);
+fn mutants(only: &[Mutant]) -> bool {
+    if nvs_core::internals::mutant::compiled_in() {
+        return mutants_inner(only);
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let flags = format!("{} --cfg nvs_mutant", std::env::var("RUSTFLAGS").unwrap_or_default());
@@ -191,7 +198,7 @@ fn mutants(names: &[String]) -> bool {
         .env("RUSTFLAGS", flags.trim())
         .env("CARGO_TARGET_DIR", root.join("target/mutants"))
         .args(["run", "--quiet", "--release", "-p", "nvs-verify", "--", "mutants-inner"])
-        .args(names)
+        .args(only.iter().map(|m| m.name()))
         .output();
     let out = match out {
         Ok(o) => o,
@@ -209,19 +216,30 @@ fn mutants(names: &[String]) -> bool {
     out.status.success()
 }
 
-fn mutants_inner(names: &[String]) -> bool {
-    if !nvs_core::mutant::compiled_in() {
+fn mutants_inner(only: &[Mutant]) -> bool {
+    if !nvs_core::internals::mutant::compiled_in() {
         println!("mutants: this build lacks --cfg nvs_mutant");
         return false;
     }
     println!("{:<28} {:>8} {:>7}  evidence", "mutant", "verdict", "time");
-    let results = run_matrix(names, THREADS);
+    let results = run_matrix(only, THREADS);
     let (mut killed, mut equivalent, mut survived) = (0, 0, 0);
     for r in &results {
         let (verdict, evidence) = match (&r.killed_by, r.equivalent) {
-            (Some(k), _) => {
+            (Some(k), _) if r.killed() => {
                 killed += 1;
-                ("killed", k.clone())
+                let also = match &r.markers {
+                    Some(Some(e)) => format!("\n{:>46}also killed through a marker unit: {e}", ""),
+                    _ => String::new(),
+                };
+                ("killed", format!("{k}{also}"))
+            }
+            (Some(k), _) => {
+                survived += 1;
+                (
+                    "SURVIVED",
+                    format!("not killed through a marker unit: the markers family passes (killed only by {k})"),
+                )
             }
             (None, Some(why)) => {
                 equivalent += 1;
@@ -247,15 +265,15 @@ fn repro_cmd(args: &[String]) -> ExitCode {
     };
     if let Some(i) = args.iter().position(|a| a == "--mutant") {
         let Some(name) = args.get(i + 1) else { return ExitCode::from(2) };
-        let Some((n, _)) = nvs_core::mutant::MUTANTS.iter().find(|(m, _)| m == name) else {
+        let Some(m) = Mutant::from_name(name) else {
             eprintln!("no mutant {name}");
             return ExitCode::from(2);
         };
-        if !nvs_core::mutant::compiled_in() {
+        if !nvs_core::internals::mutant::compiled_in() {
             eprintln!("run with RUSTFLAGS='--cfg nvs_mutant' CARGO_TARGET_DIR=target/mutants");
             return ExitCode::from(2);
         }
-        select(Some(n));
+        select(Some(m));
     }
     let Ok(point) = point.parse::<usize>() else { return ExitCode::from(2) };
     let choices: Vec<usize> =

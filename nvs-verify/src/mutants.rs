@@ -1,73 +1,107 @@
-//! The mutant matrix: each seeded protocol bug of `nvs_core::mutant` made live in turn,
+//! The mutant matrix: each seeded protocol bug of `nvs_core::internals::mutant` made live in turn,
 //! the crash check run until it finds a violation (killed) or passes everything
 //! (survived — unless the mutant is documented as equivalent, with the reason).
+//!
+//! The commit-sequence mutants ([`COMMIT_SEQUENCE`]) must also be killed by the
+//! `markers` family alone (end-of-stream units and no puts): marker units are sealed by
+//! the same function as a put's unit, so a bug in that sequence must show there too.
 
-use crate::check::check_family;
+use crate::check::{check_family, Failure};
 use crate::damage::check_damage;
-use crate::workload::families;
-use nvs_core::mutant::{self, MUTANTS};
+use crate::workload::{families, Family};
+use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
 use std::sync::Mutex;
 use std::time::Instant;
 
-static SELECTED: Mutex<Option<&'static str>> = Mutex::new(None);
+static SELECTED: Mutex<Option<Mutant>> = Mutex::new(None);
 
 /// The live mutant (for repro lines).
-pub fn selected() -> Option<&'static str> {
+pub fn selected() -> Option<Mutant> {
     *SELECTED.lock().unwrap()
 }
 
-/// Make `name` live. Panics in a build without the mutant hooks.
-pub fn select(name: Option<&'static str>) {
-    assert!(mutant::select(name), "mutant {name:?} unknown or this build lacks --cfg nvs_mutant");
-    *SELECTED.lock().unwrap() = name;
+/// Make `m` live. Panics in a build without the mutant hooks.
+pub fn select(m: Option<Mutant>) {
+    assert!(mutant::select(m), "mutant {m:?}: this build lacks --cfg nvs_mutant");
+    *SELECTED.lock().unwrap() = m;
+}
+
+/// The mutants named `names` (each looked up with [`Mutant::from_name`]); the first
+/// unknown name is the error.
+pub fn parse(names: &[String]) -> Result<Vec<Mutant>, String> {
+    names
+        .iter()
+        .map(|n| {
+            Mutant::from_name(n).ok_or_else(|| {
+                let known: Vec<&str> = MUTANTS.iter().map(|(_, n, _)| *n).collect();
+                format!("no mutant {n} (known: {})", known.join(", "))
+            })
+        })
+        .collect()
 }
 
 /// Mutants that no crash can distinguish from the correct protocol, and why.
-pub const EQUIVALENT: &[(&str, &str)] = &[
+pub const EQUIVALENT: &[(Mutant, &str)] = &[
     (
-        "straddling_commit",
+        Mutant::StraddlingCommit,
         "a commit word torn into halves never equals the expected 64-bit value, so a torn commit reads as \
          'uncommitted'; and the halves are flushed and fenced before the put returns",
     ),
     (
-        "commit_without_checksum",
+        Mutant::CommitWithoutChecksum,
         "the header is fenced before the commit word is stored, so a matching commit word always sits on a \
          complete header; the checksum binding only matters for damaged media",
     ),
 ];
 
+/// The mutants of the commit sequence (the one sealing function of every unit, puts
+/// and markers alike): each must be killed by the `markers` family alone as well.
+pub const COMMIT_SEQUENCE: &[Mutant] =
+    &[Mutant::NoFenceBeforeCommit, Mutant::CommitBeforePayload, Mutant::NoFinalFence, Mutant::CachedCommit];
+
+/// The family of marker units only.
+pub const MARKERS: &str = "markers";
+
 /// One mutant's outcome.
 pub struct MutantResult {
+    pub mutant: Mutant,
     pub name: &'static str,
     pub killed_by: Option<String>,
+    /// For a [`COMMIT_SEQUENCE`] mutant: `Some(evidence)` when the `markers` family
+    /// alone kills it too, `Some(None)` when it does not; `None` for the others.
+    pub markers: Option<Option<String>>,
     pub equivalent: Option<&'static str>,
     pub seconds: f64,
 }
 
-/// Run the matrix; `names` restricts it (empty: all).
-pub fn run_matrix(names: &[String], threads: usize) -> Vec<MutantResult> {
+impl MutantResult {
+    /// Killed, and for a commit-sequence mutant killed through a marker unit as well.
+    pub fn killed(&self) -> bool {
+        self.killed_by.is_some() && !matches!(self.markers, Some(None))
+    }
+}
+
+fn evidence(fam: &Family, f: &Failure) -> String {
+    format!("{}: {} at point {} — {}\n{:>46}repro: {}", fam.name, f.workload, f.point, f.message, "", f.repro())
+}
+
+/// Run the matrix; `only` restricts it (empty: all).
+pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
     let fams = families();
+    let markers = fams.iter().find(|f| f.name == MARKERS).expect("the markers family");
     let damage_set: Vec<_> = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect();
     let mut out = Vec::new();
-    for (name, _) in MUTANTS {
-        if !names.is_empty() && !names.iter().any(|n| n == name) {
+    for &(m, name, _) in MUTANTS {
+        if !only.is_empty() && !only.contains(&m) {
             continue;
         }
         let t = Instant::now();
-        select(Some(name));
+        select(Some(m));
         let mut killed_by = None;
         for fam in &fams {
             let r = check_family(fam, threads, true);
             if let Some(f) = r.failures.first() {
-                killed_by = Some(format!(
-                    "{}: {} at point {} — {}\n{:>46}repro: {}",
-                    fam.name,
-                    f.workload,
-                    f.point,
-                    f.message,
-                    "",
-                    f.repro()
-                ));
+                killed_by = Some(evidence(fam, f));
                 break;
             }
         }
@@ -77,9 +111,13 @@ pub fn run_matrix(names: &[String], threads: usize) -> Vec<MutantResult> {
                 killed_by = Some(format!("damage: {} — {}", f.workload, f.message));
             }
         }
+        let markers = COMMIT_SEQUENCE.contains(&m).then(|| {
+            let r = check_family(markers, threads, true);
+            r.failures.first().map(|f| evidence(markers, f))
+        });
         select(None);
-        let equivalent = EQUIVALENT.iter().find(|(n, _)| n == name).map(|(_, why)| *why);
-        out.push(MutantResult { name, killed_by, equivalent, seconds: t.elapsed().as_secs_f64() });
+        let equivalent = EQUIVALENT.iter().find(|(e, _)| *e == m).map(|(_, why)| *why);
+        out.push(MutantResult { mutant: m, name, killed_by, markers, equivalent, seconds: t.elapsed().as_secs_f64() });
     }
     out
 }

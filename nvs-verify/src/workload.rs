@@ -187,7 +187,7 @@ fn apply<'m>(
                 }
                 // Sorted by offset, as `Changes` requires (overlaps nvs merges itself).
                 ranges.sort_unstable();
-                match pool.put_delta(*lane, DELTA_NAME, &bytes, parent, &ranges) {
+                match pool.put(*lane, Object::new(DELTA_NAME, &bytes).delta(parent, &ranges)) {
                     Ok(put) => {
                         issued.push(Issued {
                             op: i,
@@ -214,7 +214,7 @@ fn apply<'m>(
             }
         };
         let parts: Vec<Vec<&[u8]>> = objects.iter().map(|(_, ps)| ps.iter().map(|p| &p[..]).collect()).collect();
-        let objs: Vec<Object> = objects.iter().zip(&parts).map(|((n, _), p)| Object::new(n, p)).collect();
+        let objs: Vec<Object> = objects.iter().zip(&parts).map(|((n, _), p)| Object::vectored(n, p)).collect();
         match pool.put_batch(lane, &objs) {
             Ok(versions) => issued.push(Issued {
                 op: i,
@@ -414,6 +414,15 @@ pub fn families() -> Vec<Family> {
         }
     }
     fams.push(family("close", "end-of-stream markers between puts", Setup::small(), close));
+    // Marker units alone (no puts): the commit-sequence mutants must be killed through an
+    // end-of-stream unit too, which is sealed by the same function as a put's unit.
+    let c = |lane| Op::Close { lane };
+    fams.push(family(
+        "markers",
+        "end-of-stream markers only, no puts",
+        Setup::small(),
+        vec![vec![c(0)], vec![c(1)], vec![c(0), c(1)], vec![c(0), c(0)], vec![c(1), c(0), c(1)]],
+    ));
     // Retention: puts big enough to fill segments, reclaims between them, reopens.
     let keep_kinds = |k: usize, pos: usize| match k {
         0 => Op::Reclaim { keep: 1 },

@@ -5,7 +5,7 @@
 //! refresh that sees the writer's moving state looks again), and what it then lists
 //! reads back as written or is `NotFound`.
 
-use nvs_core::{Error, FormatOptions, HeapMemory, Media, Pool};
+use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::{Event, SimMedia};
 use std::cell::{Cell, RefCell};
 
@@ -67,12 +67,12 @@ fn a_refresh_that_sees_a_reclaim_midway_never_reports_corruption() {
     o.segment_len = Some(4096);
     o.lanes_max = 1;
     let mut w = Pool::format(&sim, o, HeapMemory::new()).unwrap();
-    w.put(b"k", &[1; 8]).unwrap();
-    w.put(b"k", &[2; 3776]).unwrap();
+    w.put(0, Object::new(b"k", &[1; 8])).unwrap();
+    w.put(0, Object::new(b"k", &[2; 3776])).unwrap();
     let before = sim.volatile_bytes();
     let start = sim.point();
     assert_eq!(w.reclaim(1), Ok(1));
-    assert_eq!(w.put(b"k", &[3; 8]), Ok(3));
+    assert_eq!(w.put(0, Object::new(b"k", &[3; 8])).map(|p| p.version), Ok(3));
     let events = sim.events();
     // The media after each of the writer's stores.
     let mut states = vec![before.clone()];

@@ -27,7 +27,8 @@
 //! some trace finds a violation.
 #![cfg(loom)]
 
-use nvs_core::{FormatOptions, HeapMemory, Media, Pool};
+use nvs_core::internals::mutant::{self, Mutant};
+use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::{crash_state, fence_points, Event, SimMedia, State};
 use nvs_verify::check::{check_trace_with, Job};
 use nvs_verify::workload::{Issued, Op};
@@ -152,7 +153,8 @@ fn execution() {
     let mut pool: SimPool = Pool::format(media.clone(), o, HeapMemory::new()).unwrap();
     let format_end = media.0.point();
     let first = payload(0, 9);
-    let mut issued = vec![put(&media.0, 0, 0, b"s", first.clone(), || pool.put(b"s", &first).unwrap())];
+    let mut issued =
+        vec![put(&media.0, 0, 0, b"s", first.clone(), || pool.put(0, Object::new(b"s", &first)).unwrap().version)];
     let pool = loom::sync::Arc::new(pool);
     let threads: Vec<_> = (0..2u32)
         .map(|lane| {
@@ -163,7 +165,9 @@ fn execution() {
                 for (k, name) in script(lane).into_iter().enumerate() {
                     let bytes = payload(lane, k);
                     let op = 1 + lane as usize * 2 + k;
-                    out.push(put(&media.0, op, lane, name, bytes.clone(), || w.put(name, &bytes).unwrap()));
+                    out.push(put(&media.0, op, lane, name, bytes.clone(), || {
+                        w.put(Object::new(name, &bytes)).unwrap().version
+                    }));
                 }
                 out
             })
@@ -303,10 +307,11 @@ fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> loom::thr
 
 #[test]
 fn loom_crash_two_lanes_two_puts() {
-    let mutant = std::env::var("NVS_LOOM_MUTANT").ok().filter(|m| !m.is_empty());
-    if let Some(m) = &mutant {
-        assert!(nvs_core::mutant::select(Some(m)), "mutant {m} unknown or this build lacks --cfg nvs_mutant");
-    }
+    let mutant = std::env::var("NVS_LOOM_MUTANT").ok().filter(|m| !m.is_empty()).map(|name| {
+        let m = Mutant::from_name(&name).unwrap_or_else(|| panic!("NVS_LOOM_MUTANT: no mutant {name}"));
+        assert!(mutant::select(Some(m)), "mutant {name}: this build lacks --cfg nvs_mutant");
+        m.name()
+    });
     let t = Instant::now();
     let mut b = loom::model::Builder::new();
     b.max_branches = 1_000_000;
