@@ -156,11 +156,11 @@ fn check_exit_codes() {
     }
     assert_eq!(code(&nvs(&["check", s(&clean)])), 0);
 
-    // Where the first object's header and its unit's batch header are.
+    // Where the first object's header and its unit's unit header are.
     let payload = FilePool::open(&clean, Access::ReadOnly).unwrap().stat(b"a", 1).unwrap().offset;
     let object_header = payload - object_head_len(1);
     let batch_header = object_header - LINE;
-    // +0 of an object header: its version; +16 of a batch header: its unit length
+    // +0 of an object header: its version; +16 of a unit header: its unit length
     // (not the commit word at +0, whose damage reads as an uncommitted tail).
     for (what, off) in [("object", object_header), ("batch", batch_header + 16)] {
         let bad = dir.path().join(format!("{what}.pool"));

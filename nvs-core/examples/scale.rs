@@ -40,7 +40,7 @@ fn main() {
         );
     }
     // FixedMemory<300_000, 1000, 602_100, 64>: the table's power-of-two part is 524,288
-    // slots, so the index ends at 262,144 records + names, with IndexFull.
+    // slots, so the index ends at 262,144 entries + names, with IndexFull.
     std::thread::Builder::new()
         .stack_size(256 << 20)
         .spawn(move || {

@@ -71,13 +71,13 @@ pub enum Error {
         lane: u32,
     },
     /// The index memory given to the pool is full and cannot grow: `what` ran out
-    /// ("records", "names", "hash table slots", "segment slots", or "record ids" / "name
-    /// ids" at 2^31 - 1) with the index at `records` objects over `names` names.
+    /// ("entries", "names", "hash table slots", "segment slots", or "entry ids" / "name
+    /// ids" at 2^31 - 1) with the index at `entries` objects over `names` names.
     IndexFull {
         /// The part that ran out.
         what: &'static str,
         /// Objects in the index.
-        records: usize,
+        entries: usize,
         /// Names in the index.
         names: usize,
     },
@@ -112,11 +112,11 @@ pub enum CorruptKind {
     Geometry,
     /// A valid segment header outside its lane's continuous chain.
     SegmentChain,
-    /// A committed record's header checksum does not match.
-    RecordChecksum,
-    /// A committed record's lengths or counts point outside its bounds.
-    RecordBounds,
-    /// A segment's first record does not continue its lane's sequence.
+    /// A committed unit's header, or one of its object headers, fails its checksum.
+    HeaderChecksum,
+    /// A committed unit's (or object's) lengths or counts point outside its bounds.
+    HeaderBounds,
+    /// A segment's first unit does not continue its lane's sequence.
     SequenceGap,
     /// Two committed objects carry the same name and version.
     DuplicateVersion,
@@ -134,9 +134,9 @@ impl fmt::Display for CorruptKind {
             CorruptKind::SuperblockChecksum => "superblock checksum mismatch",
             CorruptKind::Geometry => "superblock geometry does not fit the media",
             CorruptKind::SegmentChain => "segment header outside its lane's chain",
-            CorruptKind::RecordChecksum => "committed record header checksum mismatch",
-            CorruptKind::RecordBounds => "committed record length or count out of bounds",
-            CorruptKind::SequenceGap => "gap in a lane's record sequence",
+            CorruptKind::HeaderChecksum => "committed unit or object header checksum mismatch",
+            CorruptKind::HeaderBounds => "committed unit or object length or count out of bounds",
+            CorruptKind::SequenceGap => "gap in a lane's unit sequence",
             CorruptKind::DuplicateVersion => "duplicate (name, version)",
             CorruptKind::PayloadChecksum => "payload checksum mismatch",
             CorruptKind::DeltaRecord => "delta record inconsistent or checksum mismatch",
@@ -174,8 +174,8 @@ impl fmt::Display for Error {
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),
             Error::LaneBusy { lane } => write!(f, "lane {lane} already has a writer"),
-            Error::IndexFull { what, records, names } => {
-                write!(f, "index memory full: no room for more {what} (at {records} records, {names} names)")
+            Error::IndexFull { what, entries, names } => {
+                write!(f, "index memory full: no room for more {what} (at {entries} objects, {names} names)")
             }
             Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
             Error::DeltaRanges { offset } => write!(

@@ -9,9 +9,9 @@
 //! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
 //! | valid header, chain_seq or first_seq ≥ 2^63           | `Corrupted(SegmentChain)`        |
 //! | unit slot: commit word ≠ expected for (lane, seq)     | lane's log ends in this segment  |
-//! | commit word matches, header checksum wrong            | `Corrupted(RecordChecksum)`      |
-//! | commit word matches, lengths/counts out of bounds     | `Corrupted(RecordBounds)`        |
-//! | commit word matches, object header/name checksum bad  | `Corrupted(RecordChecksum)`      |
+//! | commit word matches, header checksum wrong            | `Corrupted(HeaderChecksum)`      |
+//! | commit word matches, lengths/counts out of bounds     | `Corrupted(HeaderBounds)`        |
+//! | commit word matches, object header/name checksum bad  | `Corrupted(HeaderChecksum)`      |
 //! | next segment's first_seq ≠ lane's next seq            | `Corrupted(SequenceGap)`         |
 //! | same (name, version) committed twice                  | `Corrupted(DuplicateVersion)`    |
 //! | otherwise                                             | unit committed: index it         |
@@ -244,7 +244,7 @@ fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot]
             if h.flags == format::UNIT_TRUNCATE {
                 // A truncate unit never releases its own segment.
                 if h.reserved[0] > s.chain_seq {
-                    return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
+                    return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderBounds });
                 }
                 base = Some(base.unwrap_or(0).max(h.reserved[0]));
             }

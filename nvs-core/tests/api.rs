@@ -210,9 +210,9 @@ fn fixed_memory_fills_cleanly() {
     // The lane's log ends after the last unit's one-line payload.
     let tail = pool.stat(b"a", 8).unwrap().offset as usize + 64;
     let before = ram.bytes();
-    assert_eq!(pool.put(0, Object::new(b"a", b"z")), Err(Error::IndexFull { what: "records", records: 8, names: 1 }));
+    assert_eq!(pool.put(0, Object::new(b"a", b"z")), Err(Error::IndexFull { what: "entries", entries: 8, names: 1 }));
     let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
-    // Not the next unit's commit word, batch header or object header either.
+    // Not the next unit's commit word, unit header or object header either.
     assert!(first_change.is_none_or(|at| at >= tail + 128), "refused put changed byte {first_change:?}");
     assert_eq!(pool.stats().units, units);
     let mut b = [0u8; 1];
@@ -237,14 +237,14 @@ fn fill_and_reopen<const R: usize, const N: usize, const T: usize>(names: usize)
         let n = name(i % names);
         match pool.put(0, Object::new(&n, &(i as u32).to_le_bytes())).map(|p| p.version) {
             Ok(v) => written.push((n, v, i as u32)),
-            Err(Error::IndexFull { what: "records", records, names: got }) => {
+            Err(Error::IndexFull { what: "entries", entries: records, names: got }) => {
                 assert_eq!((records, got), (R, names));
                 break;
             }
             Err(e) => panic!("put {i}: {e}"),
         }
     }
-    assert_eq!(written.len(), R, "the index holds exactly RECORDS objects");
+    assert_eq!(written.len(), R, "the index holds exactly ENTRIES objects");
     let _ = pool.close();
     let mem: Box<FixedMemory<R, N, T, 64>> = Box::default();
     let pool = Pool::open(ram.region(), *mem).unwrap_or_else(|e| panic!("reopen in the same memory: {e}"));
@@ -294,7 +294,7 @@ fn table_not_a_power_of_two() {
             Err(e) => break e,
         }
     };
-    assert_eq!(err, Error::IndexFull { what: "hash table slots", records: 2047, names: 1 });
+    assert_eq!(err, Error::IndexFull { what: "hash table slots", entries: 2047, names: 1 });
     assert_eq!(n, 2047);
 }
 

@@ -168,7 +168,7 @@ fn main() {
         let unit = (st.offset - nvs_core::internals::format::object_head_len(name.len()) - 64) as usize;
         let mut bh = [0u8; 64];
         bh.copy_from_slice(&img[unit..unit + 64]);
-        let h: nvs_core::internals::format::BatchHeader = bytemuck::pod_read_unaligned(&bh);
+        let h: nvs_core::internals::format::UnitHeader = bytemuck::pod_read_unaligned(&bh);
         (id, st.lane as u8, st.seq as u8, img[unit..unit + h.unit_len as usize].to_vec())
     };
     for (tag, fix, (id, lane, seq, unit)) in [

@@ -11,13 +11,13 @@
 //! | 0 | `decode_superblock` on the rest as a media, then `decode_segment` of every segment |
 //! | 1 | a superblock from arbitrary fields, encoded, maybe one bit flipped, decoded |
 //! | 2 | a segment header from arbitrary fields, maybe fixed up, maybe flipped, decoded |
-//! | 3 | the rest as a unit slot (batch header + objects), with fix-ups of the commit word and checksums, decoded like recovery does |
+//! | 3 | the rest as a unit slot (unit header + objects), with fix-ups of the commit word and checksums, decoded like recovery does |
 //! | 4 | a unit written by a real `Pool::put_batch`, decoded, then one bit flipped and decoded again |
 //! | 5 | `Hasher` over arbitrary cuts of the rest equals `hash64` of the whole |
 
 use crate::{Bytes, VecMedia};
 use nvs_core::internals::format::{
-    self, commit_word, line_up, object_head_len, BatchHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
+    self, commit_word, line_up, object_head_len, UnitHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
     UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX,
     SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
@@ -253,7 +253,7 @@ fn segment_header(b: &mut Bytes) {
 /// Expected result of `decode_object` at `off` of a committed unit ending at `unit_end`.
 fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -> Result<(ObjectHeader, u64), Error> {
     let pool_id = sb.pool_id;
-    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
+    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderBounds });
     if off + 64 > unit_end {
         return bounds;
     }
@@ -282,14 +282,14 @@ fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -
     }
     let name = media.peek(off as usize + 48, name_len as usize);
     if h.checksum != hash64(pool_id, &[&raw[..40], &name[..]].concat()) {
-        return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
+        return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderChecksum });
     }
     Ok((h, end))
 }
 
 /// Decode the objects of a committed unit like recovery does, each against
 /// [`expected_object`]; returns the decoded objects (stops at the first error).
-fn check_objects(media: &VecMedia, sb: &Superblock, h: &BatchHeader, unit_off: u64) -> Vec<(DecodedObject, Vec<u8>)> {
+fn check_objects(media: &VecMedia, sb: &Superblock, h: &UnitHeader, unit_off: u64) -> Vec<(DecodedObject, Vec<u8>)> {
     let unit_end = unit_off + h.unit_len;
     let mut out = Vec::new();
     let mut off = unit_off + LINE;
@@ -332,12 +332,12 @@ fn expected_unit(
         return Some(UnitOutcome::End);
     }
     let raw = media.peek(off as usize, 64);
-    let h: BatchHeader = bytemuck::pod_read_unaligned(&raw);
+    let h: UnitHeader = bytemuck::pod_read_unaligned(&raw);
     if h.commit != commit_word(sb.pool_id, lane, seq, h.checksum) {
         return Some(UnitOutcome::End);
     }
     if h.checksum != hash64(sb.pool_id, &raw[8..56]) {
-        return Some(UnitOutcome::Corrupt(CorruptKind::RecordChecksum));
+        return Some(UnitOutcome::Corrupt(CorruptKind::HeaderChecksum));
     }
     // FORMAT.md: 1..=256 objects and flags 0; or a marker unit of no objects and
     // unit_len 64: flags 1 (end of stream) or 2 (truncate, the only one with a nonzero
@@ -355,13 +355,13 @@ fn expected_unit(
         && h.unit_len.is_multiple_of(64)
         && h.unit_len >= 64 + 64 * h.object_count as u64
         && h.unit_len <= seg_end - off;
-    Some(if ok { UnitOutcome::Committed(h) } else { UnitOutcome::Corrupt(CorruptKind::RecordBounds) })
+    Some(if ok { UnitOutcome::Committed(h) } else { UnitOutcome::Corrupt(CorruptKind::HeaderBounds) })
 }
 
 #[derive(Debug, PartialEq)]
 enum UnitOutcome {
     End,
-    Committed(BatchHeader),
+    Committed(UnitHeader),
     Corrupt(CorruptKind),
 }
 
@@ -398,7 +398,7 @@ fn unit_raw(b: &mut Bytes) {
     let room = (sb.pool_len - off) as usize;
     media.poke(off as usize, &rest[..rest.len().min(room)]);
     if off + 64 <= seg_end {
-        let mut h: BatchHeader = bytemuck::pod_read_unaligned(&media.peek(off as usize, 64));
+        let mut h: UnitHeader = bytemuck::pod_read_unaligned(&media.peek(off as usize, 64));
         if fix & 1 != 0 {
             h.seq = seq;
             h.lane = lane;
@@ -550,7 +550,7 @@ fn unit_round_trip(b: &mut Bytes) {
         return;
     }
     if rel < 64 {
-        assert_eq!(got, UnitOutcome::Corrupt(CorruptKind::RecordChecksum), "flip at unit+{rel}");
+        assert_eq!(got, UnitOutcome::Corrupt(CorruptKind::HeaderChecksum), "flip at unit+{rel}");
         return;
     }
     let UnitOutcome::Committed(h2) = got else { panic!("flip at unit+{rel} (outside the header) broke it: {got:?}") };
@@ -595,7 +595,7 @@ fn close_marker_round_trip(
     if !(8..56).contains(&rel) {
         assert_eq!(got, UnitOutcome::End, "flip at marker+{rel}");
     } else {
-        assert_eq!(got, UnitOutcome::Corrupt(CorruptKind::RecordChecksum), "flip at marker+{rel}");
+        assert_eq!(got, UnitOutcome::Corrupt(CorruptKind::HeaderChecksum), "flip at marker+{rel}");
     }
     // Recovery agrees: the lane ends before the marker (End) or the pool is corrupted.
     match Pool::open_read_only(media, HeapMemory::new()) {

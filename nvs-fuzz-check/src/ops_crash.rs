@@ -397,7 +397,7 @@ impl Model {
             };
             versions.push(v);
             let len = o.bytes().len() as u64;
-            // Segment header, batch header, object header + name, payload: one segment.
+            // Segment header, unit header, object header + name, payload: one segment.
             let max = self.segment_len.saturating_sub(128 + object_head_len(o.name.len().min(NAME_MAX)));
             if len > max {
                 errs.push(Error::TooLarge { len_bytes: len, max_bytes: max });

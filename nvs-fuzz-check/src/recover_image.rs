@@ -71,7 +71,7 @@ pub fn run(data: &[u8]) {
 /// in the segment; bit 3: the object headers in those units.
 pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
     use nvs_core::internals::format::{
-        commit_word, BatchHeader, ObjectHeader, SegmentHeader, Superblock, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
+        commit_word, UnitHeader, ObjectHeader, SegmentHeader, Superblock, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
     };
     let mut b = image.to_vec();
     if b.len() < 64 {
@@ -102,7 +102,7 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
         }
         let mut off = seg + 64;
         while sel & 4 != 0 && off + 64 <= seg + seg_len {
-            let mut u: BatchHeader = bytemuck::pod_read_unaligned(&b[off..off + 64]);
+            let mut u: UnitHeader = bytemuck::pod_read_unaligned(&b[off..off + 64]);
             let len = u.unit_len as usize;
             if u.lane != h.lane || len < 64 || !len.is_multiple_of(64) || len > seg + seg_len - off {
                 break;

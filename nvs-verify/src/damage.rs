@@ -7,13 +7,13 @@
 use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
 use nvs_core::internals::format::{
-    commit_word, decode_segment, decode_superblock, read_pod, BatchHeader, ObjectHeader, LINE, NAME_MAX,
+    commit_word, decode_segment, decode_superblock, read_pod, UnitHeader, ObjectHeader, LINE, NAME_MAX,
 };
 use nvs_core::Media;
 use nvs_sim::SimMedia;
 use std::time::{Duration, Instant};
 
-/// Byte ranges of the metadata of a pool image: segment headers, batch headers, object
+/// Byte ranges of the metadata of a pool image: segment headers, unit headers, object
 /// headers and names (payloads are not checksummed unless the pool asks for it).
 fn metadata(media: &SimMedia) -> Vec<(usize, usize)> {
     let Ok(sb) = decode_superblock(media) else { return vec![] };
@@ -24,7 +24,7 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize)> {
         out.push((seg as usize, 64));
         let (mut off, end) = (seg + LINE, seg + sb.segment_len);
         while off + LINE <= end {
-            let h: BatchHeader = read_pod(media, off);
+            let h: UnitHeader = read_pod(media, off);
             if h.unit_len == 0 || !h.unit_len.is_multiple_of(LINE) || off + h.unit_len > end || h.commit == 0 {
                 break;
             }
@@ -60,7 +60,7 @@ fn forgeries(bytes: &[u8]) -> Vec<Vec<u8>> {
         let Some(seg_h) = decode_segment(&media, &sb, i) else { continue };
         let seg = sb.segment_off(i);
         let (off, end) = (seg + LINE, seg + sb.segment_len);
-        let h: BatchHeader = read_pod(&media, off);
+        let h: UnitHeader = read_pod(&media, off);
         if h.unit_len == 0 || off + h.unit_len > end {
             continue;
         }

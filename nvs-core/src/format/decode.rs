@@ -73,7 +73,7 @@ pub enum UnitSlot {
     /// The lane's log ends here (uncommitted, torn, stale or free space).
     End,
     /// A committed unit, its header validated against its segment end.
-    Committed(BatchHeader),
+    Committed(UnitHeader),
 }
 
 /// Decode the unit slot at `off` in a segment ending at `seg_end`, expecting `seq` of `lane`.
@@ -85,26 +85,26 @@ pub fn decode_unit<M: Media + ?Sized>(
     off: u64,
     seg_end: u64,
 ) -> Result<UnitSlot> {
-    if off + size_of::<BatchHeader>() as u64 > seg_end {
+    if off + size_of::<UnitHeader>() as u64 > seg_end {
         return Ok(UnitSlot::End);
     }
     // The commit word and the checksum it binds decide whether the unit counts; the
     // rest of the header is read only then (an uncommitted slot costs two words).
     let commit = media.load_word(off as usize);
-    let checksum = media.load_word(off as usize + offset_of!(BatchHeader, checksum));
+    let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
     let seq =
-        if mutant::on(Mutant::NoSeqCheck) { media.load_word(off as usize + offset_of!(BatchHeader, seq)) } else { seq };
+        if mutant::on(Mutant::NoSeqCheck) { media.load_word(off as usize + offset_of!(UnitHeader, seq)) } else { seq };
     if commit != commit_word(sb.pool_id, lane, seq, checksum) {
         return Ok(UnitSlot::End);
     }
-    let h: BatchHeader = read_pod(media, off);
+    let h: UnitHeader = read_pod(media, off);
     // The commit word matches: the unit was committed, so its header was durable before
     // the commit word was written. From here on, a mismatch is damage, not a torn write.
     let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
     if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
-        return corrupted(CorruptKind::RecordChecksum);
+        return corrupted(CorruptKind::HeaderChecksum);
     }
-    let min_len = size_of::<BatchHeader>() as u64 + h.object_count as u64 * object_head_len(0);
+    let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
     let in_bounds = h.seq == seq
         && h.lane == lane
         && (h.flags == 0) == (h.object_count >= 1)
@@ -117,7 +117,7 @@ pub fn decode_unit<M: Media + ?Sized>(
         && h.unit_len >= min_len
         && h.unit_len <= seg_end - off;
     if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
-        return corrupted(CorruptKind::RecordBounds);
+        return corrupted(CorruptKind::HeaderBounds);
     }
     Ok(UnitSlot::Committed(h))
 }
@@ -142,7 +142,7 @@ pub fn decode_object<M: Media + ?Sized>(
     unit_end: u64,
     name_buf: &mut [u8; NAME_MAX],
 ) -> Result<DecodedObject> {
-    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordBounds });
+    let bounds = Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderBounds });
     if off + object_head_len(0) > unit_end {
         return bounds;
     }
@@ -179,7 +179,7 @@ pub fn decode_object<M: Media + ?Sized>(
     };
     media.read(name_off as usize, name);
     if header.checksum != header.compute_checksum(sb.pool_id, name) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
-        return Err(Error::Corrupted { offset: off, kind: CorruptKind::RecordChecksum });
+        return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderChecksum });
     }
     Ok(DecodedObject { header, name_off, payload_off: off + head_len, end })
 }

@@ -4,7 +4,7 @@
 //! offset 0            superblock (64 B), rest of the first 4 KiB unused
 //! data_off (4096)     segment 0 | segment 1 | ... | segment segment_count-1
 //! segment             segment header (64 B) | unit | unit | ... | free
-//! unit (one commit)   batch header (64 B) | object | object | ...
+//! unit (one commit)   unit header (64 B) | object | object | ...
 //! object              object header (48 B) | name | pad to 64 | payload | pad to 64
 //! ```
 //! All integers little-endian (nvs refuses to build on big-endian targets). Every unit,
@@ -57,10 +57,10 @@ pub const SEGMENT_MAX: u64 = 1 << 40;
 /// Most segments a pool may have.
 pub const SEGMENTS_MAX: u64 = 1 << 24;
 
-/// Batch header flag: the lane's writer closed its stream here (a unit of no objects).
+/// Unit header flag: the lane's writer closed its stream here (a unit of no objects).
 /// A later unit on the lane reopens it.
 pub const UNIT_END_OF_STREAM: u64 = 1;
-/// Batch header flag: the lane released its segments below chain position
+/// Unit header flag: the lane released its segments below chain position
 /// `reserved[0]` (retention); a unit of no objects. Recovery skips those segments.
 pub const UNIT_TRUNCATE: u64 = 2;
 
@@ -114,7 +114,7 @@ pub struct SegmentHeader {
 /// First 64 bytes of a unit (one commit: one put or one batch).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BatchHeader {
+pub struct UnitHeader {
     /// Written last, alone, by one aligned 8-byte NT store after a fence:
     /// `commit_word(pool_id, lane, seq, checksum)`.
     pub commit: u64,
@@ -184,10 +184,10 @@ const_assert_eq!(offset_of!(Superblock, segment_count), 40);
 const_assert_eq!(size_of::<SegmentHeader>(), 64);
 const_assert_eq!(offset_of!(SegmentHeader, chain_seq), 24);
 const_assert_eq!(offset_of!(SegmentHeader, checksum), 56);
-const_assert_eq!(size_of::<BatchHeader>(), 64);
-const_assert_eq!(offset_of!(BatchHeader, commit), 0);
-const_assert_eq!(offset_of!(BatchHeader, object_count), 24);
-const_assert_eq!(offset_of!(BatchHeader, checksum), 56);
+const_assert_eq!(size_of::<UnitHeader>(), 64);
+const_assert_eq!(offset_of!(UnitHeader, commit), 0);
+const_assert_eq!(offset_of!(UnitHeader, object_count), 24);
+const_assert_eq!(offset_of!(UnitHeader, checksum), 56);
 const_assert_eq!(size_of::<ObjectHeader>(), 48);
 const_assert_eq!(offset_of!(ObjectHeader, payload_sum), 24);
 const_assert_eq!(offset_of!(ObjectHeader, depth), 20);
@@ -230,7 +230,7 @@ impl SegmentHeader {
     }
 }
 
-impl BatchHeader {
+impl UnitHeader {
     /// `nvs-hash64(pool_id, bytes 8..56)`, from the fields (the same bytes, in registers).
     pub fn compute_checksum(&self, pool_id: u64) -> u64 {
         let words = [
@@ -332,7 +332,7 @@ mod tests {
     /// The header checksums computed from the fields equal the byte-wise definition.
     #[test]
     fn header_checksums_match_their_bytes() {
-        let bh = BatchHeader {
+        let bh = UnitHeader {
             commit: 7,
             seq: 0x1122_3344_5566_7788,
             unit_len: 4096,

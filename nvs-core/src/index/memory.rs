@@ -44,14 +44,14 @@ pub trait IndexMemory {
     }
 }
 
-/// Index memory in fixed arrays: `RECORDS` objects, `NAMES` distinct names, `TABLE`
+/// Index memory in fixed arrays: `ENTRIES` objects, `NAMES` distinct names, `TABLE`
 /// hash slots, `SEGMENTS` segments. Only the largest power of two of `TABLE` is used and
 /// the table is kept at most half full, so make it a power of two of at least
-/// `2 * (RECORDS + NAMES)`; a smaller one ends the index at half of it (`IndexFull`).
+/// `2 * (ENTRIES + NAMES)`; a smaller one ends the index at half of it (`IndexFull`).
 /// A pool filled to this memory's capacity reopens in it. Large: keep it in a `static`
 /// or a `Box`.
-pub struct FixedMemory<const RECORDS: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
-    entries: [Entry; RECORDS],
+pub struct FixedMemory<const ENTRIES: usize, const NAMES: usize, const TABLE: usize, const SEGMENTS: usize> {
+    entries: [Entry; ENTRIES],
     names: [NameSlot; NAMES],
     table: [u32; TABLE],
     segments: [SegSlot; SEGMENTS],

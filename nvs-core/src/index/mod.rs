@@ -74,7 +74,7 @@ fn usable(len: usize) -> usize {
 /// Why an insert was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InsertError {
-    /// Out of memory (call `reserve` first): the part that is full ("records", "names",
+    /// Out of memory (call `reserve` first): the part that is full ("entries", "names",
     /// "hash table slots").
     Full(&'static str),
     /// The name already has this version.
@@ -139,7 +139,7 @@ impl<X: IndexMemory> Index<X> {
         // Ids are u32 with bit 31 telling names from entries in the table, and NONE is
         // u32::MAX: neither count may reach bit 31.
         if need_e >= NAME_TAG as usize {
-            return Err(Full("record ids"));
+            return Err(Full("entry ids"));
         }
         if need_n >= NAME_TAG as usize {
             return Err(Full("name ids"));
@@ -147,7 +147,7 @@ impl<X: IndexMemory> Index<X> {
         let p = self.mem.parts_ref();
         let (have_e, have_n, have_t) = (p.entries.len(), p.names.len(), usable(p.table.len()));
         if have_e < need_e && !self.mem.grow(Part::Entries, need_e) {
-            return Err(Full("records"));
+            return Err(Full("entries"));
         }
         if have_n < need_n && !self.mem.grow(Part::Names, need_n) {
             return Err(Full("names"));
@@ -385,7 +385,7 @@ impl<X: IndexMemory> Index<X> {
             return Err(self.full(Full("segment slots")));
         }
         let (entries, names) = (self.entries, self.names);
-        let full = crate::Error::IndexFull { what: "segment slots", records: entries, names };
+        let full = crate::Error::IndexFull { what: "segment slots", entries, names };
         self.mem.parts().segments.get_mut(..count).ok_or(full)
     }
 
@@ -441,7 +441,7 @@ fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
 impl<X: IndexMemory> Index<X> {
     /// The error for a refused reservation or insert (`what` ran out).
     pub fn full(&self, Full(what): Full) -> crate::Error {
-        crate::Error::IndexFull { what, records: self.entries, names: self.names }
+        crate::Error::IndexFull { what, entries: self.entries, names: self.names }
     }
 }
 
@@ -457,8 +457,8 @@ mod tests {
         let mut idx = Index::new(FixedMemory::<4, 4, 16, 1>::new());
         assert_eq!(idx.reserve(1, 1), Ok(()));
         idx.entries = NAME_TAG as usize - 2;
-        assert_eq!(idx.reserve(1, 0), Err(Full("records")), "under the cap, memory decides");
-        assert_eq!(idx.reserve(2, 0), Err(Full("record ids")));
+        assert_eq!(idx.reserve(1, 0), Err(Full("entries")), "under the cap, memory decides");
+        assert_eq!(idx.reserve(2, 0), Err(Full("entry ids")));
         idx.entries = 0;
         idx.names = NAME_TAG as usize - 2;
         assert_eq!(idx.reserve(0, 1), Err(Full("names")), "under the cap, memory decides");

@@ -5,7 +5,7 @@
 //!    written before the call is known to succeed;
 //! 2. if the unit does not fit the lane's segment, claim a free segment: its header by
 //!    NT stores, then a fence, so its ownership is durable before any unit in it;
-//! 3. NT-store the batch header (all but the commit word), every object header + name
+//! 3. NT-store the unit header (all but the commit word), every object header + name
 //!    and every payload;
 //! 4. fence — the unit is durable, but not yet committed;
 //! 5. NT-store the 8-byte commit word alone, aligned;

@@ -8,7 +8,7 @@ use super::lane::Lane;
 use super::plan::Planned;
 use super::Writer;
 use crate::error::Result;
-use crate::format::{self, commit_word, BatchHeader, LINE};
+use crate::format::{self, commit_word, UnitHeader, LINE};
 use crate::index::IndexMemory;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -19,7 +19,7 @@ use crate::shared::SharedAccess;
 /// What a unit is, besides its objects.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct UnitKind {
-    /// Batch header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`.
+    /// Unit header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`.
     pub flags: u64,
     /// The retention base of a truncate unit (`reserved[0]`), else 0.
     pub base: u64,
@@ -51,13 +51,13 @@ impl<M: Media> Writer<'_, M> {
         store_body: impl FnOnce(u64) -> Result<()>,
         early_publish: impl FnOnce(u64, u64),
     ) -> Result<(u64, u64)> {
-        // 3. Payloads and headers, all by NT stores. The batch header and commit word
+        // 3. Payloads and headers, all by NT stores. The unit header and commit word
         // are computed after the payloads are stored: work done while the NT stores
         // drain (before the fence) is nearly free, work done before them is not.
         let pool_id = self.sb.pool_id;
         let (unit_off, seq) = (l.tail, l.next_seq);
         let header = || {
-            let mut bh = BatchHeader {
+            let mut bh = UnitHeader {
                 commit: 0,
                 seq,
                 unit_len,

@@ -319,7 +319,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.shared.read().stats
     }
 
-    /// Bytes of index memory this pool holds (records, names, hash table, segments).
+    /// Bytes of index memory this pool holds (entries, names, hash table, segments).
     pub fn index_bytes(&self) -> usize {
         self.shared.read().index.memory().bytes()
     }
