@@ -76,6 +76,13 @@ pub use media::Media;
 pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, RecoveryStats, Versions};
 pub use pool::{FormatOptions, LaneWriter, Layout, NameIter, Pool, VersionIter};
 
+// What users share between threads is shareable: a pool (readers and lane writers on
+// many threads), its lane writers (each moved to its thread). Checked at compile time.
+static_assertions::assert_impl_all!(Pool<Region, FixedMemory<1, 1, 2, 1>>: Send, Sync);
+static_assertions::assert_impl_all!(LaneWriter<'static, Region, FixedMemory<1, 1, 2, 1>>: Send);
+#[cfg(feature = "alloc")]
+static_assertions::assert_impl_all!(Pool<Region, HeapMemory>: Send, Sync);
+
 /// Not a stable API: what nvs's own simulator, verifier, fuzz targets and tools use
 /// beyond the front door (the on-media format, the checksum, the seeded protocol
 /// mutants). Enabled by the `internals` feature; may change in any release.

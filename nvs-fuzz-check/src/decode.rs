@@ -17,7 +17,7 @@
 
 use crate::{Bytes, VecMedia};
 use nvs_core::internals::format::{
-    self, commit_word, line_up, object_head_len, UnitHeader, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
+    self, commit_word, line_up, object_head_len, DecodedObject, ObjectHeader, SegmentHeader, Superblock, UnitHeader,
     UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX,
     SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };

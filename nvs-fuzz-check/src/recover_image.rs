@@ -71,7 +71,7 @@ pub fn run(data: &[u8]) {
 /// in the segment; bit 3: the object headers in those units.
 pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
     use nvs_core::internals::format::{
-        commit_word, UnitHeader, ObjectHeader, SegmentHeader, Superblock, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
+        commit_word, ObjectHeader, SegmentHeader, Superblock, UnitHeader, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
     };
     let mut b = image.to_vec();
     if b.len() < 64 {

@@ -44,7 +44,16 @@ pub enum Followed {
     Timeout,
 }
 
-/// Follows a pool's writers. See the module docs.
+/// Follows a pool's writers while they write: every object as it commits
+/// ([`Followed::Objects`]), the end of the stream once every lane that holds a segment
+/// is closed ([`Followed::EndOfStream`]), and [`Followed::WriterGone`] when no writer
+/// holds the pool and some lane was never closed (the writer died).
+///
+/// It opens the pool read-only (never writes, takes no lock) and polls: each poll
+/// re-runs recovery on the live mapping, which sees exactly the units whose commit word
+/// it reads, so only committed objects appear, each reported once, in lane order. A
+/// poll costs one recovery (the segment and unit headers), fine for analytics polling
+/// every few milliseconds. See [`FilePool`] for an example.
 pub struct Follower {
     pool: FilePool,
     /// Next unreported unit sequence number, per lane.

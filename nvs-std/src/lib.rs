@@ -32,3 +32,13 @@ pub use error::{Error, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
 pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};
+
+// What users share between threads is shareable (checked at compile time): a pool and a
+// follower move to or are shared by threads; each lane writer moves to its thread.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<FilePool>();
+    send::<FileLane<'static>>();
+    send::<Follower>();
+};

@@ -69,6 +69,34 @@ pub type CorePool = Pool<MappedMedia, HeapMemory>;
 
 /// A pool in a file: nvs-core's [`Pool`] over a [`MappedMedia`], with the writer's lock
 /// and the durability check.
+///
+/// ```
+/// use nvs_core::Object;
+/// use nvs_std::{CreateOptions, FilePool, Followed, Follower};
+/// use std::time::Duration;
+/// let dir = std::env::temp_dir().join(format!("nvs-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("sim.pool");
+/// let mut pool = FilePool::create(&path, 16 << 20, &CreateOptions::default())?;
+/// // A simulation step on lane 0: two arrays, one commit.
+/// let (t, p) = ([20.5f64, 21.0], [1.0f64, 0.9]);
+/// pool.put_batch(0, &[Object::pod("temperature", &t), Object::pod("pressure", &p)])?;
+/// // Another thread would own lane 1; its puts pass the same durability check.
+/// let mut lane = pool.lane(1)?;
+/// lane.put(Object::new("log", b"step 1 done"))?;
+/// lane.close()?; // end of lane 1's stream
+/// drop(lane);
+/// pool.close_lane(0)?;
+/// // An analytics process follows the pool (here the same one).
+/// let mut f = Follower::open(&path, None)?;
+/// let wait = Some(Duration::from_secs(5));
+/// let Followed::Objects(objects) = f.wait(wait, Duration::from_millis(1))? else { panic!() };
+/// assert_eq!(objects.len(), 3);
+/// assert_eq!(f.wait(wait, Duration::from_millis(1))?, Followed::EndOfStream);
+/// assert_eq!(f.pool().get_vec("log", 1)?, b"step 1 done");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct FilePool {
     pool: CorePool,
     path: PathBuf,

@@ -1,23 +1,11 @@
 //! The API's promises that are easy to lose in a refactor: lanes taken from a `FilePool`
 //! pass its durability check, listings do not hold the index lock (a put from the same
-//! thread while iterating used to spin forever), and the types are Send/Sync.
+//! thread while iterating used to spin forever), and errors chain to their cause.
 
-use nvs_core::{Object, Pool, Region};
-use nvs_std::{Access, CreateOptions, Durability, Error, FileLane, FilePool, Follower};
+use nvs_core::Object;
+use nvs_std::{Access, CreateOptions, Durability, Error, FilePool};
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// Compile-time: what a user shares between threads can be shared.
-#[allow(dead_code)]
-fn send_sync() {
-    fn both<T: Send + Sync>() {}
-    fn send<T: Send>() {}
-    both::<FilePool>();
-    both::<Pool<Region, nvs_core::HeapMemory>>();
-    send::<FileLane<'static>>();
-    send::<nvs_core::LaneWriter<'static, Region, nvs_core::HeapMemory>>();
-    send::<Follower>();
-}
 
 fn msync_pool(dir: &tempfile::TempDir) -> FilePool {
     let opts = CreateOptions { durability: Some(Durability::Msync), ..CreateOptions::default() };

@@ -7,7 +7,7 @@
 use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
 use nvs_core::internals::format::{
-    commit_word, decode_segment, decode_superblock, read_pod, UnitHeader, ObjectHeader, LINE, NAME_MAX,
+    commit_word, decode_segment, decode_superblock, read_pod, ObjectHeader, UnitHeader, LINE, NAME_MAX,
 };
 use nvs_core::Media;
 use nvs_sim::SimMedia;

@@ -48,83 +48,17 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         plan: &mut Plan<N>,
     ) -> Result<(u64, usize)> {
-        // 1. Validate and resolve versions; count new names; size the unit. Each name is
-        // hashed once; its index slot, found here, is reused when the index learns it.
-        let mut new_names = 0usize;
-        let mut unit_len = LINE;
-        // Bits of the name hashes seen so far in this unit: an object whose bit is clear
-        // has no earlier object of the same name, and skips the scan for one.
+        // 1. Every object validated, its version resolved, its size known; new names
+        // counted. Bits of the name hashes seen so far in this unit: an object whose bit
+        // is clear has no earlier object of the same name, and skips the scan for one.
+        let (mut new_names, mut unit_len) = (0usize, LINE);
         let mut seen = [0u64; 8];
         for (i, o) in objects.iter().enumerate() {
-            if o.name.is_empty() {
-                return Err(Error::NameEmpty);
-            }
-            if o.name.len() > NAME_MAX {
-                return Err(Error::NameTooLong { len_bytes: o.name.len() });
-            }
-            let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
-            let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {
-                Some(hash) => (hash, Some(hint)),
-                None => {
-                    let hash = name_hash(o.name);
-                    (hash, s.index.find_name(&self.media, hash, o.name))
-                }
-            };
-            // The last earlier object of this unit with the same name holds its latest
-            // version (versions of one name increase through a unit).
-            let bit = (hash >> 55) as usize; // 0..512
-            let word = &mut seen[bit / 64];
-            let maybe_earlier = *word & 1 << (bit % 64) != 0;
-            *word |= 1 << (bit % 64);
-            let earlier = objects.get(..i).unwrap_or(&[]);
-            let in_unit = match maybe_earlier {
-                true => plan.iter().zip(earlier).rev().find(|(p, e)| p.hash == hash && e.name == o.name),
-                false => None,
-            };
-            let (name_id, latest) = match (in_unit, found) {
-                (Some((p, _)), _) => (p.name_id, Some(p.version)),
-                (None, Some(id)) => {
-                    let n = s.index.name(id);
-                    let committed = (n.last != NONE).then(|| s.index.entry(n.last).version);
-                    (id, committed.max((n.reserved != 0).then_some(n.reserved)))
-                }
-                (None, None) => {
-                    new_names += 1;
-                    (NONE, None)
-                }
-            };
-            let version = match (o.version, latest) {
-                (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
-                (Some(v), _) => v,
-                (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing { latest: l, given: l })?,
-                (None, None) => 1,
-            };
-            let len = o.len_bytes();
-            let max = self.sb.max_object_bytes(o.name.len());
-            if len > max {
-                return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
-            }
-            let delta = match o.delta {
-                Some(d) => {
-                    let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
-                    let segment = l.active.then(|| l.seg_end - self.sb.segment_len..l.seg_end);
-                    delta::write::plan(self.sb, &self.delta, parent, segment, d, len, version)?
-                }
-                None => None,
-            };
-            let stored = delta.map_or(len, |d| d.stored_bytes());
-            unit_len += format::object_len(o.name.len(), stored);
+            let (p, new_name) = self.plan_object(s, l, objects, i, plan, &mut seen)?;
+            new_names += new_name as usize;
+            unit_len += format::object_len(o.name.len(), p.stored);
             // objects.len() <= N was checked: this cannot fail.
-            let _ = plan.push(Planned {
-                hash,
-                version,
-                len,
-                stored,
-                name_id,
-                payload_sum: 0,
-                delta,
-                payload_stored: false,
-            });
+            let _ = plan.push(p);
         }
         // A unit that needs a new segment stores its deltas as full versions: their
         // parents stay behind in the old one (see `delta::write::plan`).
@@ -155,6 +89,77 @@ impl<M: Media> Writer<'_, M> {
         }
         s.pending_entries += objects.len();
         Ok((unit_len, new_names))
+    }
+
+    /// Object `i` of `objects` planned (after the `plan` of the objects before it): its
+    /// name checked and looked up once (hashed once; the index slot found is reused when
+    /// the index learns it), its version, its length, its delta. True if its name is new
+    /// to the index and to the unit.
+    fn plan_object<X: IndexMemory>(
+        &self,
+        s: &Shared<X>,
+        l: &Lane,
+        objects: &[Object<'_>],
+        i: usize,
+        plan: &[Planned],
+        seen: &mut [u64; 8],
+    ) -> Result<(Planned, bool)> {
+        let o = &objects[i];
+        if o.name.is_empty() {
+            return Err(Error::NameEmpty);
+        }
+        if o.name.len() > NAME_MAX {
+            return Err(Error::NameTooLong { len_bytes: o.name.len() });
+        }
+        let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
+        let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {
+            Some(hash) => (hash, Some(hint)),
+            None => {
+                let hash = name_hash(o.name);
+                (hash, s.index.find_name(&self.media, hash, o.name))
+            }
+        };
+        // The last earlier object of this unit with the same name holds its latest
+        // version (versions of one name increase through a unit).
+        let bit = (hash >> 55) as usize; // 0..512
+        let word = &mut seen[bit / 64];
+        let maybe_earlier = *word & 1 << (bit % 64) != 0;
+        *word |= 1 << (bit % 64);
+        let in_unit = match maybe_earlier {
+            true => plan.iter().zip(&objects[..i]).rev().find(|(p, e)| p.hash == hash && e.name == o.name),
+            false => None,
+        };
+        let (name_id, latest, new_name) = match (in_unit, found) {
+            (Some((p, _)), _) => (p.name_id, Some(p.version), false),
+            (None, Some(id)) => {
+                let n = s.index.name(id);
+                let committed = (n.last != NONE).then(|| s.index.entry(n.last).version);
+                (id, committed.max((n.reserved != 0).then_some(n.reserved)), false)
+            }
+            (None, None) => (NONE, None, true),
+        };
+        let version = match (o.version, latest) {
+            (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
+            (Some(v), _) => v,
+            (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing { latest: l, given: l })?,
+            (None, None) => 1,
+        };
+        let len = o.len_bytes();
+        let max = self.sb.max_object_bytes(o.name.len());
+        if len > max {
+            return Err(Error::TooLarge { len_bytes: len, max_bytes: max });
+        }
+        let delta = match o.delta {
+            Some(d) => {
+                let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
+                let segment = l.active.then(|| l.seg_end - self.sb.segment_len..l.seg_end);
+                delta::write::plan(self.sb, &self.delta, parent, segment, d, len, version)?
+            }
+            None => None,
+        };
+        let stored = delta.map_or(len, |d| d.stored_bytes());
+        let p = Planned { hash, version, len, stored, name_id, payload_sum: 0, delta, payload_stored: false };
+        Ok((p, new_name))
     }
 
     /// Step 2: a new segment for `lane` after `old` ([`segments::claim`]), counted in the
