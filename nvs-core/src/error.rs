@@ -100,6 +100,13 @@ pub enum Error {
     /// A delta's [`crate::Changes`] gave other ranges when the delta was stored than when
     /// it was planned: the unit was not committed (nothing outside it was written).
     ChangesInconsistent,
+    /// A typed get: the object is not a whole number of elements of the type asked for.
+    ElementSize {
+        /// The object's length.
+        len_bytes: u64,
+        /// The element's size.
+        elem_bytes: usize,
+    },
 }
 
 /// What exactly was found corrupted.
@@ -183,6 +190,9 @@ impl fmt::Display for Error {
                 "changed ranges must be sorted by offset and lie inside the object (bad range at offset {offset})"
             ),
             Error::DeltaOptions { what } => write!(f, "bad delta options: {what}"),
+            Error::ElementSize { len_bytes, elem_bytes } => {
+                write!(f, "object of {len_bytes} bytes is not a whole number of {elem_bytes}-byte elements")
+            }
             Error::ChangesInconsistent => {
                 write!(f, "a delta's changed ranges differed between planning and storing; nothing was committed")
             }

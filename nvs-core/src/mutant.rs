@@ -8,127 +8,46 @@
 //! names (for the command line) are looked up in [`MUTANTS`], and an unknown one is
 //! refused.
 
-/// A seeded bug.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mutant {
-    /// no fence between the unit's stores and its commit word
-    NoFenceBeforeCommit,
-    /// commit word stored before the payload and headers
-    CommitBeforePayload,
-    /// no fence after the commit word before acknowledging
-    NoFinalFence,
-    /// commit word by a cached store, never flushed
-    CachedCommit,
-    /// commit word written as two 4-byte cached halves (flushed, fenced)
-    StraddlingCommit,
-    /// payload stored after the first fence, beside the commit word
-    PayloadAfterFirstFence,
-    /// segment header by cached stores, never flushed: used before durable
-    SegmentHeaderUnfenced,
-    /// pool id left out of commit words and segment checks (stale pools match)
-    NoPoolIdCheck,
-    /// recovery accepts a unit's own seq instead of the expected one
-    NoSeqCheck,
-    /// commit word not bound to the header checksum
-    CommitWithoutChecksum,
-    /// recovery skips header and name checksums
-    RecoveryIgnoresChecksum,
-    /// recovery trusts lengths and counts without bounds checks
-    RecoveryTrustsLength,
-    /// recovery 'repairs' each lane tail by zeroing its slot (not read-only)
-    RecoveryWrites,
-    /// after recovery a lane writes from its segment's start
-    ResumeAtSegmentStart,
-    /// after recovery a lane's sequence restarts at 0
-    SeqRestartsAfterOpen,
-    /// segment allocation ignores ownership (takes the next slot)
-    AllocIgnoresOwner,
-    /// a claimed segment records the wrong first sequence number
-    FirstSeqOffByOne,
-    /// a claim over a non-zero (torn, stale) segment header does not zero it first
-    TornClaimKept,
-    /// the writer's open-time repair invalidates released segments newest first
-    RepairNewestFirst,
-    /// latest(name) returns the oldest version
-    LatestIsOldest,
-    /// a delta is planned against a parent of another length
-    DeltaIgnoresParentLen,
-    /// format stores the whole superblock at once (a crash can tear it)
-    FormatInOneStore,
-    /// retention keeps kept versions' segments but not their delta ancestors'
-    RetentionDropsDeltaBases,
+/// Declares the enum and its table from one list, so that every mutant is in the table.
+macro_rules! mutants {
+    ($($variant:ident => $name:literal, $what:literal;)*) => {
+        /// A seeded bug.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Mutant {
+            $(#[doc = $what] $variant,)*
+        }
+
+        /// Every mutant: (mutant, its name, what it breaks).
+        pub const MUTANTS: &[(Mutant, &str, &str)] = &[$((Mutant::$variant, $name, $what),)*];
+    };
 }
 
-/// Every mutant: (mutant, its name, what it breaks).
-pub const MUTANTS: &[(Mutant, &str, &str)] = &[
-    (Mutant::NoFenceBeforeCommit, "no_fence_before_commit", "no fence between the unit's stores and its commit word"),
-    (Mutant::CommitBeforePayload, "commit_before_payload", "commit word stored before the payload and headers"),
-    (Mutant::NoFinalFence, "no_final_fence", "no fence after the commit word before acknowledging"),
-    (Mutant::CachedCommit, "cached_commit", "commit word by a cached store, never flushed"),
-    (
-        Mutant::StraddlingCommit,
-        "straddling_commit",
-        "commit word written as two 4-byte cached halves (flushed, fenced)",
-    ),
-    (
-        Mutant::PayloadAfterFirstFence,
-        "payload_after_first_fence",
-        "payload stored after the first fence, beside the commit word",
-    ),
-    (
-        Mutant::SegmentHeaderUnfenced,
-        "segment_header_unfenced",
-        "segment header by cached stores, never flushed: used before durable",
-    ),
-    (
-        Mutant::NoPoolIdCheck,
-        "no_pool_id_check",
-        "pool id left out of commit words and segment checks (stale pools match)",
-    ),
-    (Mutant::NoSeqCheck, "no_seq_check", "recovery accepts a unit's own seq instead of the expected one"),
-    (Mutant::CommitWithoutChecksum, "commit_without_checksum", "commit word not bound to the header checksum"),
-    (Mutant::RecoveryIgnoresChecksum, "recovery_ignores_checksum", "recovery skips header and name checksums"),
-    (
-        Mutant::RecoveryTrustsLength,
-        "recovery_trusts_length",
-        "recovery trusts lengths and counts without bounds checks",
-    ),
-    (
-        Mutant::RecoveryWrites,
-        "recovery_writes",
-        "recovery 'repairs' each lane tail by zeroing its slot (not read-only)",
-    ),
-    (Mutant::ResumeAtSegmentStart, "resume_at_segment_start", "after recovery a lane writes from its segment's start"),
-    (Mutant::SeqRestartsAfterOpen, "seq_restarts_after_open", "after recovery a lane's sequence restarts at 0"),
-    (Mutant::AllocIgnoresOwner, "alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)"),
-    (Mutant::FirstSeqOffByOne, "first_seq_off_by_one", "a claimed segment records the wrong first sequence number"),
-    (
-        Mutant::TornClaimKept,
-        "torn_claim_kept",
-        "a claim over a non-zero (torn, stale) segment header does not zero it first",
-    ),
-    (
-        Mutant::RepairNewestFirst,
-        "repair_newest_first",
-        "the writer's open-time repair invalidates released segments newest first",
-    ),
-    (Mutant::LatestIsOldest, "latest_is_oldest", "latest(name) returns the oldest version"),
-    (
-        Mutant::DeltaIgnoresParentLen,
-        "delta_ignores_parent_len",
-        "a delta is planned against a parent of another length",
-    ),
-    (
-        Mutant::FormatInOneStore,
-        "format_in_one_store",
-        "format stores the whole superblock at once (a crash can tear it)",
-    ),
-    (
-        Mutant::RetentionDropsDeltaBases,
-        "retention_drops_delta_bases",
-        "retention keeps kept versions' segments but not their delta ancestors'",
-    ),
-];
+mutants! {
+    NoFenceBeforeCommit => "no_fence_before_commit", "no fence between the unit's stores and its commit word";
+    CommitBeforePayload => "commit_before_payload", "commit word stored before the payload and headers";
+    NoFinalFence => "no_final_fence", "no fence after the commit word before acknowledging";
+    CachedCommit => "cached_commit", "commit word by a cached store, never flushed";
+    StraddlingCommit => "straddling_commit", "commit word written as two 4-byte cached halves (flushed, fenced)";
+    PayloadAfterFirstFence => "payload_after_first_fence", "payload stored after the first fence, beside the commit word";
+    SegmentHeaderUnfenced => "segment_header_unfenced", "segment header by cached stores, never flushed: used before durable";
+    NoPoolIdCheck => "no_pool_id_check", "pool id left out of commit words and segment checks (stale pools match)";
+    NoSeqCheck => "no_seq_check", "recovery accepts a unit's own seq instead of the expected one";
+    CommitWithoutChecksum => "commit_without_checksum", "commit word not bound to the header checksum";
+    RecoveryIgnoresChecksum => "recovery_ignores_checksum", "recovery skips header and name checksums";
+    RecoveryTrustsLength => "recovery_trusts_length", "recovery trusts lengths and counts without bounds checks";
+    RecoveryWrites => "recovery_writes", "recovery 'repairs' each lane tail by zeroing its slot (not read-only)";
+    ResumeAtSegmentStart => "resume_at_segment_start", "after recovery a lane writes from its segment's start";
+    SeqRestartsAfterOpen => "seq_restarts_after_open", "after recovery a lane's sequence restarts at 0";
+    AllocIgnoresOwner => "alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)";
+    FirstSeqOffByOne => "first_seq_off_by_one", "a claimed segment records the wrong first sequence number";
+    TornClaimKept => "torn_claim_kept", "a claim over a non-zero (torn, stale) segment header does not zero it first";
+    RepairNewestFirst => "repair_newest_first", "the writer's open-time repair invalidates released segments newest first";
+    LatestIsOldest => "latest_is_oldest", "latest(name) returns the oldest version";
+    DeltaIgnoresParentLen => "delta_ignores_parent_len", "a delta is planned against a parent of another length";
+    FormatInOneStore => "format_in_one_store", "format stores the whole superblock at once (a crash can tear it)";
+    RetentionDropsDeltaBases => "retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'";
+    JoinUnfenced => "join_unfenced", "taking a lane claims its segment but does not fence it (the join is not durable)";
+}
 
 impl Mutant {
     /// The mutant called `name`, if there is one.

@@ -36,7 +36,8 @@ pub struct Committed {
 pub enum Followed {
     /// Newly committed objects, in lane order.
     Objects(Vec<Committed>),
-    /// Every lane that was written is closed and nothing new remains: end of stream.
+    /// Every lane that joined (and every declared one) is closed and nothing new
+    /// remains: end of stream.
     EndOfStream,
     /// No writer holds the pool, some lane was never closed, and nothing new remains.
     WriterGone,
@@ -45,9 +46,16 @@ pub enum Followed {
 }
 
 /// Follows a pool's writers while they write: every object as it commits
-/// ([`Followed::Objects`]), the end of the stream once every lane that holds a segment
-/// is closed ([`Followed::EndOfStream`]), and [`Followed::WriterGone`] when no writer
-/// holds the pool and some lane was never closed (the writer died).
+/// ([`Followed::Objects`]), the end of the stream ([`Followed::EndOfStream`]), and
+/// [`Followed::WriterGone`] when no writer holds the pool and some lane was never closed
+/// (the writer died).
+///
+/// **When the stream ends.** A lane joins the stream when it is taken for writing
+/// ([`FilePool::lane`], durably: it claims a segment before any put) or written; the
+/// stream ends once every lane that joined is closed, and every lane declared with
+/// [`Follower::expect_lanes`] has joined and closed. So a writer that takes all its lanes
+/// before any closes, or a follower that declares them, never sees the stream end while
+/// a late lane has still to start.
 ///
 /// It opens the pool read-only (never writes, takes no lock) and polls: each poll
 /// re-runs recovery on the live mapping, which sees exactly the units whose commit word
@@ -60,13 +68,23 @@ pub struct Follower {
     next_seq: BTreeMap<u32, u64>,
     /// Only this name, if set.
     only: Option<Vec<u8>>,
+    /// Lanes the stream must see closed before it ends (besides every lane that joined).
+    expected: Vec<u32>,
 }
 
 impl Follower {
     /// Open `path` read-only to follow it (every object already committed is reported
     /// by the first poll).
     pub fn open(path: impl AsRef<Path>, only: Option<Vec<u8>>) -> Result<Follower> {
-        Ok(Follower { pool: FilePool::open(path, Access::ReadOnly)?, next_seq: BTreeMap::new(), only })
+        let pool = FilePool::open(path, Access::ReadOnly)?;
+        Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new() })
+    }
+
+    /// Declare lanes the stream has: it ends only once each of them has joined and
+    /// closed (as well as every lane that joined on its own).
+    pub fn expect_lanes(mut self, lanes: impl IntoIterator<Item = u32>) -> Self {
+        self.expected.extend(lanes);
+        self
     }
 
     /// The pool as of the last poll (for gets).
@@ -112,7 +130,8 @@ impl Follower {
     /// it is live — as of the last poll.
     fn status(&self) -> Option<Followed> {
         let lanes: Vec<_> = (0..self.pool.layout().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
-        if !lanes.is_empty() && lanes.iter().all(|l| l.closed) {
+        let expected_closed = self.expected.iter().all(|&l| self.pool.lane_info(l).is_some_and(|i| i.closed));
+        if !lanes.is_empty() && lanes.iter().all(|l| l.closed) && expected_closed {
             return Some(Followed::EndOfStream);
         }
         if !self.pool.writer_alive() {

@@ -209,7 +209,9 @@ impl FilePool {
 
     /// Take `lane` for writing from this thread: several threads, each with its own
     /// lane, put concurrently. Every put through it passes the same durability check as
-    /// the pool's own (a failed msync refuses it and every later write).
+    /// the pool's own (a failed msync refuses it and every later write). Taking a lane
+    /// joins it to the stream durably ([`nvs_core::Pool::lane`]): followers wait for its
+    /// end of stream too — take every writer's lane before any of them closes.
     pub fn lane(&self, lane: u32) -> Result<FileLane<'_>> {
         self.check_sync()?;
         let w = self.pool.lane(lane).map_err(|source| self.core(source))?;
@@ -250,6 +252,21 @@ impl FilePool {
         let n = self.pool.get(name, version, &mut buf).map_err(core)?;
         buf.truncate(n);
         Ok(buf)
+    }
+
+    /// Version `version` of `name` as a vector of plain values (`f64`, `i32`, ... any
+    /// [`bytemuck::Pod`]), aligned for them; the object must be a whole number of them.
+    pub fn get_pod<N: AsRef<[u8]> + ?Sized, T: bytemuck::Pod>(&self, name: &N, version: u64) -> Result<Vec<T>> {
+        let info = self.stat(name, version)?;
+        let elem = std::mem::size_of::<T>().max(1) as u64;
+        let count = usize::try_from(info.len_bytes / elem).map_err(|_| Error::Unsupported {
+            path: self.path.clone(),
+            what: "object larger than this address space".into(),
+        })?;
+        let mut out = vec![T::zeroed(); count];
+        let n = self.pool.get_into(name, version, &mut out).map_err(|source| self.core(source))?;
+        out.truncate(n);
+        Ok(out)
     }
 
     /// The latest version of `name`.

@@ -24,11 +24,13 @@ pub struct Recovered {
     pub objects: Vec<Rec>,
     /// Lanes whose stream is closed (their last unit is an end-of-stream marker), sorted.
     pub closed: Vec<u32>,
+    /// Lanes that hold a segment (joined the stream), sorted.
+    pub joined: Vec<u32>,
 }
 
 impl Recovered {
     pub fn of(objects: Vec<Rec>) -> Recovered {
-        Recovered { objects, closed: vec![] }
+        Recovered { objects, ..Recovered::default() }
     }
 }
 
@@ -82,7 +84,8 @@ pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
         out.sort();
         let lanes = pool.superblock().lanes_max;
         let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
-        Ok(Recovered { objects: out, closed })
+        let joined = (0..lanes).filter(|&l| pool.lane_info(l).is_some()).collect();
+        Ok(Recovered { objects: out, closed, joined })
     }));
     match r {
         Ok(r) => r,
@@ -103,7 +106,9 @@ pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 /// - per lane, the recovered operations are a prefix of the lane's operations;
 /// - a lane is closed exactly when its last unit in the recovered prefix may be an
 ///   end-of-stream marker: closed if an acknowledged close follows its last recovered
-///   put, and never closed unless a close (or `durable`'s closed state) allows it.
+///   put, and never closed unless a close (or `durable`'s closed state) allows it;
+/// - a lane whose join was acknowledged holds a segment, and no lane holds one that no
+///   started operation (or `durable`) gave it.
 pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recovered) -> Result<(), String> {
     // (name, version) -> (issuing op, or None for `durable`; lane; bytes)
     type Expect<'a> = BTreeMap<(&'a [u8], u64), (Option<usize>, u32, &'a [u8])>;
@@ -205,6 +210,18 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recove
         }
         if closed && !may {
             return Err(format!("lane {lane}: closed, but no close follows its last recovered put"));
+        }
+    }
+    // Joins: durable once acknowledged; and no lane joined out of nothing.
+    for op in issued.iter().filter(|op| op.join && acked(op)) {
+        if !rec.joined.contains(&op.lane) {
+            return Err(format!("lane {}: taken for writing (acknowledged), but it holds no segment", op.lane));
+        }
+    }
+    for lane in &rec.joined {
+        let before = durable.joined.contains(lane) || durable.objects.iter().any(|o| o.2 == *lane);
+        if !before && !issued.iter().any(|op| op.lane == *lane && op.start < point) {
+            return Err(format!("lane {lane} holds a segment, but no operation on it had started"));
         }
     }
     Ok(())

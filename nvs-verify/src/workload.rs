@@ -18,6 +18,9 @@ pub enum Op {
     Reopen,
     /// Commit an end-of-stream marker on the lane (no objects).
     Close { lane: u32 },
+    /// Take the lane for writing and give it back (it joins the stream: a lane without a
+    /// segment claims one, fenced, with no unit).
+    Join { lane: u32 },
     /// Retention: keep the last `keep` versions of each name, release older segments.
     Reclaim { keep: u32 },
     /// A delta put of name `d` against its last acknowledged version: that version's
@@ -83,6 +86,8 @@ pub struct Issued {
     /// An end-of-stream marker on `lane` (once acknowledged, the lane is closed until a
     /// later unit of the lane commits).
     pub close: bool,
+    /// Taking `lane` for writing (once acknowledged, the lane holds a segment for good).
+    pub join: bool,
 }
 
 /// A workload's recorded run.
@@ -146,6 +151,18 @@ fn apply<'m>(
                     start,
                     ack: Some(media.point()),
                     close: true,
+                    ..Default::default()
+                });
+                continue;
+            }
+            Op::Join { lane } => {
+                drop(pool.lane(*lane).map_err(|e| format!("op {i}: join: {e}"))?);
+                issued.push(Issued {
+                    op: i,
+                    lane: *lane,
+                    start,
+                    ack: Some(media.point()),
+                    join: true,
                     ..Default::default()
                 });
                 continue;
@@ -423,6 +440,27 @@ pub fn families() -> Vec<Family> {
         Setup::small(),
         vec![vec![c(0)], vec![c(1)], vec![c(0), c(1)], vec![c(0), c(0)], vec![c(1), c(0), c(1)]],
     ));
+    // Joins: taking a lane claims its segment (fenced) before any unit, so a follower
+    // counts the lane; around puts, closes, a rollover and a reopen.
+    let join_kinds = |k: usize, pos: usize| match k {
+        0 => Op::Join { lane: 0 },
+        1 => Op::Join { lane: 1 },
+        2 => Op::Close { lane: 1 },
+        3 => Op::Reopen,
+        k => op_kind(k - 4, pos),
+    };
+    let mut join = Vec::new();
+    for a in 0..6 {
+        for b in 0..6 {
+            join.push(vec![join_kinds(a, 0), join_kinds(b, 1)]);
+            if a < 2 {
+                for c in 0..6 {
+                    join.push(vec![join_kinds(a, 0), join_kinds(b, 1), join_kinds(c, 2)]);
+                }
+            }
+        }
+    }
+    fams.push(family("join", "lanes taken for writing (a claim, no unit) among puts and closes", Setup::small(), join));
     // Retention: puts big enough to fill segments, reclaims between them, reopens.
     let keep_kinds = |k: usize, pos: usize| match k {
         0 => Op::Reclaim { keep: 1 },

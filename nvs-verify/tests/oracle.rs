@@ -169,7 +169,7 @@ fn closed_lanes_follow_the_contract() {
     ];
     let a1 = rec("a", 1, 0, b"A1");
     let a2 = rec("a", 2, 0, b"A2");
-    let r = |objects: Vec<Rec>, closed: &[u32]| Recovered { objects, closed: closed.to_vec() };
+    let r = |objects: Vec<Rec>, closed: &[u32]| Recovered { objects, closed: closed.to_vec(), ..Recovered::default() };
     let none = Recovered::default();
     assert_eq!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[0])), Ok(()));
     assert!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));

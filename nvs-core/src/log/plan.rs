@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::format::{self, LINE, NAME_MAX};
 use crate::index::{name_hash, IndexMemory, NONE};
 use crate::media::Media;
-use crate::object::Object;
-use crate::shared::Shared;
+use crate::mutant::{self, Mutant};
+use crate::object::{LaneInfo, Object};
+use crate::shared::{Shared, SharedAccess};
 
 /// What validation decided for one object of a unit being written.
 #[derive(Clone, Copy, Debug)]
@@ -173,5 +174,27 @@ impl<M: Media> Writer<'_, M> {
         }
         stats.segments_used += 1;
         Ok(l)
+    }
+
+    /// Join `lane` to the stream: if it holds no segment, claim one now and fence it, so
+    /// that the lane is part of the pool (and followers wait for its end of stream) even
+    /// before its first unit. A segment without units is a state recovery knows (a claim
+    /// whose unit never committed): the lane resumes there.
+    pub(crate) fn join<X: IndexMemory>(
+        &self,
+        shared: &mut impl SharedAccess<X>,
+        l: &mut Lane,
+        lane: u32,
+    ) -> Result<()> {
+        self.check_lane(lane)?;
+        if l.active {
+            return Ok(());
+        }
+        *l = shared.with(|s| self.claim(s, lane, *l))?;
+        if !mutant::on(Mutant::JoinUnfenced) {
+            self.media.fence();
+        }
+        shared.with(|s| s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false }));
+        Ok(())
     }
 }

@@ -23,7 +23,7 @@ use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
 use crate::object::RecoveryStats;
 use crate::recover::recover;
-use crate::shared::Shared;
+use crate::shared::{Locked, Shared};
 use crate::sync::{AtomicU64, RwLock};
 use core::mem::size_of;
 
@@ -272,16 +272,23 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Take lane `lane` for writing from this thread (one writer per lane at a time):
     /// several threads each with their own lane put concurrently.
+    ///
+    /// Taking a lane joins it to the stream, durably: a lane that holds no segment yet
+    /// claims one now (a fenced segment header, no unit), so a follower counts it from
+    /// here on and reports the end of the stream only once it is closed too — take every
+    /// writer's lane before any of them closes. (A put on a lane joins it as well.)
     pub fn lane(&self, lane: u32) -> Result<LaneWriter<'_, M, X>> {
-        if !self.writable {
-            return Err(Error::ReadOnly);
-        }
-        let cell = self.lanes.get(lane as usize).filter(|_| lane < self.sb.lanes_max);
-        let cell = cell.ok_or(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max })?;
+        let w = self.writer();
+        w.check_lane(lane)?;
+        let cell = &self.lanes[lane as usize];
         if !cell.claim() {
             return Err(Error::LaneBusy { lane });
         }
-        Ok(LaneWriter { pool: self, lane })
+        // From here the writer's drop gives the lane back, also if the join fails.
+        let writer = LaneWriter { pool: self, lane };
+        // SAFETY: this thread just won the lane's claim; nothing else touches its state.
+        unsafe { cell.with_claimed(|l| w.join(&mut Locked(&self.shared), l, lane)) }?;
+        Ok(writer)
     }
 
     /// The media this pool is on.

@@ -51,6 +51,23 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok((e, walking))
     }
 
+    /// Version `version` of `name` as plain values (`f64`, `i32`, ... any
+    /// [`bytemuck::Pod`]) copied into `out`; returns how many. The object must be a whole
+    /// number of them (`ElementSize`), and `out` must hold it (`BufferTooSmall`).
+    pub fn get_into<N: AsRef<[u8]> + ?Sized, T: bytemuck::Pod>(
+        &self,
+        name: &N,
+        version: u64,
+        out: &mut [T],
+    ) -> Result<usize> {
+        let elem = core::mem::size_of::<T>();
+        let len = self.stat(name, version)?.len_bytes;
+        if elem == 0 || !len.is_multiple_of(elem as u64) {
+            return Err(Error::ElementSize { len_bytes: len, elem_bytes: elem });
+        }
+        Ok(self.get(name, version, bytemuck::cast_slice_mut(out))? / elem)
+    }
+
     /// Copy version `version` of `name` into `buf`; returns its length. A delta version
     /// is rebuilt from its full version and the deltas up to it.
     pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
