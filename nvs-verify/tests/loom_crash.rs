@@ -110,7 +110,7 @@ fn put(media: &SimMedia, op: usize, lane: u32, name: &[u8], bytes: Vec<u8>, f: i
 
 /// A recorded execution, as an exact key: its events and what its puts issued.
 type EventKey = (u8, u32, u32, u64, bool);
-type IssuedKey = (usize, u32, usize, Option<usize>, Vec<(Vec<u8>, u64, Vec<u8>)>);
+type IssuedKey = (usize, u32, usize, Option<usize>, Vec<(Vec<u8>, u64, Vec<u8>)>, bool);
 type TraceKey = (Vec<EventKey>, Vec<IssuedKey>);
 
 /// Every execution's trace: distinct traces (exact), each with how many executions
@@ -134,12 +134,12 @@ fn event_of(k: &EventKey) -> Event {
 }
 
 fn issued_key(i: &Issued) -> IssuedKey {
-    (i.op, i.lane, i.start, i.ack, i.objects.clone())
+    (i.op, i.lane, i.start, i.ack, i.objects.clone(), i.join)
 }
 
 fn issued_of(k: &IssuedKey) -> Issued {
-    let (op, lane, start, ack, objects) = k.clone();
-    Issued { op, lane, start, ack, objects, ..Default::default() }
+    let (op, lane, start, ack, objects, join) = k.clone();
+    Issued { op, lane, start, ack, objects, join, ..Default::default() }
 }
 
 /// One loom execution: format, one put of `s` on lane 0, then two threads with their
@@ -160,8 +160,18 @@ fn execution() {
         .map(|lane| {
             let (pool, media) = (pool.clone(), media.clone());
             spawn(move || {
+                // Taking the lane joins it (a claimed, fenced segment): an operation too.
+                let start = media.0.point();
                 let mut w = pool.lane(lane).unwrap();
-                let mut out = Vec::new();
+                let join = Issued {
+                    op: 5 + lane as usize,
+                    lane,
+                    start,
+                    ack: Some(media.0.point()),
+                    join: true,
+                    ..Default::default()
+                };
+                let mut out = vec![join];
                 for (k, name) in script(lane).into_iter().enumerate() {
                     let bytes = payload(lane, k);
                     let op = 1 + lane as usize * 2 + k;
