@@ -26,6 +26,7 @@ fi
 
 step "format";  cargo fmt --all --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
+step "docs";    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p nvs-core -p nvs-std
 step "tests";   cargo test --workspace
 step "crash check: nvs-verify all (every crash image of every workload, damage, lazy/eager, mutants)"
 cargo run --release -q -p nvs-verify -- all

@@ -6,7 +6,7 @@
 use super::size::human;
 use super::CliError;
 use nvs_core::{Object, StoreKind, NAME_MAX};
-use nvs_std::{Access, CreateOptions, Durability, FilePool};
+use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -268,20 +268,6 @@ pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError
         st.payload_bytes,
         payloads
     ))
-}
-
-/// A name for people: as is if it is printable UTF-8, else escaped (`\xNN`).
-/// A name as `ls` and messages show it, unambiguously: as it is if it is UTF-8 without
-/// control characters or backslashes; other UTF-8 with Rust's escapes (`\n`, `\\`,
-/// `\u{1}`); other bytes as `\xNN` (which UTF-8 shown as it is never contains: its
-/// backslashes are escaped). A newline and the four characters `a\nb` used to print
-/// alike.
-pub fn show_name(name: &[u8]) -> String {
-    match std::str::from_utf8(name) {
-        Ok(s) if !s.chars().any(|c| c.is_control() || c == '\\') => s.to_owned(),
-        Ok(s) => s.escape_debug().to_string(),
-        Err(_) => name.escape_ascii().to_string(),
-    }
 }
 
 fn on_off(b: bool) -> &'static str {

@@ -1,9 +1,9 @@
 //! `nvs follow`: print every object as its writer commits it, until the stream ends;
 //! and the hidden `nvs stress-writer` that the real-process crash test kills.
 
-use super::commands::show_name;
 use super::stress::{stress_len, stress_payload};
 use super::CliError;
+use nvs_std::show_name;
 use nvs_std::{Access, Durability, FilePool, Followed, Follower};
 use std::io::Write;
 use std::path::Path;

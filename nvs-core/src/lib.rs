@@ -39,7 +39,7 @@
 //! `log/` (the commit protocol: planning, segment ownership, sealing a unit), `recover.rs`,
 //! `retention.rs`, `delta/`, `index/`, `pool/` (the API above). What nvs's own simulator,
 //! verifier and fuzz targets need beyond it is behind the `internals` feature, in
-//! [`internals`] when enabled: not a stable API.
+//! `internals` when enabled: not a stable API.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(clippy::undocumented_unsafe_blocks)]

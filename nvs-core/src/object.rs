@@ -77,8 +77,18 @@ impl<'a> Object<'a> {
         self.parts().iter().map(|p| p.len() as u64).sum()
     }
 
-    /// Its bytes as slices, in order.
-    pub(crate) fn parts(&self) -> &[&'a [u8]] {
+    /// The version asked for, if one was ([`Object::version`]).
+    pub fn explicit_version(&self) -> Option<u64> {
+        self.version
+    }
+
+    /// The delta request, if any: the parent version and the changed ranges.
+    pub fn delta_request(&self) -> Option<(u64, &'a dyn Changes)> {
+        self.delta.map(|d| (d.parent, d.changes))
+    }
+
+    /// Its bytes as slices, in order (one slice unless [`Object::vectored`]).
+    pub fn parts(&self) -> &[&'a [u8]] {
         match &self.bytes {
             Bytes::One(b) => core::slice::from_ref(b),
             Bytes::Parts(p) => p,

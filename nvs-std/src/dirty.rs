@@ -309,6 +309,11 @@ fn push_range(out: &mut Vec<(u64, u64)>, start: u64, end: u64) {
 pub struct TrackedBuf {
     len: usize,
     armed: bool,
+    /// Ranges taken for a put that has not committed yet (they go into the next one).
+    pub(crate) pending: Vec<(u64, u64)>,
+    /// The version of its name the last committed tracked put made (the next delta's
+    /// parent).
+    pub(crate) committed: Option<u64>,
     backend: Backend,
     // Dropped after `backend` (fields drop in declaration order): the registry slot or
     // the userfaultfd goes first, the memory last.
@@ -351,7 +356,7 @@ impl TrackedBuf {
             TrackerKind::UffdWpAsync => uffd_setup(&map).map_err(|(what, e)| unavailable(what, e))?,
             TrackerKind::Mprotect => mprotect_setup(&map)?,
         };
-        Ok(TrackedBuf { len, armed: false, backend, map })
+        Ok(TrackedBuf { len, armed: false, pending: Vec::new(), committed: None, backend, map })
     }
 
     /// [`TrackerKind::UffdWpAsync`] if it works here, else [`TrackerKind::Mprotect`].
@@ -385,7 +390,8 @@ impl TrackedBuf {
     /// Clear `out`, then push the `(offset, len)` byte ranges written since the last take
     /// (the whole buffer on the first take): page-granular, sorted, merged, the last one
     /// clipped to [`len`](Self::len). Re-arms tracking, so the next take reports only
-    /// writes made after this one.
+    /// writes made after this one — the caller keeps the ranges until its put commits.
+    /// [`crate::FilePool::put_tracked`] does that for it (the safe path).
     ///
     /// Over-reporting is the only failure mode: if the kernel refuses to re-arm some pages
     /// (it should not), they are reported as dirty now and on later takes until it

@@ -43,7 +43,30 @@ pub enum Error {
         /// What msync said.
         source: io::Error,
     },
-    /// nvs-core refused (bad media, not a pool, full, no such object, ...).
+    /// No object of that name (`version: None`), or no such version of it.
+    NotFound {
+        /// The pool.
+        path: PathBuf,
+        /// The name asked for.
+        name: Vec<u8>,
+        /// The version asked for, if one was.
+        version: Option<u64>,
+    },
+    /// A delta put whose bytes outside its changed ranges differ from its parent's: its
+    /// ranges missed a change (checked before anything is written, when the pool's delta
+    /// check is on; see `FilePool::set_delta_check`). Nothing was committed.
+    DeltaMismatch {
+        /// The pool.
+        path: PathBuf,
+        /// The object's name.
+        name: Vec<u8>,
+        /// The parent version it was compared with.
+        parent: u64,
+        /// The first byte that differs outside the ranges.
+        offset: u64,
+    },
+    /// nvs-core refused (bad media, not a pool, full, ...). `path` is empty when the
+    /// error came from a call on a plain nvs-core pool (through `From`).
     Core {
         /// The pool.
         path: PathBuf,
@@ -62,11 +85,21 @@ impl Error {
         matches!(self, Error::Core { source: nvs_core::Error::Corrupted { .. } | nvs_core::Error::NotFormatted, .. })
     }
 
-    /// The nvs-core error inside, if this is one.
+    /// The nvs-core error inside, if this is one (`NotFound` for [`Error::NotFound`]).
     pub fn core(&self) -> Option<nvs_core::Error> {
         match self {
             Error::Core { source, .. } => Some(*source),
+            Error::NotFound { .. } => Some(nvs_core::Error::NotFound),
             _ => None,
+        }
+    }
+
+    /// `e` from a call about `name` (and `version`) on the pool at `path`: a `NotFound`
+    /// names what was not found.
+    pub(crate) fn about(path: &std::path::Path, name: &[u8], version: Option<u64>, e: nvs_core::Error) -> Error {
+        match e {
+            nvs_core::Error::NotFound => Error::NotFound { path: path.to_path_buf(), name: name.to_vec(), version },
+            source => Error::Core { path: path.to_path_buf(), source },
         }
     }
 }
@@ -88,6 +121,20 @@ impl fmt::Display for Error {
                  reopen the pool to see what survived",
                 path.display()
             ),
+            Error::NotFound { path, name, version: None } => {
+                write!(f, "{}: no object named {}", path.display(), show_name(name))
+            }
+            Error::NotFound { path, name, version: Some(v) } => {
+                write!(f, "{}: no version {v} of {}", path.display(), show_name(name))
+            }
+            Error::DeltaMismatch { path, name, parent, offset } => write!(
+                f,
+                "{}: delta put of {}: byte {offset} differs from version {parent} outside the changed ranges \
+                 (the ranges missed a change); nothing was committed",
+                path.display(),
+                show_name(name)
+            ),
+            Error::Core { path, source } if path.as_os_str().is_empty() => write!(f, "{source}"),
             Error::Core { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -98,7 +145,28 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } | Error::Sync { source, .. } => Some(source),
             Error::Core { source, .. } => Some(source),
+            Error::NotFound { .. } => Some(&NOT_FOUND),
             _ => None,
         }
+    }
+}
+
+/// The cause of every [`Error::NotFound`].
+static NOT_FOUND: nvs_core::Error = nvs_core::Error::NotFound;
+
+/// An error of a call on a plain nvs-core pool (no path to name).
+impl From<nvs_core::Error> for Error {
+    fn from(source: nvs_core::Error) -> Self {
+        Error::Core { path: PathBuf::new(), source }
+    }
+}
+
+/// A name as a person can read it: UTF-8 as is, control characters, backslashes and
+/// bytes that are not UTF-8 escaped (so a name cannot forge lines in a terminal or log).
+pub fn show_name(name: &[u8]) -> String {
+    match std::str::from_utf8(name) {
+        Ok(s) if !s.chars().any(|c| c.is_control() || c == '\\') => s.to_owned(),
+        Ok(s) => s.escape_debug().to_string(),
+        Err(_) => name.escape_ascii().to_string(),
     }
 }

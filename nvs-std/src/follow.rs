@@ -16,6 +16,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower")
+            .field("pool", &self.pool)
+            .field("next_seq", &self.next_seq)
+            .field("expected", &self.expected)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One committed object, as a follower reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {

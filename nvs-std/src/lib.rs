@@ -28,7 +28,7 @@ mod media;
 mod pool;
 
 pub use durability::{Backing, Durability};
-pub use error::{Error, Result};
+pub use error::{show_name, Error, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
 pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};

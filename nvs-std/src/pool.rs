@@ -12,6 +12,7 @@
 //! Lanes taken from a [`FilePool`] ([`FileLane`]) pass the same check. Reads are
 //! [`FilePool`]'s own methods too, so every call returns this crate's [`Error`].
 
+use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Result};
 use crate::media::MappedMedia;
@@ -56,8 +57,87 @@ pub struct CreateOptions {
 
 impl Default for CreateOptions {
     fn default() -> Self {
+        CreateOptions::new()
+    }
+}
+
+impl CreateOptions {
+    /// The defaults: nvs-core's segment size (the largest power of two not above 1/16
+    /// of the pool, 4 KiB to 64 MiB — an object must fit in one segment), 64 lanes, no
+    /// payload checksums, the durability the file calls for ([`Durability::default_for`]),
+    /// no pre-faulting.
+    pub const fn new() -> Self {
         CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: false, durability: None, populate: false }
     }
+
+    /// Segments of `bytes` (a multiple of 64, 4 KiB to 1 TiB): the largest object a pool
+    /// holds is a little under one segment.
+    pub const fn segment_len(mut self, bytes: u64) -> Self {
+        self.segment_len = Some(bytes);
+        self
+    }
+
+    /// `lanes` writer lanes (1 to 256).
+    pub const fn lanes_max(mut self, lanes: u32) -> Self {
+        self.lanes_max = lanes;
+        self
+    }
+
+    /// Checksum every payload (verified on every get and by `check`).
+    pub const fn payload_checksum(mut self, on: bool) -> Self {
+        self.payload_checksum = on;
+        self
+    }
+
+    /// Make puts durable this way rather than the file's default.
+    pub const fn durability(mut self, d: Durability) -> Self {
+        self.durability = Some(d);
+        self
+    }
+
+    /// Pre-fault the mapping at create (benchmarks).
+    pub const fn populate(mut self, on: bool) -> Self {
+        self.populate = on;
+        self
+    }
+}
+
+/// The delta check's default: on in debug builds ([`FilePool::set_delta_check`]).
+const DELTA_CHECK: bool = cfg!(debug_assertions);
+
+/// The ranges of `buf` not yet in a committed put: those of a refused put, and the pages
+/// written since the last take, merged.
+fn take_pending(buf: &mut TrackedBuf) -> Vec<(u64, u64)> {
+    let mut fresh = Vec::new();
+    buf.take_dirty(&mut fresh);
+    let mut all = std::mem::take(&mut buf.pending);
+    all.extend(fresh);
+    all.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+    for (off, len) in all {
+        match merged.last_mut() {
+            Some(last) if off <= last.0 + last.1 => last.1 = last.1.max(off + len - last.0),
+            _ => merged.push((off, len)),
+        }
+    }
+    buf.pending = merged.clone();
+    merged
+}
+
+/// The object a tracked put stores: a delta against the buffer's last committed version,
+/// or (the first time) a full version.
+fn tracked_object<'a>(name: &'a [u8], buf: &'a TrackedBuf, changes: &'a Vec<(u64, u64)>) -> Object<'a> {
+    let object = Object::new(name, buf);
+    match buf.committed {
+        Some(parent) => object.delta(parent, changes),
+        None => object,
+    }
+}
+
+/// A tracked put committed as `version`: its ranges are stored, it is the next parent.
+fn commit_pending(buf: &mut TrackedBuf, version: u64) {
+    buf.pending.clear();
+    buf.committed = Some(version);
 }
 
 /// Smallest pool whose open gets a page-table helper thread (below it, starting a thread
@@ -86,14 +166,22 @@ pub type CorePool = Pool<MappedMedia, HeapMemory>;
 /// lane.put(Object::new("log", b"step 1 done"))?;
 /// lane.close()?; // end of lane 1's stream
 /// drop(lane);
-/// pool.close_lane(0)?;
+/// // A delta: only the changed bytes are stored; a get returns the whole object.
+/// let mut grid = vec![0u8; 64 << 10];
+/// let v = pool.put(0, Object::new("grid", &grid))?.version;
+/// grid[100] = 7;
+/// assert!(pool.put(0, Object::new("grid", &grid).delta(v, &[(100, 1)]))?.delta);
+/// // Retention: keep the last version of every name, release older segments.
+/// pool.reclaim(1)?;
+/// pool.close()?; // ends every lane's stream (lane 0 here)
 /// // An analytics process follows the pool (here the same one).
 /// let mut f = Follower::open(&path, None)?;
 /// let wait = Some(Duration::from_secs(5));
 /// let Followed::Objects(objects) = f.wait(wait, Duration::from_millis(1))? else { panic!() };
-/// assert_eq!(objects.len(), 3);
+/// assert!(objects.iter().any(|o| o.name == b"grid" && o.version == 2));
 /// assert_eq!(f.wait(wait, Duration::from_millis(1))?, Followed::EndOfStream);
 /// assert_eq!(f.pool().get_vec("log", 1)?, b"step 1 done");
+/// assert_eq!(f.pool().get_vec("grid", 2)?[100], 7);
 /// std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -103,6 +191,8 @@ pub struct FilePool {
     // Keeps the writer's flock; the mapping (in `pool`) also keeps the open file alive.
     file: File,
     open_time: Duration,
+    /// Check every delta put against its parent before writing (`set_delta_check`).
+    delta_check: bool,
 }
 
 impl FilePool {
@@ -147,7 +237,7 @@ impl FilePool {
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         cleanup.0 = None;
-        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed() })
+        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed(), delta_check: DELTA_CHECK })
     }
 
     /// Open an existing pool with the default durability for what it is; recovery runs.
@@ -184,7 +274,7 @@ impl FilePool {
         }
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         pool.media().stop_prefault();
-        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed() })
+        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed(), delta_check: DELTA_CHECK })
     }
 
     /// The pool's path.
@@ -199,11 +289,62 @@ impl FilePool {
 
     /// Put `object` on `lane`; returns what was committed, once the commit is durable.
     pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
+        self.check_delta(&object)?;
         self.write(|p| p.put(lane, object))
+    }
+
+    /// Put `buf` as the next version of `name` on `lane` — the safe delta path: a delta
+    /// of the pages written since this buffer's last committed put, against the version
+    /// that put made (a full version the first time). The ranges count as stored only
+    /// once the put commits: after a refused put, the next one stores them (and whatever
+    /// was written since) again.
+    pub fn put_tracked(&mut self, lane: u32, name: &[u8], buf: &mut TrackedBuf) -> Result<Put> {
+        let changes = take_pending(buf);
+        let object = tracked_object(name, buf, &changes);
+        let put = self.put(lane, object)?;
+        commit_pending(buf, put.version);
+        Ok(put)
+    }
+
+    /// Check every delta put (through this pool and its lanes) against its parent before
+    /// anything is written: bytes outside the changed ranges must equal the parent's,
+    /// else the put is refused with [`Error::DeltaMismatch`]. It reads the parent, so it
+    /// costs a get per delta put; on by default in debug builds (and so in tests).
+    pub fn set_delta_check(&mut self, on: bool) {
+        self.delta_check = on;
+    }
+
+    /// Refuse a delta put whose ranges missed a change (when the check is on).
+    fn check_delta(&self, object: &Object<'_>) -> Result<()> {
+        let Some((parent, changes)) = object.delta_request().filter(|_| self.delta_check) else { return Ok(()) };
+        let name = object.name();
+        // No parent of the same length: nvs stores a full version, nothing to check.
+        match self.pool.stat(name, parent) {
+            Ok(info) if info.len_bytes == object.len_bytes() => {}
+            _ => return Ok(()),
+        }
+        let old = self.get_vec(name, parent)?;
+        let new: Vec<u8> = object.parts().concat();
+        let mut ranges = Vec::new();
+        changes.for_each_range(&mut |off, len| ranges.push((off, len)));
+        ranges.sort_unstable();
+        let mut at = 0u64;
+        for (off, len) in ranges.into_iter().chain([(new.len() as u64, 0)]) {
+            let (from, to) = (at.min(new.len() as u64) as usize, off.min(new.len() as u64) as usize);
+            if from < to {
+                if let Some(i) = (from..to).find(|&i| old[i] != new[i]) {
+                    let path = self.path.clone();
+                    return Err(Error::DeltaMismatch { path, name: name.to_vec(), parent, offset: i as u64 });
+                }
+            }
+            at = at.max(off.saturating_add(len));
+        }
+        Ok(())
     }
 
     /// Commit `objects` together on `lane`: all or none survive a crash.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+        objects.iter().try_for_each(|o| self.check_delta(o))?;
         self.write(|p| p.put_batch(lane, objects))
     }
 
@@ -237,12 +378,12 @@ impl FilePool {
 
     /// Copy version `version` of `name` into `buf`; returns its length.
     pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.pool.get(name, version, buf).map_err(|source| self.core(source))
+        self.pool.get(name, version, buf).map_err(|e| self.about(name.as_ref(), Some(version), e))
     }
 
     /// Version `version` of `name`, as a new vector.
     pub fn get_vec<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
-        let core = |source| Error::Core { path: self.path.clone(), source };
+        let core = |e| self.about(name.as_ref(), Some(version), e);
         let info = self.pool.stat(name, version).map_err(core)?;
         let len = usize::try_from(info.len_bytes).map_err(|_| Error::Unsupported {
             path: self.path.clone(),
@@ -264,24 +405,24 @@ impl FilePool {
             what: "object larger than this address space".into(),
         })?;
         let mut out = vec![T::zeroed(); count];
-        let n = self.pool.get_into(name, version, &mut out).map_err(|source| self.core(source))?;
+        let n = self.pool.get_into(name, version, &mut out).map_err(|e| self.about(name.as_ref(), Some(version), e))?;
         out.truncate(n);
         Ok(out)
     }
 
     /// The latest version of `name`.
     pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
-        self.pool.latest(name).map_err(|source| self.core(source))
+        self.pool.latest(name).map_err(|e| self.about(name.as_ref(), None, e))
     }
 
     /// Facts about version `version` of `name`.
     pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
-        self.pool.stat(name, version).map_err(|source| self.core(source))
+        self.pool.stat(name, version).map_err(|e| self.about(name.as_ref(), Some(version), e))
     }
 
     /// Every version of `name`, oldest first ([`nvs_core::Pool::versions`]).
     pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
-        self.pool.versions(name).map_err(|source| self.core(source))
+        self.pool.versions(name).map_err(|e| self.about(name.as_ref(), None, e))
     }
 
     /// Every distinct name ([`nvs_core::Pool::names`]).
@@ -344,6 +485,11 @@ impl FilePool {
         Error::Core { path: self.path.clone(), source }
     }
 
+    /// `e` from a call about `name` (`version`): a `NotFound` names what.
+    fn about(&self, name: &[u8], version: Option<u64>, e: nvs_core::Error) -> Error {
+        Error::about(&self.path, name, version, e)
+    }
+
     /// Read every committed payload and verify its checksum (if the pool has them), as
     /// recovery verified every header; returns the number of objects checked.
     pub fn verify(&self) -> Result<u64> {
@@ -357,6 +503,20 @@ impl FilePool {
         // A failed msync during this write outranks its result: it may not be durable.
         self.check_sync()?;
         r.map_err(|source| Error::Core { path: self.path.clone(), source })
+    }
+
+    /// Close the pool: an end-of-stream marker on every lane that joined the stream and
+    /// is not closed yet (so followers see the stream end), then unmap and unlock. A
+    /// read-only pool just closes.
+    pub fn close(mut self) -> Result<()> {
+        if self.pool.is_writable() {
+            for lane in 0..self.pool.layout().lanes_max {
+                if self.pool.lane_info(lane).is_some_and(|i| !i.closed) {
+                    self.close_lane(lane)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Is a writer (in any process) holding this pool open right now?
@@ -409,11 +569,22 @@ impl FileLane<'_> {
 
     /// Put `object` on this lane.
     pub fn put(&mut self, object: Object<'_>) -> Result<Put> {
+        self.pool.check_delta(&object)?;
         self.write(|w| w.put(object))
+    }
+
+    /// [`FilePool::put_tracked`] on this lane.
+    pub fn put_tracked(&mut self, name: &[u8], buf: &mut TrackedBuf) -> Result<Put> {
+        let changes = take_pending(buf);
+        let object = tracked_object(name, buf, &changes);
+        let put = self.put(object)?;
+        commit_pending(buf, put.version);
+        Ok(put)
     }
 
     /// Commit `objects` together on this lane.
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+        objects.iter().try_for_each(|o| self.pool.check_delta(o))?;
         self.write(|w| w.put_batch(objects))
     }
 

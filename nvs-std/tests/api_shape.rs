@@ -110,3 +110,61 @@ fn errors_chain_to_their_core_cause() {
         Some(nvs_core::Error::NameTooLong { len_bytes: 256 })
     );
 }
+
+#[test]
+fn a_delta_whose_ranges_miss_a_change_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("d.pool"), 4 << 20, &CreateOptions::default()).expect("create");
+    let v1 = vec![1u8; 16 << 10];
+    pool.put(0, Object::new("g", &v1)).expect("put");
+    let mut v2 = v1.clone();
+    v2[10] = 9; // a change the ranges below do not list
+    v2[12_000] = 9;
+    let ranges = [(12_000u64, 1u64)];
+    let e = pool.put(0, Object::new("g", &v2).delta(1, &ranges)).expect_err("the ranges missed byte 10");
+    assert!(matches!(e, Error::DeltaMismatch { offset: 10, parent: 1, .. }), "{e}");
+    assert_eq!(pool.latest("g").unwrap(), 1, "nothing was committed");
+    // With the check off the caller's promise is trusted (what release builds do).
+    pool.set_delta_check(false);
+    assert!(pool.put(0, Object::new("g", &v2).delta(1, &ranges)).expect("put").delta);
+    assert_ne!(pool.get_vec("g", 2).unwrap(), v2, "the missed byte is not stored: why the check exists");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "page tracking")]
+fn a_tracked_put_that_fails_keeps_its_ranges_for_the_next() {
+    use nvs_std::dirty::TrackedBuf;
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("t.pool"), 8 << 20, &CreateOptions::default()).expect("create");
+    let mut buf = TrackedBuf::best(64 << 10).expect("tracked memory");
+    buf[..].iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    let first = pool.put_tracked(0, b"grid", &mut buf).expect("first put");
+    assert!(!first.delta, "the first tracked put is a full version");
+    buf[3 * 4096] = 0xAA;
+    // Refused (no such lane): its ranges must not be lost.
+    assert!(pool.put_tracked(999, b"grid", &mut buf).is_err());
+    buf[9 * 4096 + 7] = 0xBB;
+    let put = pool.put_tracked(0, b"grid", &mut buf).expect("second put");
+    assert!(put.delta && put.stored_bytes < 4 * 4096, "{put:?}: a delta of the two written pages");
+    assert_eq!(pool.get_vec("grid", put.version).unwrap(), &buf[..], "both writes are in the version");
+}
+
+#[test]
+fn close_ends_every_joined_lane_and_the_builder_sets_what_it_says() {
+    use nvs_std::{Followed, Follower};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.pool");
+    let opts = CreateOptions::new().lanes_max(4).segment_len(64 << 10).payload_checksum(true);
+    let mut pool = FilePool::create(&path, 4 << 20, &opts).expect("create");
+    let layout = pool.layout();
+    assert_eq!((layout.lanes_max, layout.segment_len, layout.payload_checksum), (4, 64 << 10, true));
+    pool.put(0, Object::new("a", b"x")).expect("put");
+    drop(pool.lane(2).expect("lane 2 joins, writes nothing"));
+    assert!(format!("{pool:?}").contains("c.pool"));
+    pool.close().expect("close");
+    let mut f = Follower::open(&path, None).expect("follow");
+    let wait = Some(Duration::from_secs(2));
+    assert!(matches!(f.wait(wait, Duration::from_millis(1)).unwrap(), Followed::Objects(o) if o.len() == 1));
+    assert_eq!(f.wait(wait, Duration::from_millis(1)).unwrap(), Followed::EndOfStream, "lanes 0 and 2 closed");
+    assert!(format!("{f:?}").starts_with("Follower"));
+}

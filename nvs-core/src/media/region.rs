@@ -30,7 +30,7 @@ pub enum StoreKind {
 }
 
 /// Bytes per store of the bulk NT copy on this CPU: 32 (AVX2; 64 with AVX-512F if
-/// [`use_avx512`] asked for it), 16 (SSE2), or 8 (`movnti` only: bare-metal soft-float
+/// `internals::use_avx512` asked for it), 16 (SSE2), or 8 (`movnti` only: bare-metal soft-float
 /// targets; portable elsewhere).
 pub fn nt_store_width() -> usize {
     if !cfg!(all(target_arch = "x86_64", not(miri))) || cfg!(target_os = "none") {

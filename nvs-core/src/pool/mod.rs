@@ -127,6 +127,16 @@ pub struct Pool<M: Media, X: IndexMemory> {
     pub(crate) read_hint: AtomicU64,
 }
 
+impl<M: Media, X: IndexMemory> core::fmt::Debug for Pool<M, X> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pool")
+            .field("layout", &self.layout())
+            .field("writable", &self.writable)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 // SAFETY: the only non-Sync part is each lane's `LaneCell` state, which is touched only
 // through `&mut Pool` or by the single `LaneWriter` that won the lane's claim (an
 // Acquire swap; released with Release on drop), so no two threads ever access one
