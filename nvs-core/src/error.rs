@@ -100,6 +100,10 @@ pub enum Error {
     /// A delta's [`crate::Changes`] gave other ranges when the delta was stored than when
     /// it was planned: the unit was not committed (nothing outside it was written).
     ChangesInconsistent,
+    /// A zero-copy read of a version whose bytes are not in one place on the media (a
+    /// delta, rebuilt from several), or of a media that does not lend its bytes: copy it
+    /// with `get` instead.
+    NotBorrowable,
     /// A typed get: the object is not a whole number of elements of the type asked for.
     ElementSize {
         /// The object's length.
@@ -190,6 +194,10 @@ impl fmt::Display for Error {
                 "changed ranges must be sorted by offset and lie inside the object (bad range at offset {offset})"
             ),
             Error::DeltaOptions { what } => write!(f, "bad delta options: {what}"),
+            Error::NotBorrowable => write!(
+                f,
+                "this version is not in one place on the media (a delta) or the media lends no bytes: copy it with get"
+            ),
             Error::ElementSize { len_bytes, elem_bytes } => {
                 write!(f, "object of {len_bytes} bytes is not a whole number of {elem_bytes}-byte elements")
             }

@@ -318,6 +318,11 @@ impl Media for MappedMedia {
         self.region.prefetch(off, len)
     }
 
+    unsafe fn borrow(&self, off: usize, len: usize) -> Option<&[u8]> {
+        // SAFETY: the caller's contract, passed on to the region over this mapping.
+        unsafe { self.region.borrow(off, len) }
+    }
+
     fn fence(&self) {
         // The sfence first: the NT stores must have left the write-combining buffers and
         // reached the page cache before the kernel writes those pages back.

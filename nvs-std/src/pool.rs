@@ -410,6 +410,28 @@ impl FilePool {
         Ok(out)
     }
 
+    /// Run `f` on version `version` of `name` in place, borrowed from the mapping (no
+    /// copy; see [`nvs_core::Pool::with_bytes`] for what a reader beside a writer in
+    /// another process must know); a delta version, which is not in one place, is
+    /// rebuilt into a vector for `f`.
+    pub fn with_bytes<N: AsRef<[u8]> + ?Sized, R>(
+        &self,
+        name: &N,
+        version: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        let mut f = Some(f);
+        let lent = self.pool.with_bytes(name, version, |b| f.take().map(|f| f(b)));
+        match lent {
+            Ok(Some(r)) => Ok(r),
+            Err(nvs_core::Error::NotBorrowable) | Ok(None) => {
+                let bytes = self.get_vec(name, version)?;
+                f.take().map(|f| f(&bytes)).ok_or_else(|| self.core(nvs_core::Error::NotFound))
+            }
+            Err(e) => Err(self.about(name.as_ref(), Some(version), e)),
+        }
+    }
+
     /// The latest version of `name`.
     pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
         self.pool.latest(name).map_err(|e| self.about(name.as_ref(), None, e))

@@ -168,3 +168,17 @@ fn close_ends_every_joined_lane_and_the_builder_sets_what_it_says() {
     assert_eq!(f.wait(wait, Duration::from_millis(1)).unwrap(), Followed::EndOfStream, "lanes 0 and 2 closed");
     assert!(format!("{f:?}").starts_with("Follower"));
 }
+
+#[test]
+fn with_bytes_lends_full_versions_and_rebuilds_deltas() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("w.pool"), 8 << 20, &CreateOptions::default()).expect("create");
+    let mut grid = vec![3u8; 64 << 10];
+    pool.put(0, Object::new("g", &grid)).expect("put");
+    grid[5] = 4;
+    assert!(pool.put(0, Object::new("g", &grid).delta(1, &[(5u64, 1u64)])).expect("delta").delta);
+    assert_eq!(pool.with_bytes("g", 1, |b| b[5]).expect("lent"), 3);
+    assert_eq!(pool.with_bytes("g", 2, |b| (b.len(), b[5])).expect("rebuilt"), (64 << 10, 4));
+    let e = pool.with_bytes("g", 3, |b| b.len()).expect_err("no version 3");
+    assert_eq!(e.to_string(), format!("{}: no version 3 of g", dir.path().join("w.pool").display()));
+}

@@ -71,6 +71,19 @@ pub trait Media {
     fn prefetch(&self, off: usize, len: usize) {
         let _ = (off, len);
     }
+
+    /// Lend `off..off + len` as a shared slice, if this media is plain memory that can
+    /// (a [`Region`](region::Region)); `None` otherwise (the default: a simulator, say),
+    /// or if the range is outside the media. nvs-core lends only committed payloads, for
+    /// zero-copy reads.
+    ///
+    /// # Safety
+    /// No store, flush or NT store to the range is made, by this process, while the
+    /// returned slice lives.
+    unsafe fn borrow(&self, off: usize, len: usize) -> Option<&[u8]> {
+        let _ = (off, len);
+        None
+    }
 }
 
 /// Shared references to a media are media: lanes on several threads share one.
@@ -101,5 +114,9 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)
+    }
+    unsafe fn borrow(&self, off: usize, len: usize) -> Option<&[u8]> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { (**self).borrow(off, len) }
     }
 }

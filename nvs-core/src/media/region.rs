@@ -86,7 +86,8 @@ impl Region {
     /// - `base` is 64-byte aligned;
     /// - no one else writes the range while nvs uses it, except other processes that
     ///   follow nvs's own protocol (an nvs writer while this one only reads);
-    /// - no Rust reference (`&[u8]`/`&mut [u8]`) to the range is used while the region lives.
+    /// - no Rust reference (`&[u8]`/`&mut [u8]`) to the range is used while the region
+    ///   lives, except the shared slices [`Media::borrow`] lends (under its own contract).
     pub unsafe fn new(base: *mut u8, len: usize) -> Region {
         // SAFETY: the caller's contract is ours.
         unsafe { Self::with_kind(base, len, best_kind()) }
@@ -213,5 +214,15 @@ impl Media for Region {
         // SAFETY: `off < end <= len`: inside the range (valid for reads); a prefetch
         // changes no memory and cannot fault.
         unsafe { arch::prefetch_lines(self.base.add(off), end - off) }
+    }
+
+    unsafe fn borrow(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: `off + len <= len`: inside the range, valid for reads for the region's
+        // life (`Region::new`), which the slice cannot outlive (it borrows `self`); the
+        // caller guarantees that no store touches the range while the slice lives.
+        Some(unsafe { core::slice::from_raw_parts(self.base.add(off), len) })
     }
 }

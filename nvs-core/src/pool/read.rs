@@ -51,6 +51,44 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok((e, walking))
     }
 
+    /// Run `f` on version `version` of `name` in place — its bytes borrowed from the
+    /// media, no copy — and return what `f` returns. Only a full version on a media that
+    /// lends its bytes (a [`Region`](crate::Region)) can be; anything else is
+    /// `NotBorrowable` (use [`Pool::get`]). With payload checksums the bytes are checked
+    /// before `f` sees them.
+    ///
+    /// Safe against retention: in this process, retention needs `&mut self`, so it
+    /// cannot run while `f` does. In a read-only pool beside a writer in another
+    /// process, that writer's retention may reuse the segment while `f` runs: the bytes
+    /// `f` sees may then change under it, and afterwards, finding the segment reused,
+    /// this returns `NotFound` and drops `f`'s result — so `f` should compute a result
+    /// from the bytes, not act on them.
+    pub fn with_bytes<N: AsRef<[u8]> + ?Sized, R>(
+        &self,
+        name: &N,
+        version: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        let e = *self.lookup(&self.shared.read(), name.as_ref(), version)?;
+        if e.depth > 0 {
+            return Err(Error::NotBorrowable);
+        }
+        // SAFETY: the range is a committed payload. No store of this process reaches it
+        // while `&self` is borrowed: lane writers store only past their lanes' tails, and
+        // retention (which may reuse the segment) and format need `&mut self`. (A writer
+        // in another process is outside this contract; the check below reports it.)
+        let bytes = unsafe { self.media.borrow(e.payload_off as usize, e.len_bytes as usize) };
+        let bytes = bytes.ok_or(Error::NotBorrowable)?;
+        if self.sb.has_payload_checksum() && hash64(self.sb.pool_id, bytes) != e.payload_sum {
+            return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
+        }
+        let r = f(bytes);
+        if !self.writable && !self.still_there(&e) {
+            return Err(Error::NotFound);
+        }
+        Ok(r)
+    }
+
     /// Version `version` of `name` as plain values (`f64`, `i32`, ... any
     /// [`bytemuck::Pod`]) copied into `out`; returns how many. The object must be a whole
     /// number of them (`ElementSize`), and `out` must hold it (`BufferTooSmall`).
