@@ -59,7 +59,7 @@ fn busy(p: &mut Pool<Region, HeapMemory>) {
                 p.put_batch(1, &objs).expect("batch");
             }
             _ => {
-                p.put(2, Object::new(b"explicit", &data).version(10 * i)).expect("put_version");
+                p.put(2, Object::new(b"explicit", &data).version(10 * i)).expect("put with a version");
             }
         }
     }

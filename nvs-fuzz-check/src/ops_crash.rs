@@ -194,7 +194,7 @@ pub enum Op {
     Reopen,
     /// `Pool::refresh`: recovery again into the open pool (its caches and hints stay).
     Refresh,
-    /// `Pool::put_delta` of the name's latest version with `changes` (offset, len)
+    /// A delta put (`Object::delta`) of the name's latest version with `changes` (offset, len)
     /// rewritten; a full put of `len` bytes when the name has no version.
     Delta {
         lane: u8,

@@ -102,7 +102,7 @@ impl fmt::Debug for Delta<'_> {
 /// ```text
 /// let parent = hashes.scan(bytes)?;            // hash every chunk of the new bytes
 /// let put = match parent {
-///     Some(p) => pool.put_delta(lane, name, bytes, p, &hashes)?,  // only changed chunks
+///     Some(p) => pool.put(lane, Object::new(name, bytes).delta(p, &hashes))?,  // changed chunks
 ///     None => ...full put...,
 /// };
 /// hashes.committed(put.version);               // only after the put succeeded
