@@ -132,7 +132,7 @@ fn second_writer_refused() {
 
     let o = nvs_stdin(&["put", s(&pool), "a"], b"second");
     let err = assert_fails(&o, 2);
-    assert!(err.contains("locked by another writer (flock)"), "{err}");
+    assert!(err.contains("locked by another writer"), "{err}");
     assert!(err.contains(s(&pool)), "{err}");
     assert!(o.stdout.is_empty(), "no version printed");
 
@@ -254,4 +254,18 @@ fn put_delta_and_ls_show_stored_sizes() {
     assert_eq!(code(&nvs(&["check", s(&pool)])), 0);
     // --delta with --version is a usage error.
     assert_fails(&nvs(&["put", s(&pool), "grid", "--delta", "--version", "9"]), 2);
+}
+
+/// Issue 13, defect 6: on a pool no lane has joined, `follow` used to exit 3 ("writer
+/// gone") at once. No writer was there to die: it waits, and a timeout is exit 2.
+#[test]
+fn follow_on_a_pool_no_writer_has_touched_waits() {
+    let dir = tmp();
+    let pool = dir.path().join("f.pool");
+    create(&pool, &[]);
+    let t = std::time::Instant::now();
+    let o = nvs(&["follow", s(&pool), "--timeout", "0.3"]);
+    let err = assert_fails(&o, 2);
+    assert!(err.contains("timed out"), "{err}");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(300), "it waited");
 }

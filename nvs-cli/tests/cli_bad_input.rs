@@ -224,7 +224,7 @@ fn locked_by_a_writer() {
     let dir = tmp();
     let p = pool(dir.path(), "p.pool");
     // `pool` closed its writer, but a child another test spawned at that moment may
-    // still hold a copy of the descriptor (and so the flock) until its exec closes it:
+    // still hold a copy of the descriptor (and so the writer lock) until its exec closes it:
     // retry briefly.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let writer = loop {
@@ -238,7 +238,7 @@ fn locked_by_a_writer() {
     let before = std::fs::read(&p).unwrap();
     for args in [vec!["put", s(&p), "name"], vec!["put", s(&p), "new", "--lane", "2"]] {
         let o = nvs(&args);
-        assert_refused(&o, 2, "locked by another writer (flock)", &format!("{args:?}"));
+        assert_refused(&o, 2, "locked by another writer", &format!("{args:?}"));
     }
     assert_eq!(std::fs::read(&p).unwrap(), before, "a refused writer modified the pool");
     // Readers take no lock.

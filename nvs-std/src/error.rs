@@ -18,7 +18,7 @@ pub enum Error {
         /// What the system said.
         source: io::Error,
     },
-    /// Another writer holds the exclusive `flock` on the pool file.
+    /// Another writer holds the pool's writer lock (an OFD write lock on byte 0).
     Locked {
         /// The pool.
         path: PathBuf,
@@ -110,7 +110,7 @@ impl fmt::Display for Error {
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
-            Error::Locked { path } => write!(f, "pool {} is locked by another writer (flock)", path.display()),
+            Error::Locked { path } => write!(f, "pool {} is locked by another writer", path.display()),
             Error::Exists { path } => {
                 write!(f, "{} already exists (create never overwrites; remove it or pick another path)", path.display())
             }

@@ -49,7 +49,9 @@ pub enum Followed {
     /// Every lane that joined (and every declared one) is closed and nothing new
     /// remains: end of stream.
     EndOfStream,
-    /// No writer holds the pool, some lane was never closed, and nothing new remains.
+    /// No writer holds the pool, a lane that joined the stream was never closed, and
+    /// nothing new remains: the writer died (or exited without closing its lanes). On a
+    /// pool no lane has joined yet, a follower waits instead, for a writer yet to come.
     WriterGone,
     /// Nothing happened before the timeout.
     Timeout,
@@ -144,7 +146,8 @@ impl Follower {
         if !lanes.is_empty() && lanes.iter().all(|l| l.closed) && expected_closed {
             return Some(Followed::EndOfStream);
         }
-        if !self.pool.writer_alive() {
+        // No lane joined yet: no writer has been here to die; wait for one.
+        if !lanes.is_empty() && !self.pool.writer_alive() {
             return Some(Followed::WriterGone);
         }
         None

@@ -8,7 +8,7 @@
 //!   seam stays the one door to persistent memory.
 //! - [`Durability`]: what an acknowledged put survives (`dax`, `msync`, `process`), with
 //!   honest defaults chosen from what the file is.
-//! - [`FilePool`]: create/open a pool file, with the writer's `flock`, a random pool id
+//! - [`FilePool`]: create/open a pool file, with the writer's lock, a random pool id
 //!   and a growable heap index.
 //! - [`Follower`]: a reader following live writers (objects as they commit, end of
 //!   stream, writer gone), in this process or another.
@@ -16,7 +16,7 @@
 //! - [`dirty::TrackedBuf`]: object memory whose writes the OS tracks (userfaultfd
 //!   write-protect or mprotect), for delta puts of the pages changed since the last put.
 //!
-//! Linux is the target: the shim uses `flock`, `fstatfs` and `posix_fallocate`.
+//! Linux is the target: the shim uses open-file-description locks, `fstatfs` and `posix_fallocate`.
 
 #![deny(missing_docs)]
 

@@ -101,7 +101,7 @@ impl MappedMedia {
         //   write ever reaches the region then, because every store method of this type
         //   checks `writable` first (module invariant);
         // - 64-byte aligned: mappings are page aligned (and checked just above);
-        // - no one else writes the range: a writer holds the pool file's exclusive flock
+        // - no one else writes the range: a writer holds the pool file's writer lock
         //   (FilePool), so the only other writer is another nvs writer while we read;
         // - no Rust reference to the range: MmapRaw never makes one, and nothing else in
         //   this crate touches the mapping.

@@ -1,8 +1,9 @@
 //! [`FilePool`]: a pool in a file (or a device-DAX device), opened for writing or reading.
 //!
-//! Locking: a writer holds an exclusive `flock` ([`File::try_lock`]) on the pool file for
-//! as long as it is open, so a second writer, in this process or another, is refused with
-//! [`Error::Locked`]. Readers take no lock at all: they only read (a `PROT_READ` mapping,
+//! Locking: a writer holds an open-file-description write lock on byte 0 of the pool file
+//! for as long as it is open (it needs the file opened for writing), so a second writer,
+//! in this process or another, is refused with [`Error::Locked`]. Readers take no lock at
+//! all: they only read (a `PROT_READ` mapping,
 //! nvs-core never stores through a read-only pool), and they must be able to
 //! open and follow a live writer, which a shared lock would forbid.
 //!
@@ -21,7 +22,7 @@ use nvs_core::{
     VersionIter, Versions,
 };
 use std::fmt;
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 /// How a pool is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// One writer at a time (exclusive flock).
+    /// One writer at a time (the writer lock: an OFD write lock on byte 0).
     ReadWrite,
     /// Any number of readers, alongside a live writer; never writes.
     ReadOnly,
@@ -188,7 +189,7 @@ pub type CorePool = Pool<MappedMedia, HeapMemory>;
 pub struct FilePool {
     pool: CorePool,
     path: PathBuf,
-    // Keeps the writer's flock; the mapping (in `pool`) also keeps the open file alive.
+    // Keeps the writer's lock; the mapping (in `pool`) also keeps the open file alive.
     file: File,
     open_time: Duration,
     /// Check every delta put against its parent before writing (`set_delta_check`).
@@ -632,21 +633,28 @@ impl fmt::Debug for FileLane<'_> {
     }
 }
 
-/// Take the writer's exclusive flock without waiting, and mark the writer alive for
-/// followers with an open-file-description write lock on byte 0 (see [`writer_alive`]).
+/// Take the writer's lock without waiting: an open-file-description write lock on byte
+/// 0. It is the one writer lock and the writer's liveness mark at once: a write lock
+/// needs a descriptor opened for writing (so a user who can only read the pool cannot
+/// take the writer's role or keep a writer out with `flock`), and the kernel drops it
+/// when the writer's file is closed — also when the process dies — so a follower can
+/// tell a live writer from a dead one without taking any lock ([`writer_alive`]). A
+/// writer that cannot take it refuses to write.
 fn lock(file: &File, path: &Path) -> Result<()> {
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => return Err(Error::Locked { path: path.to_path_buf() }),
-        Err(TryLockError::Error(source)) => return Err(Error::Io { op: "lock", path: path.to_path_buf(), source }),
-    }
-    // The kernel drops this lock when the writer's file is closed — including when the
-    // process dies — so a follower can tell a live writer from a dead one without taking
-    // any lock itself. If the file system refuses OFD locks, followers only see "no writer".
     let mut fl = ofd_byte0(libc::F_WRLCK);
     // SAFETY: `fl` is a valid, initialised `struct flock`; the fd is open for the call.
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
-    Ok(())
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN | libc::EACCES) => Err(Error::Locked { path: path.to_path_buf() }),
+        _ => Err(Error::Io {
+            op: "take the writer lock (an OFD write lock on byte 0) of",
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
 }
 
 /// A `struct flock` covering byte 0 for open-file-description locks.

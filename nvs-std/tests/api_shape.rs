@@ -182,3 +182,40 @@ fn with_bytes_lends_full_versions_and_rebuilds_deltas() {
     let e = pool.with_bytes("g", 3, |b| b.len()).expect_err("no version 3");
     assert_eq!(e.to_string(), format!("{}: no version 3 of g", dir.path().join("w.pool").display()));
 }
+
+/// Byte 0 of `f` locked (`kind`) with a classic POSIX record lock, as `lockf` or
+/// Python's `fcntl.lockf` take it; true if granted.
+fn posix_lock_byte0(f: &std::fs::File, kind: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain data, then filled in; the descriptor is open for the call.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_len = 1;
+    // SAFETY: `fl` is a valid `struct flock`; the descriptor is open for the call.
+    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &mut fl) == 0 }
+}
+
+#[test]
+fn a_reader_can_neither_take_the_writer_role_nor_fake_its_death() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.pool");
+    drop(FilePool::create(&path, 1 << 20, &CreateOptions::default()).expect("create"));
+    // `flock -x POOL` by someone who can only read it: writers are not kept out.
+    let reader = std::fs::File::open(&path).unwrap();
+    // SAFETY: a plain flock call on an open descriptor.
+    assert_eq!(unsafe { libc::flock(reader.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let writer = FilePool::open(&path, Access::ReadWrite).expect("a reader's flock does not block the writer");
+    let follower = FilePool::open(&path, Access::ReadOnly).unwrap();
+    assert!(follower.writer_alive());
+    // A read lock on byte 0 cannot be taken beside the writer's lock, so it cannot hide it.
+    assert!(!posix_lock_byte0(&reader, libc::F_RDLCK));
+    assert!(follower.writer_alive());
+    drop(writer);
+    assert!(!follower.writer_alive());
+    // Taken first, a read lock keeps a writer out — the writer refuses (it used to write
+    // without its liveness lock, and followers called it dead).
+    assert!(posix_lock_byte0(&reader, libc::F_RDLCK));
+    assert!(matches!(FilePool::open(&path, Access::ReadWrite), Err(Error::Locked { .. })));
+}
