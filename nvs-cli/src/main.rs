@@ -18,6 +18,7 @@
 mod commands;
 mod demo;
 mod follow;
+mod sigbus;
 mod size;
 mod stress;
 
@@ -255,6 +256,23 @@ impl fmt::Display for CliError {
     }
 }
 
+impl Command {
+    /// The pool a command maps, if it maps one.
+    fn pool(&self) -> Option<&std::path::Path> {
+        match self {
+            Command::Create { pool, .. }
+            | Command::Put { pool, .. }
+            | Command::Get { pool, .. }
+            | Command::Ls { pool, .. }
+            | Command::Info { pool }
+            | Command::Check { pool }
+            | Command::Follow { pool, .. }
+            | Command::StressWriter { pool, .. } => Some(pool),
+            _ => None,
+        }
+    }
+}
+
 /// Parse the arguments, run the command, report; the exit code is the documented one.
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -262,6 +280,9 @@ fn main() -> ExitCode {
         Err(e) => return clap_exit(e),
     };
     let d = cli.durability;
+    if let Some(pool) = cli.command.pool() {
+        sigbus::guard(pool);
+    }
     let r = match cli.command {
         Command::Create { pool, size, segment_size, lanes, payload_checksum } => {
             commands::create(&pool, size, segment_size, lanes, payload_checksum, d)

@@ -460,3 +460,33 @@ fn put_from_an_endless_input_is_refused_early() {
     }
     assert!(String::from_utf8_lossy(&nvs(&["ls", s(&p)]).stdout).is_empty(), "something was stored");
 }
+
+/// Issue 13, defect 2(a): a pool truncated under a reader used to kill it with SIGBUS
+/// (exit 135, no message). Now: one line naming the pool, exit 2.
+#[test]
+fn a_pool_truncated_under_a_follower_is_an_error_not_a_signal() {
+    let dir = tmp();
+    let p = dir.path().join("shrinks.pool");
+    let opts = nvs_std::CreateOptions::new().segment_len(64 << 10);
+    let mut writer = FilePool::create(&p, 8 << 20, &opts).expect("create");
+    for i in 0..20u8 {
+        writer.put(0, Object::new("a", &[i; 3000])).expect("put");
+    }
+    // The writer stays (alive, lane open): the follower keeps polling.
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["follow", s(&p), "--timeout", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn follow");
+    // Once it has printed an object it has the pool mapped.
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(follower.stdout.take().unwrap()), &mut first).unwrap();
+    assert!(!first.is_empty(), "the follower printed nothing");
+    std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
+    let out = follower.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains("SIGBUS") && err.contains("shrinks.pool"), "{err}");
+    std::mem::forget(writer); // its mapping is gone too: do not touch it (no drop)
+}

@@ -261,6 +261,7 @@ impl FilePool {
             .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
         if access == Access::ReadWrite {
             lock(&file, path)?;
+            back_every_block(&file, path)?;
         }
         let media = MappedMedia::map(&file, path, access, durability, false)?;
         // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
@@ -696,6 +697,23 @@ fn open_dax_device(path: &Path) -> Option<File> {
 
 /// Reserve the file's blocks now, so a full file system is an error here rather than a
 /// SIGBUS at the first store into a hole of the mapping (tmpfs and sparse files).
+/// A writer never starts on a pool file with holes it cannot fill: a store into a hole
+/// of a file system with no room left raises SIGBUS (a signal death, mid-put). A sparse
+/// regular file (fewer blocks than its length: a sparse copy, say) gets its blocks now,
+/// or the open is refused, naming the pool.
+fn back_every_block(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().map_err(|source| Error::Io { op: "stat", path: path.to_path_buf(), source })?;
+    if !meta.file_type().is_file() || meta.blocks().saturating_mul(512) >= meta.len() {
+        return Ok(());
+    }
+    allocate(file, meta.len()).map_err(|source| Error::Io {
+        op: "fill the holes of (the pool file is sparse; a writer needs every block)",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 fn allocate(file: &File, len: u64) -> std::io::Result<()> {
     let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     if len == 0 {

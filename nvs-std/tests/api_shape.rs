@@ -219,3 +219,33 @@ fn a_reader_can_neither_take_the_writer_role_nor_fake_its_death() {
     assert!(posix_lock_byte0(&reader, libc::F_RDLCK));
     assert!(matches!(FilePool::open(&path, Access::ReadWrite), Err(Error::Locked { .. })));
 }
+
+/// Issue 13, defect 2(b): a writer never starts on a pool file with holes (a sparse
+/// copy): it backs every block at open, or refuses (a store into a hole of a full file
+/// system was a SIGBUS death mid-put).
+#[test]
+fn a_writer_fills_the_holes_of_a_sparse_pool_before_writing() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.pool");
+    let mut pool = FilePool::create(&path, 4 << 20, &CreateOptions::default()).expect("create");
+    pool.put(0, Object::new("keep", b"kept")).expect("put");
+    drop(pool);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    // SAFETY: a plain system call on an open descriptor: a hole in the data area.
+    let rc = unsafe {
+        libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 1 << 20, 2 << 20)
+    };
+    if rc != 0 {
+        eprintln!("skipped: this file system cannot punch holes");
+        return;
+    }
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.blocks() * 512 < meta.len(), "the file is sparse now");
+    let mut w = FilePool::open(&path, Access::ReadWrite).expect("a writer on a sparse pool");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.blocks() * 512 >= meta.len(), "every block backed before the first store");
+    assert_eq!(w.get_vec("keep", 1).unwrap(), b"kept");
+    w.put(0, Object::new("new", b"x")).expect("put");
+}

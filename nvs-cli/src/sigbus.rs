@@ -1,0 +1,41 @@
+//! A pool file that shrinks while it is mapped, or is sparse on a file system with no
+//! room left for its holes, raises SIGBUS at the access that finds no page behind the
+//! mapping. The tool turns that signal into its usual one-line error naming the pool,
+//! exit 2, instead of a signal death (exit 135). Nothing committed before is harmed: a
+//! reader never writes, and a writer stops where it is (its unit is not committed).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The line the handler writes, made before any mapping exists (a handler may only call
+/// async-signal-safe functions: `write` and `_exit`).
+static MESSAGE: OnceLock<Vec<u8>> = OnceLock::new();
+
+/// From now on, a SIGBUS ends the process with an error about `pool`.
+pub fn guard(pool: &Path) {
+    let line = format!(
+        "nvs: {}: the pool's memory mapping failed (SIGBUS): the file shrank while in use, or it is \
+         sparse and its file system has no room for its holes; nothing committed before is harmed\n",
+        pool.display()
+    );
+    if MESSAGE.set(line.into_bytes()).is_err() {
+        return; // installed already
+    }
+    // SAFETY: a zeroed `sigaction` is a valid value; every field used is set below, and
+    // `on_sigbus` is an `extern "C" fn(c_int)` that only calls async-signal-safe code.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_sigbus(_: libc::c_int) {
+    if let Some(m) = MESSAGE.get() {
+        // SAFETY: `write` and `_exit` are async-signal-safe; `m` is a live, immutable buffer.
+        unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
+    }
+    // SAFETY: as above.
+    unsafe { libc::_exit(2) }
+}
