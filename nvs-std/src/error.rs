@@ -43,6 +43,13 @@ pub enum Error {
         /// What msync said.
         source: io::Error,
     },
+    /// An I/O error that concerns no pool (for example setting up a
+    /// [`TrackedBuf`](crate::dirty::TrackedBuf)), through `From<io::Error>`: its message
+    /// says what failed.
+    System {
+        /// What the system said.
+        source: io::Error,
+    },
     /// No object of that name (`version: None`), or no such version of it.
     NotFound {
         /// The pool.
@@ -121,6 +128,7 @@ impl fmt::Display for Error {
                  reopen the pool to see what survived",
                 path.display()
             ),
+            Error::System { source } => write!(f, "{source}"),
             Error::NotFound { path, name, version: None } => {
                 write!(f, "{}: no object named {}", path.display(), show_name(name))
             }
@@ -143,7 +151,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } | Error::Sync { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::Sync { source, .. } | Error::System { source } => Some(source),
             Error::Core { source, .. } => Some(source),
             Error::NotFound { .. } => Some(&NOT_FOUND),
             _ => None,
@@ -153,6 +161,13 @@ impl std::error::Error for Error {
 
 /// The cause of every [`Error::NotFound`].
 static NOT_FOUND: nvs_core::Error = nvs_core::Error::NotFound;
+
+/// An I/O error that concerns no pool ([`Error::System`]).
+impl From<io::Error> for Error {
+    fn from(source: io::Error) -> Self {
+        Error::System { source }
+    }
+}
 
 /// An error of a call on a plain nvs-core pool (no path to name).
 impl From<nvs_core::Error> for Error {

@@ -249,3 +249,20 @@ fn a_writer_fills_the_holes_of_a_sparse_pool_before_writing() {
     assert_eq!(w.get_vec("keep", 1).unwrap(), b"kept");
     w.put(0, Object::new("new", b"x")).expect("put");
 }
+
+/// One error type: `?` takes nvs-core's and the system's errors into `nvs_std::Error`.
+#[test]
+#[cfg_attr(miri, ignore = "page tracking")]
+fn question_mark_works_across_the_layers() {
+    fn run() -> nvs_std::Result<u64> {
+        let buf = nvs_std::dirty::TrackedBuf::best(4096)?; // io::Error
+        nvs_core::FormatOptions::new(1).geometry(1 << 20)?; // nvs_core::Error
+        let opts = nvs_core::DeltaOptions { chunk_bytes: 3, ..nvs_core::DeltaOptions::default() };
+        let dir = tempfile::tempdir()?;
+        let mut pool = FilePool::create(dir.path().join("q.pool"), 1 << 20, &CreateOptions::default())?;
+        pool.set_delta_options(opts)?; // a core refusal, with the pool's path
+        Ok(buf.len() as u64)
+    }
+    let e = run().expect_err("chunk of 3 bytes is refused");
+    assert!(matches!(e.core(), Some(nvs_core::Error::DeltaOptions { .. })), "{e}");
+}
