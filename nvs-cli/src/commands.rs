@@ -270,6 +270,21 @@ pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError
     ))
 }
 
+/// `close`: an end-of-stream marker on `lane`.
+pub fn close(pool: &Path, lane: u32, durability: Option<Durability>) -> Result<(), CliError> {
+    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+    p.close_lane(lane)?;
+    stdout(&format!("{}: lane {lane} closed\n", pool.display()))
+}
+
+/// `reclaim`: retention keeping `keep` versions of every name.
+pub fn reclaim(pool: &Path, keep: u32, durability: Option<Durability>) -> Result<(), CliError> {
+    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+    let freed = p.reclaim(keep)?;
+    let (used, all) = (p.stats().segments_used, p.layout().segment_count);
+    stdout(&format!("{}: {freed} segments freed; {used} of {all} in use\n", pool.display()))
+}
+
 fn on_off(b: bool) -> &'static str {
     if b {
         "on"

@@ -104,6 +104,21 @@ enum Command {
     Info { pool: PathBuf },
     /// Open read-only, recover, verify every payload checksum; exit 1 on corruption.
     Check { pool: PathBuf },
+    /// End a lane's stream (an end-of-stream marker): followers see its end.
+    Close {
+        pool: PathBuf,
+        /// The lane to close.
+        #[arg(long, default_value_t = 0)]
+        lane: u32,
+    },
+    /// Retention: release the oldest segments whose objects all have at least KEEP newer
+    /// versions (never what a kept delta is rebuilt from); prints the segments freed.
+    Reclaim {
+        pool: PathBuf,
+        /// Versions of every name to keep.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        keep: u32,
+    },
     /// Simulation -> analytics demo: batched puts, a reader checking every byte, GB/s.
     Demo {
         /// Directory for the temporary pool (default: /dev/shm, else the temp dir).
@@ -266,6 +281,8 @@ impl Command {
             | Command::Ls { pool, .. }
             | Command::Info { pool }
             | Command::Check { pool }
+            | Command::Close { pool, .. }
+            | Command::Reclaim { pool, .. }
             | Command::Follow { pool, .. }
             | Command::StressWriter { pool, .. } => Some(pool),
             _ => None,
@@ -295,6 +312,8 @@ fn main() -> ExitCode {
         Command::BenchDelta { dir, quick } => bench_delta(&nvs_bench::delta::DeltaBenchOptions { dir, quick }),
         Command::Info { pool } => commands::info(&pool, d),
         Command::Check { pool } => commands::check(&pool, d),
+        Command::Close { pool, lane } => commands::close(&pool, lane, d),
+        Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),
         Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
             &pool,
             name.as_ref().map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str())),

@@ -269,3 +269,33 @@ fn follow_on_a_pool_no_writer_has_touched_waits() {
     assert!(err.contains("timed out"), "{err}");
     assert!(t.elapsed() >= std::time::Duration::from_millis(300), "it waited");
 }
+
+/// `nvs close` ends a lane's stream from the shell (a follower then ends with exit 0),
+/// `nvs reclaim --keep K` runs retention; both refuse bad arguments with exit 2.
+#[test]
+fn close_and_reclaim_from_the_shell() {
+    let dir = tmp();
+    let pool = dir.path().join("r.pool");
+    create(&pool, &["--segment-size", "64K"]);
+    let big = vec![7u8; 20_000];
+    for _ in 0..12 {
+        assert_eq!(code(&nvs_stdin(&["put", s(&pool), "x"], &big)), 0);
+    }
+    let o = nvs(&["reclaim", s(&pool), "--keep", "1"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let freed: u32 = stdout(&o).split(": ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
+    assert!(freed > 0, "{}", stdout(&o));
+    let o = nvs(&["get", s(&pool), "x"]);
+    assert_eq!(o.stdout, big, "the latest version stays");
+    assert_fails(&nvs(&["reclaim", s(&pool), "--keep", "0"]), 2);
+    assert_fails(&nvs(&["reclaim", s(&pool)]), 2);
+    // Close lane 0: a follower sees the end of the stream.
+    let o = nvs(&["close", s(&pool), "--lane", "0"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("lane 0 closed"));
+    let o = nvs(&["follow", s(&pool), "--timeout", "5"]);
+    assert_eq!(code(&o), 0, "end of stream: {}", stderr(&o));
+    let err = assert_fails(&nvs(&["close", s(&pool), "--lane", "999"]), 2);
+    assert!(err.contains("lane"), "{err}");
+    assert_fails(&nvs(&["close", s(&dir.path().join("missing.pool"))]), 2);
+}
