@@ -349,8 +349,9 @@ impl Drop for Cleanup {
     }
 }
 
-/// `n` bytes for people: `256 KiB`, `1.5 GiB`, or `100 B` (as the `nvs` tool prints sizes).
-pub(crate) fn human(n: u64) -> String {
+/// `n` bytes for people: `256 KiB`, `1.5 GiB`, or `100 B` (the `nvs` tool prints its
+/// sizes with it too).
+pub fn human(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;

@@ -23,21 +23,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1u64 << shift).ok_or_else(|| format!("bad size '{s}': too large"))
 }
 
-/// `n` bytes for people: `256 KiB`, `1.5 GiB`, or `100 B`.
-pub fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use nvs_bench::human;
 
 #[cfg(test)]
 mod tests {
@@ -54,8 +40,5 @@ mod tests {
         for bad in ["", "K", "12Q", "-1", "1.5G", "1 G", "99999999999999999999", "20000000T"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
-        assert_eq!(human(100), "100 B");
-        assert_eq!(human(256 << 10), "256 KiB");
-        assert_eq!(human(3 << 29), "1.5 GiB");
     }
 }
