@@ -96,6 +96,7 @@ impl<M: Media> Writer<'_, M> {
     /// name checked and looked up once (hashed once; the index slot found is reused when
     /// the index learns it), its version, its length, its delta. True if its name is new
     /// to the index and to the unit.
+    #[inline(always)] // once per object of every unit: the hot path of small batches
     fn plan_object<X: IndexMemory>(
         &self,
         s: &Shared<X>,
