@@ -3,6 +3,7 @@
 //! writer), and writes its output to stdout in one piece, reporting a failed write
 //! instead of panicking.
 
+use super::json::Obj;
 use super::size::human;
 use super::CliError;
 use nvs_core::{Object, StoreKind, NAME_MAX};
@@ -142,7 +143,7 @@ pub fn get(
     }
 }
 
-pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(), CliError> {
+pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
     let mut out = String::new();
     let mut buf = [0u8; NAME_MAX];
@@ -152,6 +153,20 @@ pub fn ls(pool: &Path, long: bool, durability: Option<Durability>) -> Result<(),
             continue; // released by a writer's retention since this pool was opened
         }
         let versions: Vec<_> = p.versions(name)?.collect();
+        if json {
+            for v in &versions {
+                out += &Obj::new()
+                    .name("name", name)
+                    .num("version", v.version)
+                    .num("len_bytes", v.len_bytes)
+                    .num("stored_bytes", v.stored_bytes)
+                    .num("delta_depth", v.depth as u64)
+                    .num("lane", v.lane as u64)
+                    .num("seq", v.seq)
+                    .line();
+            }
+            continue;
+        }
         let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
         let stored: u64 = versions.iter().map(|v| v.stored_bytes).sum();
         let _ = write!(
@@ -247,11 +262,26 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
     stdout(&o)
 }
 
-pub fn check(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {
+pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
     let checked = p.verify()?;
     let st = p.stats();
     let sb = p.layout();
+    if json {
+        return stdout(
+            &Obj::new()
+                .str("pool", &pool.display().to_string())
+                .bool("clean", true)
+                .num("objects", checked)
+                .num("units", st.units)
+                .num("lanes", st.lanes as u64)
+                .num("segments_used", st.segments_used as u64)
+                .num("segment_count", sb.segment_count as u64)
+                .num("payload_bytes", st.payload_bytes)
+                .bool("payload_checksum", sb.payload_checksum)
+                .line(),
+        );
+    }
     let payloads = if sb.payload_checksum {
         "every payload checksum verified"
     } else {

@@ -18,6 +18,7 @@
 mod commands;
 mod demo;
 mod follow;
+mod json;
 mod sigbus;
 mod size;
 mod stress;
@@ -99,11 +100,21 @@ enum Command {
         /// One line per version.
         #[arg(short, long)]
         long: bool,
+        /// One JSON object per version per line (name, name_hex, version, len_bytes,
+        /// stored_bytes, delta_depth, lane, seq).
+        #[arg(long, conflicts_with = "long")]
+        json: bool,
     },
     /// Show the pool's format, geometry, durability and recovery statistics.
     Info { pool: PathBuf },
     /// Open read-only, recover, verify every payload checksum; exit 1 on corruption.
-    Check { pool: PathBuf },
+    Check {
+        pool: PathBuf,
+        /// The verdict as one JSON object (pool, clean, objects, units, lanes,
+        /// segments_used, segment_count, payload_bytes, payload_checksum).
+        #[arg(long)]
+        json: bool,
+    },
     /// End a lane's stream (an end-of-stream marker): followers see its end.
     Close {
         pool: PathBuf,
@@ -280,7 +291,7 @@ impl Command {
             | Command::Get { pool, .. }
             | Command::Ls { pool, .. }
             | Command::Info { pool }
-            | Command::Check { pool }
+            | Command::Check { pool, .. }
             | Command::Close { pool, .. }
             | Command::Reclaim { pool, .. }
             | Command::Follow { pool, .. }
@@ -308,10 +319,10 @@ fn main() -> ExitCode {
             commands::put(&pool, &name, file.as_deref(), lane, version, delta, d)
         }
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
-        Command::Ls { pool, long } => commands::ls(&pool, long, d),
+        Command::Ls { pool, long, json } => commands::ls(&pool, long, json, d),
         Command::BenchDelta { dir, quick } => bench_delta(&nvs_bench::delta::DeltaBenchOptions { dir, quick }),
         Command::Info { pool } => commands::info(&pool, d),
-        Command::Check { pool } => commands::check(&pool, d),
+        Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
         Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),
         Command::Follow { pool, name, timeout, verify_stress } => follow::follow(

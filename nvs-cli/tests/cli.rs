@@ -299,3 +299,30 @@ fn close_and_reclaim_from_the_shell() {
     assert!(err.contains("lane"), "{err}");
     assert_fails(&nvs(&["close", s(&dir.path().join("missing.pool"))]), 2);
 }
+
+/// `ls --json` and `check --json`: one JSON object per line, for scripts; a name that is
+/// not UTF-8 comes back exactly in `name_hex`.
+#[test]
+fn json_output_of_ls_and_check() {
+    let dir = tmp();
+    let pool = dir.path().join("j.pool");
+    create(&pool, &[]);
+    assert_eq!(code(&nvs_stdin(&["put", s(&pool), "temp\"1"], b"abc")), 0);
+    assert_eq!(code(&nvs_stdin(&["put", s(&pool), "temp\"1"], b"abcdef")), 0);
+    let o = nvs(&["ls", s(&pool), "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"{"name":"temp\"1","name_hex":"74656d702231","version":1,"len_bytes":3,"stored_bytes":3,"delta_depth":0,"lane":0,"seq":0}"#,
+            r#"{"name":"temp\"1","name_hex":"74656d702231","version":2,"len_bytes":6,"stored_bytes":6,"delta_depth":0,"lane":0,"seq":1}"#,
+        ]
+    );
+    let o = nvs(&["check", s(&pool), "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with(r#"{"pool":""#) && out.ends_with("}\n"), "{out}");
+    assert!(out.contains(r#""clean":true,"objects":2,"units":2,"lanes":1,"#), "{out}");
+    assert_fails(&nvs(&["ls", s(&pool), "--json", "--long"]), 2);
+}

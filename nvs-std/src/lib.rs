@@ -9,14 +9,22 @@
 //! - [`Durability`]: what an acknowledged put survives (`dax`, `msync`, `process`), with
 //!   honest defaults chosen from what the file is.
 //! - [`FilePool`]: create/open a pool file, with the writer's lock, a random pool id
-//!   and a growable heap index.
+//!   and a growable heap index; the same puts as nvs-core's pool (`put(lane, Object)`,
+//!   `put_batch`), lane writers for threads ([`FileLane`]), typed and zero-copy reads,
+//!   and the safe delta path (`put_tracked`). An example walks all of it.
 //! - [`Follower`]: a reader following live writers (objects as they commit, end of
 //!   stream, writer gone), in this process or another.
 //! - [`Error`]: every refusal, naming the path it concerns.
 //! - [`dirty::TrackedBuf`]: object memory whose writes the OS tracks (userfaultfd
 //!   write-protect or mprotect), for delta puts of the pages changed since the last put.
 //!
-//! Linux is the target: the shim uses open-file-description locks, `fstatfs` and `posix_fallocate`.
+//! A pool file that shrinks while mapped, or is sparse on a file system with no room
+//! for its holes, raises SIGBUS at the access that finds no page (a writer fills the
+//! holes of a sparse pool when it opens it). The `nvs` tool turns that into an error; a
+//! program that must survive it installs its own SIGBUS handler.
+//!
+//! Linux is the target: the shim uses open-file-description locks, `fstatfs` and
+//! `posix_fallocate`.
 
 #![deny(missing_docs)]
 
