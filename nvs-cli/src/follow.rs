@@ -16,7 +16,6 @@ use std::time::Duration;
 pub fn follow(pool: &Path, name: Option<&[u8]>, timeout: Option<f64>, verify_stress: bool) -> Result<(), CliError> {
     let mut f = Follower::open(pool, name.map(<[u8]>::to_vec))?;
     let timeout = timeout.map(Duration::from_secs_f64);
-    let mut out = std::io::stdout().lock();
     loop {
         match f.wait(timeout, Duration::from_millis(2))? {
             Followed::Objects(objs) => {
@@ -32,8 +31,14 @@ pub fn follow(pool: &Path, name: Option<&[u8]>, timeout: Option<f64>, verify_str
                             )));
                         }
                     }
-                    let line = format!("{}\t{}\t{}\t{}\n", o.lane, show_name(&o.name), o.version, o.len_bytes);
-                    out.write_all(line.as_bytes()).and_then(|_| out.flush()).map_err(|e| CliError::io("stdout", e))?;
+                    // A reader that went away (`nvs follow P | head -1`) ends it quietly.
+                    super::commands::stdout(&format!(
+                        "{}\t{}\t{}\t{}\n",
+                        o.lane,
+                        show_name(&o.name),
+                        o.version,
+                        o.len_bytes
+                    ))?;
                 }
             }
             Followed::EndOfStream => return Ok(()),

@@ -328,6 +328,31 @@ fn get_into_a_closed_pipe_ends_quietly() {
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// `nvs follow P | head -1`: the follower ends quietly (exit 0) at the next line it
+/// cannot print, as `get` does.
+#[test]
+fn follow_into_a_closed_pipe_ends_quietly() {
+    let dir = tmp();
+    let p = dir.path().join("follow-pipe.pool");
+    let mut writer = FilePool::create(&p, 8 << 20, &nvs_std::CreateOptions::new()).expect("create");
+    writer.put(0, Object::new("a", b"first")).expect("put");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["follow", s(&p), "--timeout", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert!(first.contains("\ta\t1\t5"), "{first:?}");
+    drop(out);
+    writer.put(0, Object::new("a", b"second")).expect("put"); // its line meets a closed pipe
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `get -o` onto the pool itself — by its name, a symlink, a hard link, or stdout
 /// redirected onto it — is refused by identity (exit 2) and the pool stays whole (it
 /// used to be overwritten by the object's bytes, exit 0).
@@ -480,11 +505,16 @@ fn a_pool_truncated_under_a_follower_is_an_error_not_a_signal() {
         .spawn()
         .expect("spawn follow");
     // Once it has printed an object it has the pool mapped.
+    // The reader stays open until the follower ends: dropping it would end the follower
+    // with a broken pipe instead of the SIGBUS under test.
+    let mut stdout = std::io::BufReader::new(follower.stdout.take().unwrap());
     let mut first = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(follower.stdout.take().unwrap()), &mut first).unwrap();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
     assert!(!first.is_empty(), "the follower printed nothing");
     std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
+    let drain = std::thread::spawn(move || std::io::Read::read_to_end(&mut stdout, &mut Vec::new()));
     let out = follower.wait_with_output().unwrap();
+    drain.join().unwrap().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert!(err.contains("SIGBUS") && err.contains("shrinks.pool"), "{err}");
