@@ -101,7 +101,7 @@ fn round_trip() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let info = stdout(&o);
     for want in [
-        "format version    1",
+        "format version    2",
         "payload checksum  on",
         "delta objects     allowed",
         "durability        msync",

@@ -21,9 +21,25 @@ pub enum Error {
         /// What is wrong there.
         kind: CorruptKind,
     },
+    /// A pool of an older format version opened for writing: this build reads it, and
+    /// writes only pools of its own version ([`crate::FORMAT_VERSION`]). Open it
+    /// read-only, or copy its objects into a new pool.
+    OldFormat {
+        /// The pool's format version.
+        found: u32,
+    },
     /// No free segment left for this lane: nothing was written, nothing committed is harmed.
     Full,
-    /// The object (or batch) does not fit in one segment; `max_bytes` is the largest payload that does.
+    /// A unit larger than a segment needs `needed` free segments side by side, and the
+    /// pool has `free` free segments but no run that long: nothing was written.
+    Fragmented {
+        /// Consecutive free segments the unit needs.
+        needed: u32,
+        /// Free segments in the pool.
+        free: u32,
+    },
+    /// The object (or batch) does not fit in the pool (format 1: in one segment);
+    /// `max_bytes` is the largest payload that does.
     TooLarge {
         /// The size asked for.
         len_bytes: u64,
@@ -162,13 +178,24 @@ impl fmt::Display for Error {
             Error::NotFormatted => write!(f, "not an nvs pool (no superblock magic at offset 0)"),
             Error::UnsupportedVersion { found } => write!(
                 f,
-                "pool format version {found} is not supported (this build reads version {})",
+                "pool format version {found} is not supported (this build reads versions {} to {})",
+                crate::limits::FORMAT_VERSION_MIN,
                 crate::limits::FORMAT_VERSION
             ),
             Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),
+            Error::OldFormat { found } => write!(
+                f,
+                "pool format version {found} is read-only in this build (it writes version {}): \
+                 open it read-only, or copy its objects into a new pool",
+                crate::limits::FORMAT_VERSION
+            ),
             Error::Full => write!(f, "pool full: no free segment left"),
+            Error::Fragmented { needed, free } => write!(
+                f,
+                "pool full: this unit needs {needed} free segments side by side; {free} are free, but no run that long"
+            ),
             Error::TooLarge { len_bytes, max_bytes } => {
-                write!(f, "object of {len_bytes} bytes does not fit in one segment (at most {max_bytes} bytes)")
+                write!(f, "object of {len_bytes} bytes does not fit in this pool (at most {max_bytes} bytes)")
             }
             Error::NameTooLong { len_bytes } => {
                 write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::limits::NAME_MAX)

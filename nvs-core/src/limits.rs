@@ -1,8 +1,10 @@
 //! The fixed limits of this build's format, in one place that everything (the format,
 //! the errors that name them, the public API) takes them from.
 
-/// Format version written by and readable by this build.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version written by this build.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads (format 1 pools open read-only).
+pub const FORMAT_VERSION_MIN: u32 = 1;
 /// Most lanes a pool may have.
 pub const LANES_MAX: u32 = 256;
 /// Longest name in bytes.

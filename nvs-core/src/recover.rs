@@ -74,21 +74,44 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     }
     let count = sb.segment_count as usize;
     let segs = index.segments(count)?;
-    // Pass 1: every segment header, in index order.
-    for (i, slot) in segs.iter_mut().enumerate() {
-        *slot = match format::decode_segment(media, sb, i as u32) {
-            Some(h) => SegSlot { chain_seq: h.chain_seq, first_seq: h.first_seq, lane: h.lane, index: i as u32 },
-            None => SegSlot { chain_seq: 0, first_seq: 0, lane: FREE, index: i as u32 },
+    // Pass 1: every segment header, in index order. A span's header owns the segments
+    // after it: their first lines are unit bytes, never read as headers.
+    let mut i = 0usize;
+    while i < count {
+        let Some(h) = format::decode_segment(media, sb, i as u32) else {
+            if let Some(slot) = segs.get_mut(i) {
+                *slot = SegSlot::free(i as u32);
+            }
+            i += 1;
+            continue;
         };
+        let (head, span) = (i as u32, h.span as usize); // decode: 1 ..= count - i
+        for (k, slot) in segs.iter_mut().enumerate().skip(i).take(span) {
+            let covered = if k == i { span as u32 } else { 0 };
+            *slot = SegSlot {
+                chain_seq: h.chain_seq,
+                first_seq: h.first_seq,
+                lane: h.lane,
+                index: k as u32,
+                span: covered,
+                head,
+            };
+        }
+        i += span;
     }
-    // Pass 2: chains are runs of (lane, chain_seq) after sorting; free segments sort last.
-    segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq));
+    // Pass 2: chains are runs of (lane, chain_seq) after sorting — a span's covered
+    // slots right after its head; free segments sort last.
+    segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq, s.is_covered()));
     let mut stats = RecoveryStats::default();
     let mut expected_chain = 0u64;
     let mut prev_lane = FREE;
     for s in segs.iter() {
         if s.lane == FREE {
             break;
+        }
+        if s.is_covered() {
+            stats.segments_used += 1;
+            continue;
         }
         // No writer gets near 2^63 segments or units; a header claiming so is crafted or
         // damaged, and would make the chain and sequence arithmetic below overflow.
@@ -146,13 +169,17 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
             if s.lane != lane_id {
                 break;
             }
+            if s.is_covered() {
+                i += 1;
+                continue;
+            }
             let seg_off = sb.segment_off(s.index);
             if s.first_seq != next_seq {
                 return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
             }
-            let seg_end = seg_off + sb.segment_len;
+            let seg_end = seg_off + s.span as u64 * sb.segment_len;
             let mut off = seg_off + LINE;
-            for _ in 0..sb.segment_len / LINE {
+            for _ in 0..(seg_end - seg_off) / LINE {
                 let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
                     UnitSlot::End => break,
                     UnitSlot::Committed(h) => h,
@@ -194,7 +221,15 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                     lane.closed = h.flags == format::UNIT_END_OF_STREAM;
                 }
             }
-            lane = Lane { active: true, chain_seq: s.chain_seq, tail: off, seg_end, next_seq, closed: lane.closed };
+            lane = Lane {
+                active: true,
+                chain_seq: s.chain_seq,
+                seg_start: seg_off,
+                tail: off,
+                seg_end,
+                next_seq,
+                closed: lane.closed,
+            };
             if mutant::on(Mutant::ResumeAtSegmentStart) {
                 lane.tail = seg_off + LINE;
             }
@@ -230,13 +265,13 @@ fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot]
     let Some(first) = segs.get(start) else { return Ok(None) };
     let (lane_id, mut base) = (first.lane, None);
     let mut next_seq = first.first_seq;
-    for s in segs.get(start..).unwrap_or(&[]).iter().take_while(|s| s.lane == lane_id) {
+    for s in segs.get(start..).unwrap_or(&[]).iter().take_while(|s| s.lane == lane_id).filter(|s| !s.is_covered()) {
         let seg_off = sb.segment_off(s.index);
         if s.first_seq != next_seq {
             return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
         }
-        let (mut off, seg_end) = (seg_off + LINE, seg_off + sb.segment_len);
-        for _ in 0..sb.segment_len / LINE {
+        let (mut off, seg_end) = (seg_off + LINE, seg_off + s.span as u64 * sb.segment_len);
+        for _ in 0..(seg_end - seg_off) / LINE {
             let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
                 UnitSlot::End => break,
                 UnitSlot::Committed(h) => h,

@@ -52,12 +52,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if claims > segs.iter().filter(|g| g.lane == FREE).count() {
             return Err(Error::Full);
         }
-        let mut freed = 0;
+        // Segments, not chain positions: a span is one position and several segments.
+        let freed = segs
+            .iter()
+            .filter(|g| g.lane != FREE && g.first_seq != RELEASED)
+            .filter(|g| releasing(g.lane as usize) && g.chain_seq < base[g.lane as usize])
+            .count() as u32;
         let (w, lanes, shared) = self.split_mut();
         for lane in (0..lanes_max).filter(|&lane| releasing(lane)) {
             let kind = UnitKind { flags: UNIT_TRUNCATE, base: base[lane] };
             w.marker_unit(&mut Own(shared), lanes[lane].get_mut(), lane as u32, kind)?;
-            freed += (base[lane] - lowest[lane]) as u32;
         }
         if freed > 0 {
             // Mark the released segments as recovery would, then invalidate them.

@@ -66,7 +66,7 @@ fn truncated_damaged_and_newer_superblocks() {
     newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
     assert_eq!(open_bytes(&newer), Err(Error::UnsupportedVersion { found: FORMAT_VERSION + 1 }));
     let msg = open_bytes(&newer).unwrap_err().to_string();
-    assert!(msg.contains("version 2"), "{msg}");
+    assert!(msg.contains("version 3") && msg.contains("versions 1 to 2"), "{msg}");
 }
 
 /// Every single-byte flip anywhere in the data area: `Ok` or `Corrupted`, never a panic.

@@ -80,20 +80,35 @@ fn pad_ranges(pool: &Pool<nvs_core::Region, HeapMemory>) -> Vec<(usize, usize)> 
     out
 }
 
-/// The image with the superblock as a build before delta objects wrote it (no
-/// FLAG_DELTAS): everything else must be byte-identical to what that build left.
+/// The image as a format 1 build before delta objects wrote it: the superblock without
+/// FLAG_DELTAS and with format version 1, and every valid segment header with span 0
+/// (format 2 writes 1 for a plain segment). Everything else must be byte-identical to
+/// what that build left (the workload has no unit larger than a segment).
 fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
+    use nvs_core::internals::format::{SegmentHeader, Superblock, FLAG_DELTAS, SEGMENT_MAGIC};
     let mut bytes = ram_bytes.to_vec();
-    let mut sb: nvs_core::internals::format::Superblock = *bytemuck::from_bytes(&bytes[..64]);
-    sb.flags &= !nvs_core::internals::format::FLAG_DELTAS;
+    let mut sb: Superblock = *bytemuck::from_bytes(&bytes[..64]);
+    for i in 0..sb.segment_count {
+        let off = sb.segment_off(i) as usize;
+        let mut h: SegmentHeader = bytemuck::pod_read_unaligned(&bytes[off..off + 64]);
+        if h.magic == SEGMENT_MAGIC && h.checksum == h.compute_checksum() {
+            assert_eq!(h.span, 1, "segment {i}: the workload has no span");
+            h.span = 0;
+            h.checksum = h.compute_checksum();
+            bytes[off..off + 64].copy_from_slice(bytemuck::bytes_of(&h));
+        }
+    }
+    sb.flags &= !FLAG_DELTAS;
+    sb.format_version = 1;
     sb.checksum = sb.compute_checksum();
     bytes[..64].copy_from_slice(bytemuck::bytes_of(&sb));
     hash64(0, &bytes)
 }
 
 /// The media bytes and every result of a mixed workload are exactly as pinned. The first
-/// pin is the image as it is now. The second is the image with every object's padding
-/// zeroed and the superblock's FLAG_DELTAS (added with delta objects) cleared: it was
+/// pin is the image as it is now (format 2, since 2026-12-01). The second is the image with every object's padding
+/// zeroed the superblock's FLAG_DELTAS (added with delta objects) cleared, and format 2's version
+/// and segment spans written as format 1 did: it was
 /// computed on the put path that left the padding alone and whose image, flag cleared,
 /// equalled the one pinned before deltas existed — so since then nothing but that flag
 /// and the padding (now zeroed as FORMAT.md says, in whole-line stores) changed.
@@ -101,8 +116,8 @@ fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
 #[cfg_attr(miri, ignore = "hashes 8 MiB images: too slow under miri")]
 fn put_path_leaves_pinned_bytes() {
     for (checksum, want_media, want_legacy, want_log) in [
-        (false, 0xf466_8ad2_c32f_53c3_u64, 0x1d98_7b0c_ee8d_5cb0_u64, 0xff84_9358_fa02_6b4e_u64),
-        (true, 0x136e_fdb4_e59d_9bbc, 0x5889_afd8_ede8_3aff, 0xff84_9358_fa02_6b4e),
+        (false, 0x0bc1_c055_a910_2d04_u64, 0x1d98_7b0c_ee8d_5cb0_u64, 0xff84_9358_fa02_6b4e_u64),
+        (true, 0x4a68_7945_75d0_bad6, 0x5889_afd8_ede8_3aff, 0xff84_9358_fa02_6b4e),
     ] {
         let (media, legacy, log) = workload(checksum);
         let log_hash = hash64(1, log.join("\n").as_bytes());

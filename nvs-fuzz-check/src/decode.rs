@@ -203,7 +203,9 @@ fn check_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Optio
         && h.pool_id == sb.pool_id
         && h.checksum == hash64(sb.pool_id, &raw[..56])
         && h.lane < sb.lanes_max
-        && h.flags == 0;
+        && h.flags == 0
+        && h.reserved == 0
+        && (1..=(sb.segment_count - i) as u64).contains(&h.span); // format 2 (this build's)
     let got = format::decode_segment(media, sb, i);
     assert_eq!(got, valid.then_some(h), "segment {i} at {off:#x}");
     got
@@ -223,7 +225,8 @@ fn segment_header(b: &mut Bytes) {
         flags: if sel & 8 != 0 { b.u32() } else { 0 },
         chain_seq: b.u64(),
         first_seq: b.u64(),
-        reserved: [b.u64(), b.u64()],
+        span: if sel & 32 != 0 { b.u64() } else { b.u8() as u64 % 5 },
+        reserved: if sel & 64 != 0 { b.u64() } else { 0 },
         checksum: b.u64(),
     };
     if sel & 16 == 0 {
@@ -606,18 +609,14 @@ fn close_marker_round_trip(
 
 /// Where unit `seq` of `lane` is: walk the lane's segments (by chain) and units.
 fn find_unit(media: &VecMedia, sb: &Superblock, lane: u32, seq: u64) -> Option<(u64, u64)> {
-    let mut segs: Vec<SegmentHeader> = (0..sb.segment_count)
-        .filter_map(|i| format::decode_segment(media, sb, i).map(|h| (i, h)))
+    let mut segs: Vec<(u64, SegmentHeader)> = (0..sb.segment_count)
+        .filter_map(|i| format::decode_segment(media, sb, i).map(|h| (sb.segment_off(i), h)))
         .filter(|(_, h)| h.lane == lane)
-        .map(|(i, mut h)| {
-            h.reserved[0] = sb.segment_off(i); // remember the offset
-            h
-        })
         .collect();
-    segs.sort_by_key(|h| h.chain_seq);
+    segs.sort_by_key(|(_, h)| h.chain_seq);
     let mut next = 0;
-    for h in segs {
-        let (seg_off, seg_end) = (h.reserved[0], h.reserved[0] + sb.segment_len);
+    for (seg_off, h) in segs {
+        let seg_end = seg_off + h.span * sb.segment_len;
         let mut off = seg_off + LINE;
         while let Ok(UnitSlot::Committed(u)) = format::decode_unit(media, sb, lane, next, off, seg_end) {
             if next == seq {

@@ -29,7 +29,7 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
     if sb.checksum != sb.compute_checksum() {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
     }
-    if sb.format_version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&sb.format_version) {
         return Err(Error::UnsupportedVersion { found: sb.format_version });
     }
     let geometry_ok = sb.data_off == DATA_OFF
@@ -51,7 +51,9 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
     Ok(sb)
 }
 
-/// Read segment `i`'s header; `Some` only if it is a valid header of this pool.
+/// Read segment `i`'s header; `Some` only if it is a valid header of this pool. Its
+/// `span` is returned as read for format 2 (1 ..= the segments from `i` to the pool's
+/// end) and as 1 for format 1 (where it is 0 on the media).
 pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Option<SegmentHeader> {
     let off = sb.segment_off(i);
     // The magic word first: a free or torn segment is usually told by it alone, and a
@@ -64,8 +66,13 @@ pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> 
         && (h.pool_id == sb.pool_id || mutant::on(Mutant::NoPoolIdCheck))
         && h.checksum == h.compute_checksum()
         && h.lane < sb.lanes_max
-        && h.flags == 0;
-    valid.then_some(h)
+        && h.flags == 0
+        && h.reserved == 0
+        && match sb.spans() {
+            true => (1..=(sb.segment_count - i) as u64).contains(&h.span),
+            false => h.span == 0,
+        };
+    valid.then_some(SegmentHeader { span: h.span.max(1), ..h })
 }
 
 /// What recovery finds at a unit slot.
@@ -166,7 +173,7 @@ pub fn decode_object<M: Media + ?Sized>(
             sb.has_deltas()
                 && (1..=DELTA_DEPTH_MAX).contains(&header.depth)
                 && header.payload_len >= delta_data_off(0)
-                && header.object_len <= sb.segment_len
+                && header.object_len <= sb.max_unit_bytes()
         }
         _ => false,
     };

@@ -24,7 +24,7 @@
 pub mod decode;
 pub mod hash;
 
-pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, LANES_MAX, NAME_MAX};
+pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, NAME_MAX};
 pub use decode::*;
 
 use crate::error::{Error, Result};
@@ -106,7 +106,11 @@ pub struct SegmentHeader {
     pub chain_seq: u64,
     /// The lane sequence number of the first unit written in this segment.
     pub first_seq: u64,
-    pub reserved: [u64; 2],
+    /// Format 2: how many consecutive segments, from this one, the header owns (1 ..=
+    /// the segments left in the pool): a unit larger than a segment runs through the
+    /// following ones, headers and all. Format 1: 0, read as 1.
+    pub span: u64,
+    pub reserved: u64,
     /// `nvs-hash64(pool_id, bytes 0..56)`.
     pub checksum: u64,
 }
@@ -183,6 +187,7 @@ const_assert_eq!(offset_of!(Superblock, checksum), 56);
 const_assert_eq!(offset_of!(Superblock, segment_count), 40);
 const_assert_eq!(size_of::<SegmentHeader>(), 64);
 const_assert_eq!(offset_of!(SegmentHeader, chain_seq), 24);
+const_assert_eq!(offset_of!(SegmentHeader, span), 40);
 const_assert_eq!(offset_of!(SegmentHeader, checksum), 56);
 const_assert_eq!(size_of::<UnitHeader>(), 64);
 const_assert_eq!(offset_of!(UnitHeader, commit), 0);
@@ -204,9 +209,27 @@ const fn covered<T>() -> usize {
 
 impl Superblock {
     /// Largest payload one object with a `name_len`-byte name can have in this pool
-    /// (alone in a unit, in one segment).
+    /// (alone in a unit): a little under one segment in format 1; in format 2, where a
+    /// unit may span segments, a little under the whole pool.
     pub fn max_object_bytes(&self, name_len: usize) -> u64 {
-        (self.segment_len - LINE - LINE - object_head_len(name_len)) & !(LINE - 1)
+        (self.max_unit_bytes() - LINE - object_head_len(name_len)) & !(LINE - 1)
+    }
+
+    /// The largest unit (header and objects): what the data of the longest span holds.
+    pub fn max_unit_bytes(&self) -> u64 {
+        let span = if self.spans() { self.segment_count as u64 } else { 1 };
+        span * self.segment_len - LINE
+    }
+
+    /// Units may span segments (format 2 and later).
+    pub fn spans(&self) -> bool {
+        self.format_version >= 2
+    }
+
+    /// Segments a unit of `unit_len` bytes needs when it starts a span (the span's
+    /// header line comes first).
+    pub fn span_for(&self, unit_len: u64) -> u64 {
+        (unit_len + LINE).div_ceil(self.segment_len)
     }
 
     pub fn compute_checksum(&self) -> u64 {

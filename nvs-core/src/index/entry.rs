@@ -52,7 +52,11 @@ const_assert_eq!(core::mem::size_of::<Entry>(), 64);
 const_assert_eq!(core::mem::size_of::<NameSlot>(), 40);
 
 /// Per-segment state: owner lane (or `FREE`) and place in its chain. Recovery sorts
-/// these by (lane, chain_seq) to walk chains, then back by `index`.
+/// these by (lane, chain_seq, covered last) to walk chains, then back by `index`.
+///
+/// A span (a segment header owning several consecutive segments) is its head slot
+/// (`span` ≥ 1) and `span - 1` covered slots (`span` 0) with the head's lane, chain
+/// position and first sequence number, and `head` its index.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct SegSlot {
@@ -60,6 +64,22 @@ pub struct SegSlot {
     pub first_seq: u64,
     pub lane: u32,
     pub index: u32,
+    /// Segments the header at this slot owns; 0 for a slot a span covers.
+    pub span: u32,
+    /// The index of the slot holding this segment's header (its own for a head).
+    pub head: u32,
 }
 
-const_assert_eq!(core::mem::size_of::<SegSlot>(), 24);
+impl SegSlot {
+    /// A free slot at `index`.
+    pub const fn free(index: u32) -> SegSlot {
+        SegSlot { chain_seq: 0, first_seq: 0, lane: u32::MAX, index, span: 1, head: index }
+    }
+
+    /// A span's covered slot, not its head.
+    pub const fn is_covered(&self) -> bool {
+        self.span == 0
+    }
+}
+
+const_assert_eq!(core::mem::size_of::<SegSlot>(), 32);

@@ -76,7 +76,7 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
             names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };
                 N],
             table: [0; T],
-            segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0 }; S],
+            segments: [SegSlot { chain_seq: 0, first_seq: 0, lane: 0, index: 0, span: 1, head: 0 }; S],
         }
     }
 }

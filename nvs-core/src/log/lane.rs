@@ -8,8 +8,11 @@ pub struct Lane {
     /// Holds a segment.
     pub active: bool,
     pub chain_seq: u64,
+    /// The first byte of the lane's segment (of its span, if it spans several).
+    pub seg_start: u64,
     /// Where the next unit goes.
     pub tail: u64,
+    /// Just past the lane's segment (its span).
     pub seg_end: u64,
     /// Sequence number of the next unit.
     pub next_seq: u64,

@@ -72,15 +72,16 @@ impl<M: Media> Writer<'_, M> {
                 unit_len += format::object_len(o.name.len(), p.stored);
             }
         }
-        if unit_len > self.sb.segment_len - LINE {
-            return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.segment_len - 2 * LINE });
+        if unit_len > self.sb.max_unit_bytes() {
+            return Err(Error::TooLarge { len_bytes: unit_len, max_bytes: self.sb.max_unit_bytes() - LINE });
         }
         // Room for this unit beside the units other lanes planned but have not published.
         let room = objects.len() + s.pending_entries;
         s.index.reserve(room, new_names).map_err(|e| s.index.full(e))?;
-        // 2. Space: the lane's segment, or a newly claimed one.
+        // 2. Space: the lane's segment, or a newly claimed one — a span of as many
+        // segments as the unit needs, if it is larger than one.
         if !l.active || l.tail + unit_len > l.seg_end {
-            *l = self.claim(s, lane, *l)?;
+            *l = self.claim(s, lane, *l, self.sb.span_for(unit_len) as u32)?;
         }
         // Take the versions: no other lane may take them now (a new name's versions are
         // guarded by the lock its unit holds to the end).
@@ -154,7 +155,7 @@ impl<M: Media> Writer<'_, M> {
         let delta = match o.delta {
             Some(d) => {
                 let parent = found.and_then(|id| s.index.find_version(id, d.parent)).map(|e| *s.index.entry(e));
-                let segment = l.active.then(|| l.seg_end - self.sb.segment_len..l.seg_end);
+                let segment = l.active.then_some(l.seg_start..l.seg_end);
                 delta::write::plan(self.sb, &self.delta, parent, segment, d, len, version)?
             }
             None => None,
@@ -166,14 +167,14 @@ impl<M: Media> Writer<'_, M> {
 
     /// Step 2: a new segment for `lane` after `old` ([`segments::claim`]), counted in the
     /// statistics.
-    pub(super) fn claim<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane) -> Result<Lane> {
+    pub(super) fn claim<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane, span: u32) -> Result<Lane> {
         let Shared { index, alloc_cursor, stats, .. } = s;
         let segs = index.segments(self.sb.segment_count as usize)?;
-        let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old)?;
+        let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?;
         if !old.active {
             stats.lanes += 1;
         }
-        stats.segments_used += 1;
+        stats.segments_used += span;
         Ok(l)
     }
 
@@ -191,7 +192,7 @@ impl<M: Media> Writer<'_, M> {
         if l.active {
             return Ok(());
         }
-        *l = shared.with(|s| self.claim(s, lane, *l))?;
+        *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
         if !mutant::on(Mutant::JoinUnfenced) {
             self.media.fence();
         }

@@ -169,7 +169,7 @@ impl<M: Media> Writer<'_, M> {
     ) -> Result<()> {
         self.check_lane(lane)?;
         if !l.active || l.tail + LINE > l.seg_end {
-            *l = shared.with(|s| self.claim(s, lane, *l))?;
+            *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
         }
         self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {})?;
         shared.with(|s| {

@@ -18,8 +18,39 @@ pub const FREE: u32 = u32::MAX;
 /// valid on the media (a writer invalidates it before the segment is reused).
 pub const RELEASED: u64 = u64::MAX;
 
-/// Claim a free segment of `segs` (the pool's slots, in index order), searching from
-/// `cursor`, as the next in `lane`'s chain after `old`. Its header is stored but not
+/// The first of `span` consecutive free slots of `segs` (in index order), searching
+/// from `cursor` (wrapping to the start once; a run never wraps).
+fn find_free(segs: &[SegSlot], cursor: u32, span: u32) -> Result<u32> {
+    let count = segs.len() as u32;
+    let free = |i: u32| segs[i as usize].lane == FREE;
+    if span == 1 {
+        return (0..count).map(|k| (cursor + k) % count).find(|&i| free(i)).ok_or(Error::Full);
+    }
+    let mut run = 0u32;
+    for i in (cursor..count).chain(0..count) {
+        if i == cursor && run > 0 {
+            break; // back where the search started
+        }
+        run = if free(i) {
+            if i == 0 {
+                1
+            } else {
+                run + 1
+            }
+        } else {
+            0
+        };
+        if run == span {
+            return Ok(i + 1 - span);
+        }
+    }
+    let free_count = segs.iter().filter(|g| g.lane == FREE).count() as u32;
+    Err(if free_count < span { Error::Full } else { Error::Fragmented { needed: span, free: free_count } })
+}
+
+/// Claim `span` consecutive free segments of `segs` (the pool's slots, in index order),
+/// searching from `cursor`, as the next in `lane`'s chain after `old`: one header, at
+/// the first, owns them all (1 for a plain segment). The header is stored but not
 /// fenced: the caller's unit, written next by this thread, fences it with its own
 /// stores, before its commit word.
 pub(crate) fn claim<M: Media>(
@@ -29,12 +60,12 @@ pub(crate) fn claim<M: Media>(
     cursor: &mut u32,
     lane: u32,
     old: Lane,
+    span: u32,
 ) -> Result<Lane> {
     let count = sb.segment_count;
-    let free = if mutant::on(Mutant::AllocIgnoresOwner) {
-        *cursor
-    } else {
-        (0..count).map(|k| (*cursor + k) % count).find(|&i| segs[i as usize].lane == FREE).ok_or(Error::Full)?
+    let free = match mutant::on(Mutant::AllocIgnoresOwner) {
+        true if *cursor + span <= count => *cursor,
+        _ => find_free(segs, *cursor, span)?,
     };
     let (chain_seq, mut first_seq) = if old.active { (old.chain_seq + 1, old.next_seq) } else { (0, 0) };
     if mutant::on(Mutant::FirstSeqOffByOne) && old.active {
@@ -47,7 +78,8 @@ pub(crate) fn claim<M: Media>(
         flags: 0,
         chain_seq,
         first_seq,
-        reserved: [0; 2],
+        span: if sb.spans() { span as u64 } else { 0 },
+        reserved: 0,
         checksum: 0,
     };
     h.checksum = h.compute_checksum();
@@ -58,10 +90,18 @@ pub(crate) fn claim<M: Media>(
     // those, the old words would make a whole, valid header again — an old claim
     // reborn, with the wrong chain or first sequence.
     const ZERO: [u8; size_of::<SegmentHeader>()] = [0; size_of::<SegmentHeader>()];
-    let mut old_header = ZERO;
-    media.read(seg_off as usize, &mut old_header);
-    if old_header != ZERO && !mutant::on(Mutant::TornClaimKept) {
-        media.store_nt(seg_off as usize, &ZERO);
+    // The segments the span covers get the same treatment: their first lines become
+    // unit bytes, but until the unit is written an old header there must not complete.
+    let mut zeroed = false;
+    for k in free..free + span {
+        let mut old_header = ZERO;
+        media.read(sb.segment_off(k) as usize, &mut old_header);
+        if old_header != ZERO && !mutant::on(Mutant::TornClaimKept) {
+            media.store_nt(sb.segment_off(k) as usize, &ZERO);
+            zeroed = true;
+        }
+    }
+    if zeroed {
         media.fence();
     }
     // No fence of its own: the claim is made only while planning a unit, as its last
@@ -72,13 +112,17 @@ pub(crate) fn claim<M: Media>(
     } else {
         media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
     }
-    segs[free as usize] = SegSlot { chain_seq, first_seq, lane, index: free };
-    *cursor = (free + 1) % count;
+    for k in free..free + span {
+        let covered = if k == free { span } else { 0 };
+        segs[k as usize] = SegSlot { chain_seq, first_seq, lane, index: k, span: covered, head: free };
+    }
+    *cursor = (free + span) % count;
     Ok(Lane {
         active: true,
         chain_seq,
+        seg_start: seg_off,
         tail: seg_off + LINE,
-        seg_end: seg_off + sb.segment_len,
+        seg_end: seg_off + span as u64 * sb.segment_len,
         next_seq: old.next_seq,
         closed: false,
     })
@@ -95,9 +139,11 @@ pub(crate) fn invalidate_released<M: Media>(media: &M, sb: &Superblock, segs: &m
     // Released segments first, in (lane, chain) order: one sort, then one pass (it
     // was a scan of every segment per released one: minutes for a large release).
     // The slots go back to index order (allocation needs it) at the end.
+    // A span's covered segments before its head: until the head's header is gone, their
+    // first lines are inside its span and never read as headers.
     segs.sort_unstable_by_key(|g| {
         let chain = if newest_first { u64::MAX - g.chain_seq } else { g.chain_seq };
-        (!released(g), g.lane, chain)
+        (!released(g), g.lane, chain, !g.is_covered())
     });
     for g in segs.iter_mut().take_while(|g| released(g)) {
         // The whole header, not just its magic: a later claim of this segment rewrites
@@ -105,8 +151,7 @@ pub(crate) fn invalidate_released<M: Media>(media: &M, sb: &Superblock, segs: &m
         // not leave the old header (old fields, old checksum) valid again.
         media.store_nt(sb.segment_off(g.index) as usize, &[0u8; 64]);
         media.fence();
-        g.lane = FREE;
-        g.first_seq = 0;
+        *g = SegSlot::free(g.index);
     }
     segs.sort_unstable_by_key(|g| g.index);
 }

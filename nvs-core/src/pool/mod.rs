@@ -207,6 +207,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     fn open_with(media: M, mem: X, writable: bool) -> Result<Self> {
         let sb = format::decode_superblock(&media)?;
+        // A format 1 pool is read, never written: this build writes what format 1 does
+        // not have (spans), and a format 1 reader must never meet them.
+        if writable && sb.format_version < FORMAT_VERSION {
+            return Err(Error::OldFormat { found: sb.format_version });
+        }
         let mut pool = Pool {
             media,
             sb,

@@ -194,7 +194,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as u32;
         let slot = s.index.segments_ref().get(seg as usize).copied();
         let Some(slot) = slot else { return false };
-        matches!(format::decode_segment(&self.media, &self.sb, seg), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
+        // A span's header is at its head.
+        matches!(format::decode_segment(&self.media, &self.sb, slot.head), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
     }
 
     /// The latest (committed) version of `name`.
