@@ -340,9 +340,7 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
         .read_to_end(&mut v)
         .map_err(|e| CliError::io(format!("cannot read {what}"), e))?;
     if v.len() as u64 > max {
-        return Err(CliError::Usage(format!(
-            "{what} holds more than the {max} bytes an object of this pool can hold (one segment)"
-        )));
+        return Err(CliError::Usage(format!("{what} holds more than the {max} bytes an object of this pool can hold")));
     }
     Ok(v)
 }

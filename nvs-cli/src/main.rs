@@ -19,6 +19,7 @@ mod commands;
 mod demo;
 mod follow;
 mod json;
+mod migrate;
 mod sigbus;
 mod size;
 mod stress;
@@ -129,6 +130,15 @@ enum Command {
         /// Versions of every name to keep.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         keep: u32,
+    },
+    /// Copy every object of OLD (any format this build reads, e.g. a read-only format 1
+    /// pool) into a new pool NEW of this build's format, same geometry and lanes.
+    Migrate {
+        old: PathBuf,
+        new: PathBuf,
+        /// Size of the new pool (default: OLD's).
+        #[arg(long, value_parser = size::parse_size)]
+        size: Option<u64>,
     },
     /// Simulation -> analytics demo: batched puts, a reader checking every byte, GB/s.
     Demo {
@@ -271,7 +281,13 @@ impl From<nvs_bench::Error> for CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Pool(e) => e.fmt(f),
+            CliError::Pool(e) => {
+                e.fmt(f)?;
+                if matches!(e.core(), Some(nvs_core::Error::OldFormat { .. })) {
+                    f.write_str(" (`nvs migrate OLD NEW` copies it)")?;
+                }
+                Ok(())
+            }
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
             CliError::Usage(m) | CliError::Mismatch(m) => f.write_str(m),
             CliError::WriterGone => f.write_str("writer gone: no writer holds the pool and a lane was never closed"),
@@ -294,6 +310,7 @@ impl Command {
             | Command::Check { pool, .. }
             | Command::Close { pool, .. }
             | Command::Reclaim { pool, .. }
+            | Command::Migrate { old: pool, .. }
             | Command::Follow { pool, .. }
             | Command::StressWriter { pool, .. } => Some(pool),
             _ => None,
@@ -325,6 +342,7 @@ fn main() -> ExitCode {
         Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
         Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),
+        Command::Migrate { old, new, size } => migrate::migrate(&old, &new, size, d),
         Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
             &pool,
             name.as_ref().map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str())),

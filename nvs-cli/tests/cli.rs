@@ -326,3 +326,64 @@ fn json_output_of_ls_and_check() {
     assert!(out.contains(r#""clean":true,"objects":2,"units":2,"lanes":1,"#), "{out}");
     assert_fails(&nvs(&["ls", s(&pool), "--json", "--long"]), 2);
 }
+
+/// Format 1 pools: read as they are, refused for writing with the way out, and
+/// `nvs migrate` copies every version (deltas rebuilt as full versions) into a format 2
+/// pool whose listing and bytes match; the old pool is left unchanged.
+#[test]
+fn format_1_pools_are_read_and_migrated() {
+    let dir = tmp();
+    let old = dir.path().join("old.pool");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../nvs-std/tests/data/v1.pool"), &old).unwrap();
+    let before = std::fs::read(&old).unwrap();
+    let o = nvs(&["info", s(&old)]);
+    assert!(stdout(&o).contains("format version    1"), "{}", stdout(&o));
+    let o = nvs_stdin(&["put", s(&old), "x"], b"x");
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("read-only") && stderr(&o).contains("nvs migrate"), "{}", stderr(&o));
+    let new = dir.path().join("new.pool");
+    let o = nvs(&["migrate", s(&old), s(&new)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("9 objects of 5 names"), "{}", stdout(&o));
+    assert!(stdout(&nvs(&["info", s(&new)])).contains("format version    2"));
+    let listing = |p: &Path| {
+        let out = stdout(&nvs(&["ls", "-l", s(p)]));
+        // Sizes and versions, not where the copy stored them (seq) nor how (delta).
+        out.lines()
+            .map(|l| l.split("  stored").next().unwrap_or(l).replace("delta depth 1", "full"))
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (listing(&old), listing(&new));
+    assert!(
+        a.len() > 5 && a.iter().zip(&b).all(|(x, y)| x.split_whitespace().take(2).eq(y.split_whitespace().take(2))),
+        "{a:?}\n{b:?}"
+    );
+    for (name, v) in [("a", "11"), ("a", "12"), ("b", "2"), ("c", "1"), ("c", "2"), ("temperature", "1"), ("u", "1")] {
+        let x = nvs(&["get", s(&old), name, "--version", v]);
+        let y = nvs(&["get", s(&new), name, "--version", v]);
+        assert_eq!(code(&x), 0);
+        assert!(x.stdout == y.stdout, "{name} v{v}");
+    }
+    assert!(std::fs::read(&old).unwrap() == before, "migrate changed the old pool");
+    let o = nvs(&["migrate", s(&old), s(&new)]);
+    assert_eq!(code(&o), 2, "never over an existing file");
+}
+
+/// An object larger than a segment (5 MB in 256 KiB segments) through the tool: put, get byte-exact, check clean; one larger than the pool is
+/// refused, naming the limit.
+#[test]
+fn objects_larger_than_a_segment() {
+    let dir = tmp();
+    let pool = dir.path().join("big.pool");
+    assert_eq!(code(&nvs(&["create", s(&pool), "--size", "16M", "--segment-size", "256K"])), 0);
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i ^ (i >> 11)) as u8).collect();
+    let o = nvs_stdin(&["put", s(&pool), "big"], &data);
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "1"), "{}", stderr(&o));
+    let o = nvs(&["get", s(&pool), "big"]);
+    assert!(o.stdout == data, "get returned other bytes");
+    let o = nvs(&["check", s(&pool)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = nvs_stdin(&["put", s(&pool), "huge"], &vec![0u8; 17 << 20]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("bytes an object of this pool can hold"), "{}", stderr(&o));
+}

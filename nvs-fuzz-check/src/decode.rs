@@ -47,7 +47,8 @@ fn expected_superblock(bytes: &[u8], media_len: u64) -> Result<Superblock, Error
     if sb.checksum != hash64(u64::from_le_bytes(*b"NVSSUPR\0"), &head[..56]) {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
     }
-    if sb.format_version != 1 {
+    // Versions 1 (read-only in this build) and 2.
+    if !(1..=2).contains(&sb.format_version) {
         return Err(Error::UnsupportedVersion { found: sb.format_version });
     }
     let pool_len = (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|x| x.checked_add(4096));
@@ -131,7 +132,11 @@ fn superblock_round_trip(b: &mut Bytes) {
     let media_len = b.u64() & ((1 << 48) - 1);
     let lanes = if sel & 4 != 0 { b.u32() } else { b.u8() as u32 % 256 + 1 };
     let flags = if sel & 8 != 0 { b.u32() } else { b.u32() & (FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) };
-    let version = if sel & 16 != 0 { b.u32() } else { FORMAT_VERSION };
+    let version = match (sel & 16 != 0, sel & 32 != 0) {
+        (true, _) => b.u32(),
+        (false, true) => 1, // format 1: still read
+        (false, false) => FORMAT_VERSION,
+    };
     let flip = flip_of(b, 64);
     let g = match format::geometry(media_len, segment_len) {
         Ok(g) => g,
@@ -166,7 +171,7 @@ fn superblock_round_trip(b: &mut Bytes) {
     let got = format::decode_superblock(&media);
     assert_eq!(got, expected_superblock(&head, media_len));
     let valid =
-        version == FORMAT_VERSION && (1..=256).contains(&lanes) && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
+        (1..=2).contains(&version) && (1..=256).contains(&lanes) && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     match flip {
         None if valid => assert_eq!(got, Ok(sb), "round trip"),
         None => assert!(got.is_err()),
@@ -177,9 +182,14 @@ fn superblock_round_trip(b: &mut Bytes) {
 
 /// A small valid superblock for segment tests.
 fn small_superblock(pool_id: u64, segment_len: u64, count: u32, lanes: u32, flags: u32) -> Superblock {
+    small_superblock_v(FORMAT_VERSION, pool_id, segment_len, count, lanes, flags)
+}
+
+/// [`small_superblock`] of format `version`.
+fn small_superblock_v(version: u32, pool_id: u64, segment_len: u64, count: u32, lanes: u32, flags: u32) -> Superblock {
     let mut sb = Superblock {
         magic: SUPERBLOCK_MAGIC,
-        format_version: FORMAT_VERSION,
+        format_version: version,
         flags,
         pool_id,
         pool_len: DATA_OFF + count as u64 * segment_len,
@@ -205,9 +215,15 @@ fn check_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Optio
         && h.lane < sb.lanes_max
         && h.flags == 0
         && h.reserved == 0
-        && (1..=(sb.segment_count - i) as u64).contains(&h.span); // format 2 (this build's)
+        && match sb.format_version {
+            // Format 2: the span owns 1 ..= the segments left from `i` to the pool's end.
+            2 => (1..=(sb.segment_count - i) as u64).contains(&h.span),
+            // Format 1: no spans on the media (0), decoded as 1.
+            _ => h.span == 0,
+        };
     let got = format::decode_segment(media, sb, i);
-    assert_eq!(got, valid.then_some(h), "segment {i} at {off:#x}");
+    let want = SegmentHeader { span: h.span.max(1), ..h };
+    assert_eq!(got, valid.then_some(want), "segment {i} at {off:#x} (format {})", sb.format_version);
     got
 }
 
@@ -233,7 +249,8 @@ fn segment_header(b: &mut Bytes) {
         h.checksum = h.compute_checksum();
     }
     let flip = flip_of(b, 64);
-    let sb = small_superblock(pool_id, SEGMENT_MIN, count, lanes, 0);
+    let version = if sel & 128 != 0 { 1 } else { FORMAT_VERSION };
+    let sb = small_superblock_v(version, pool_id, SEGMENT_MIN, count, lanes, 0);
     let media = VecMedia::zeroed(sb.pool_len as usize);
     media.poke(0, bytemuck::bytes_of(&sb));
     let off = sb.segment_off(i) as usize;
@@ -274,10 +291,12 @@ fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -
     let Some(end) = end.filter(|&e| e <= unit_end) else { return bounds };
     // FORMAT.md: a full object has flags, depth and object_len 0; a delta (flags 1) needs
     // the pool's delta flag (2), depth 1..=255, a payload of at least 64 bytes and an
-    // object_len no larger than a segment.
+    // object_len no larger than the largest unit: the data of the longest span (format
+    // 2: every segment of the pool, less the header line; format 1: one segment's).
+    let max_unit = if sb.format_version >= 2 { sb.segment_count as u64 } else { 1 } * sb.segment_len - 64;
     let kind_ok = match h.flags {
         0 => h.depth == 0 && h.object_len == 0,
-        1 => sb.flags & 2 != 0 && (1..=255).contains(&h.depth) && h.payload_len >= 64 && h.object_len <= sb.segment_len,
+        1 => sb.flags & 2 != 0 && (1..=255).contains(&h.depth) && h.payload_len >= 64 && h.object_len <= max_unit,
         _ => false,
     };
     if !kind_ok {
@@ -471,7 +490,8 @@ fn unit_round_trip(b: &mut Bytes) {
     for k in 0..n {
         let name_len = b.u8() as usize % NAME_MAX + 1;
         let name: Vec<u8> = (0..name_len).map(|j| b'a' + ((j + k) % 26) as u8).collect();
-        let len = b.u16() as usize % 1500;
+        // sel bit 2: objects of up to 12000 bytes, so the batch may span 2 or 3 segments.
+        let len = b.u16() as usize % if sel & 4 != 0 { 12000 } else { 1500 };
         payloads.push(crate::fill(pool_id.wrapping_add(k as u64), len));
         let bump = b.u8();
         versions.push((bump != 0).then_some(bump as u64 * 3));
@@ -508,15 +528,18 @@ fn unit_round_trip(b: &mut Bytes) {
     let vs = match pool.put_batch(lane, &objects) {
         Ok(vs) => vs,
         Err(Error::VersionNotIncreasing { .. } | Error::TooLarge { .. }) => return,
+        // A spanning unit after the `pre` puts' segment: 3 segments hold at most 2 more.
+        Err(Error::Full | Error::Fragmented { .. }) if sel & 4 != 0 => return,
         Err(e) => panic!("put_batch: {e:?}"),
     };
     let sb = *pool.superblock();
     let first = pool.stat(&names[0], vs[0]).expect("stat");
     drop(pool);
     let unit_off = first.offset - object_head_len(names[0].len()) - LINE;
-    let seg_off = DATA_OFF + (unit_off - DATA_OFF) / segment_len * segment_len;
-    let seg_end = seg_off + segment_len;
     let seq = pre as u64;
+    // The unit's segment, or span: its end is where the unit's bounds are checked.
+    let (found_off, seg_end) = find_unit(&media, &sb, lane, seq).expect("the unit just written is on its lane");
+    assert_eq!(found_off, unit_off, "unit {seq} of lane {lane}");
     // Decode what the put wrote.
     let h = match decode_unit_outcome(&media, &sb, lane, seq, unit_off, seg_end) {
         UnitOutcome::Committed(h) => h,
@@ -525,6 +548,7 @@ fn unit_round_trip(b: &mut Bytes) {
     let unit_len =
         64 + names.iter().zip(&payloads).map(|(n, p)| format::object_len(n.len(), p.len() as u64)).sum::<u64>();
     assert_eq!((h.seq, h.lane, h.object_count as usize, h.unit_len), (seq, lane, n, unit_len));
+    assert!(unit_off + unit_len <= seg_end, "unit {unit_off:#x}+{unit_len} past its span's end {seg_end:#x}");
     let objs = check_objects(&media, &sb, &h, unit_off);
     assert_eq!(objs.len(), n);
     let mut spans = Vec::new(); // checked bytes of each object: header + name

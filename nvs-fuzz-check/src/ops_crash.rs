@@ -32,7 +32,7 @@
 
 use crate::fill;
 use arbitrary::{Arbitrary, Unstructured};
-use nvs_core::internals::format::{object_head_len, object_len};
+use nvs_core::internals::format::{decode_segment, object_head_len, object_len};
 use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, NAME_MAX};
 use nvs_sim::{fence_points, Chooser, CrashView, SimMedia};
 use std::collections::BTreeMap;
@@ -105,11 +105,12 @@ impl RawOp {
                 let objects = (0..extra % 9)
                     .map(|j| Obj {
                         name: name.wrapping_add(j * 5),
-                        len: derived(j as u64 + 10, 1500) as u16,
+                        len: derived(j as u64 + 10, 4000) as u16,
                         version: ver(derived(j as u64 + 20, 256) as u8),
                     })
                     .collect();
-                Op::Batch { lane, objects }
+                // Extra bit 7: objects of up to 4000 bytes (a batch spanning segments).
+                Op::Batch { lane, objects, big: extra & 0x80 != 0 }
             }
             16 => Op::Reclaim { keep: extra % 4 },
             17 => Op::Close { lane },
@@ -180,6 +181,8 @@ pub enum Op {
     Batch {
         lane: u8,
         objects: Vec<Obj>,
+        /// Objects of up to 4000 bytes (else 1500).
+        big: bool,
     },
     /// `Pool::close_lane`: an end-of-stream unit (no objects) on the lane.
     Close {
@@ -343,16 +346,49 @@ fn pool_lane_infos<M: Media>(pool: &Pool<M, HeapMemory>, lanes: u32) -> Vec<(u64
     (0..lanes).map(|l| pool.lane_info(l).map_or((0, false), |i| (i.units, i.closed))).collect()
 }
 
-/// The plain model: acknowledged objects, each lane's next sequence number.
+/// The plain model: acknowledged objects, and each lane's room left in its segment (or
+/// span), which says whether its next unit claims new segments.
 struct Model {
     segment_len: u64,
+    segment_count: u64,
     lanes: u32,
     objects: Objects,
+    /// Per lane: bytes left between its tail and its segment's (span's) end; 0 for a lane
+    /// without a segment (any unit claims). `None` once unknown (not in this checker).
+    room: Vec<Option<u64>>,
 }
 
 impl Model {
-    fn new(segment_len: u64, lanes: u32) -> Model {
-        Model { segment_len, lanes, objects: Objects::new() }
+    fn new(segment_len: u64, segment_count: u64, lanes: u32) -> Model {
+        Model { segment_len, segment_count, lanes, objects: Objects::new(), room: vec![Some(0); lanes as usize] }
+    }
+
+    /// Format 2: the largest unit is the data of a span over the whole pool.
+    fn max_unit(&self) -> u64 {
+        self.segment_count * self.segment_len - 64
+    }
+
+    /// Segments a unit of `unit` bytes claims: its span's header line comes first.
+    fn span_for(&self, unit: u64) -> u64 {
+        (unit + 64).div_ceil(self.segment_len)
+    }
+
+    /// The unit `req` writes, with every object stored in full (a marker: one line).
+    fn unit_len(&self, req: &Req) -> u64 {
+        64 + req.objs.iter().map(|o| object_len(o.name.len().min(NAME_MAX), o.bytes().len() as u64)).sum::<u64>()
+    }
+
+    /// A lane's room after a unit of `unit` bytes: in its segment, or in a new span.
+    fn advance(&mut self, lane: u32, unit: u64, claimed: bool) {
+        let span = self.span_for(unit);
+        let seg = self.segment_len;
+        if let Some(room) = self.room.get_mut(lane as usize) {
+            *room = match (claimed, *room) {
+                (true, _) => Some(span * seg - 64 - unit),
+                (false, Some(r)) => Some(r.checked_sub(unit).expect("a unit past its segment's end")),
+                (false, None) => None,
+            };
+        }
     }
 
     /// The name's latest version held (retention may have released older ones, or all).
@@ -397,15 +433,16 @@ impl Model {
             };
             versions.push(v);
             let len = o.bytes().len() as u64;
-            // Segment header, unit header, object header + name, payload: one segment.
-            let max = self.segment_len.saturating_sub(128 + object_head_len(o.name.len().min(NAME_MAX)));
+            // Format 2: a span's header, the unit header, object header + name, payload,
+            // in a span over the whole pool; rounded down to a line.
+            let max = (self.max_unit() - 64).saturating_sub(object_head_len(o.name.len().min(NAME_MAX))) & !63;
             if len > max {
                 errs.push(Error::TooLarge { len_bytes: len, max_bytes: max });
             }
             unit += object_len(o.name.len().min(NAME_MAX), len);
         }
-        if unit > self.segment_len - 64 {
-            errs.push(Error::TooLarge { len_bytes: unit, max_bytes: self.segment_len - 128 });
+        if unit > self.max_unit() {
+            errs.push(Error::TooLarge { len_bytes: unit, max_bytes: self.max_unit() - 64 });
         }
         if errs.is_empty() {
             Ok(versions)
@@ -426,7 +463,13 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
         Op::Put { lane, name, len, version } => {
             let name = name_of(*name);
             let version = explicit(&name, *version);
-            let parts = vec![fill(seed, *len as usize % 4200)];
+            // Length bit 15: half a segment to three (spans of 1 to 3 segments).
+            let seg = model.segment_len as usize;
+            let n = match *len & 0x8000 {
+                0 => *len as usize % 4200,
+                _ => seg / 2 + (*len as usize & 0x7fff) % (2 * seg + seg / 2),
+            };
+            let parts = vec![fill(seed, n)];
             Req {
                 call: Call::Put,
                 lane: *lane as u32 % (model.lanes + 1),
@@ -454,7 +497,9 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
             Req { call: Call::Delta, lane, objs: vec![o] }
         }
         Op::Vectored { lane, name, parts } => {
-            let lens: Vec<usize> = parts.iter().take(MAX_PARTS).map(|&l| l as usize % 700).collect();
+            // Name bit 7 (unused by `name_of`): slices of up to 3000 bytes, spanning.
+            let most = if name & 0x80 != 0 { 3000 } else { 700 };
+            let lens: Vec<usize> = parts.iter().take(MAX_PARTS).map(|&l| l as usize % most).collect();
             let all = fill(seed, lens.iter().sum());
             let mut at = 0;
             let parts = lens
@@ -467,7 +512,8 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
             let o = ReqObj { name: name_of(*name), parts, version: None, delta: None };
             Req { call: Call::Vectored, lane: *lane as u32 % (model.lanes + 1), objs: vec![o] }
         }
-        Op::Batch { lane, objects } => {
+        Op::Batch { lane, objects, big } => {
+            let most = if *big { 4000 } else { 1500 };
             let objs = objects
                 .iter()
                 .take(MAX_BATCH)
@@ -475,7 +521,7 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
                 .map(|(k, o)| {
                     let name = name_of(o.name);
                     let version = explicit(&name, o.version);
-                    let parts = vec![fill(seed ^ ((k as u64 + 1) << 40), o.len as usize % 1500)];
+                    let parts = vec![fill(seed ^ ((k as u64 + 1) << 40), o.len as usize % most)];
                     ReqObj { name, parts, version, delta: None }
                 })
                 .collect();
@@ -551,6 +597,27 @@ fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Resul
     }
 }
 
+/// The pool's segments as its media says, in index order (true: free): a valid header
+/// of this pool owns its span. Between ops nothing else is in use (a released segment's
+/// header is invalidated before the reclaim returns); checked against `free_segments`.
+fn free_map<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<bool> {
+    let sb = *pool.superblock();
+    let mut free = vec![true; sb.segment_count as usize];
+    let mut i = 0u32;
+    while i < sb.segment_count {
+        match decode_segment(pool.media(), &sb, i) {
+            Some(h) => {
+                free[i as usize..(i as u64 + h.span) as usize].fill(false);
+                i += h.span as u32;
+            }
+            None => i += 1,
+        }
+    }
+    let n = free.iter().filter(|&&f| f).count() as u32;
+    assert_eq!(pool.free_segments(), n, "free segments: the pool's count against its headers {free:?}");
+    free
+}
+
 /// Everything a pool holds.
 fn contents<M: Media>(pool: &Pool<M, HeapMemory>) -> Objects {
     let mut out = Objects::new();
@@ -584,7 +651,8 @@ fn stale_bytes(input: &Input, len: usize, segment_len: u64, lanes: u32) -> Vec<u
         let opts = options(input.pool_id ^ 1, segment_len, lanes, false);
         let mut pool = Pool::format(img.region(), opts, HeapMemory::new()).expect("format the stale pool");
         small_deltas(&mut pool);
-        let model = Model::new(segment_len, lanes);
+        let segments = (len as u64 - 4096) / segment_len;
+        let model = Model::new(segment_len, segments, lanes);
         for (i, op) in input.stale.iter().take(MAX_STALE).enumerate() {
             if let Some(req) = request(op, &model, 0xBAD0_0000 + i as u64) {
                 let _ = issue(&mut pool, &req);
@@ -609,6 +677,7 @@ fn reclaim(sim: &SimMedia, pool: &mut Pool<&SimMedia, HeapMemory>, model: &mut M
     let start = sim.point();
     let r = pool.reclaim(keep);
     let end = sim.point();
+    free_map(pool);
     let after_infos = pool_lane_infos(pool, lanes);
     let after = contents(pool);
     match r {
@@ -645,6 +714,12 @@ fn reclaim(sim: &SimMedia, pool: &mut Pool<&SimMedia, HeapMemory>, model: &mut M
             1 => {
                 assert_eq!(a.1, b.1, "lane {l}: a truncate unit changed whether the lane is closed");
                 units.push(Unit { lane: l, kind: UnitKind::Truncate(mine) });
+                // One line, in the lane's segment or in a new one.
+                let claims = model.room[l as usize].map(|r| r < 64);
+                model.advance(l, 64, claims.unwrap_or(false));
+                if claims.is_none() {
+                    model.room[l as usize] = None;
+                }
             }
             n => panic!("lane {l}: {n} units from one reclaim"),
         }
@@ -674,7 +749,7 @@ pub fn check(input: &Input) {
     let mut pool = Pool::format(&sim, opts, HeapMemory::new()).expect("format");
     small_deltas(&mut pool);
     let formatted = sim.point();
-    let mut model = Model::new(segment_len, lanes);
+    let mut model = Model::new(segment_len, segments, lanes);
     let mut done: Vec<Done> = Vec::new();
     let committed = |done: &[Done]| apply(lanes, done.iter().flat_map(|d| d.units.iter()));
     for (i, op) in input.ops.iter().take(MAX_OPS).enumerate() {
@@ -701,13 +776,55 @@ pub fn check(input: &Input) {
             continue;
         };
         let plan = model.plan(&req);
+        // Space: whether the unit claims (it does not fit the lane's room), and what a
+        // claim of its span finds (the media's segment headers say which are free).
+        let unit = model.unit_len(&req);
+        let needed = model.span_for(unit);
+        let free = free_map(&pool);
+        let free_before = free.iter().filter(|&&f| f).count() as u64;
+        let claim_err = if free_before < needed {
+            Some(Error::Full)
+        } else if !free.windows(needed as usize).any(|w| w.iter().all(|&f| f)) {
+            Some(Error::Fragmented { needed: needed as u32, free: free_before as u32 })
+        } else {
+            None
+        };
+        // Some(true): it claims; Some(false): it does not; None: unknown (a delta's
+        // stored size is the planner's; when it claims, it is stored in full).
+        let room = model.room.get(req.lane as usize).copied().flatten();
+        let claims = match (room, req.call) {
+            (Some(r), _) if unit <= r => Some(false),
+            (Some(_), Call::Delta) => None,
+            (Some(_), _) => Some(true),
+            (None, _) => None,
+        };
         let start = sim.point();
         let got = issue(&mut pool, &req);
         let end = sim.point();
+        let free_after = free_map(&pool).iter().filter(|&&f| f).count() as u64;
         match (got, plan) {
             (Ok(vs), Ok(want)) => {
                 assert_eq!(vs, want, "versions of {req:?}");
                 let seq = pool.lane_info(req.lane).map_or(0, |l| l.units) - 1;
+                // What the unit took: its length as stored (a delta's from its stat).
+                let stored = match (req.call, &req.objs[..]) {
+                    (Call::Delta, [o]) => {
+                        let st = pool.stat(&o.name, vs[0]).expect("stat of a delta put");
+                        64 + object_len(o.name.len(), st.stored_bytes)
+                    }
+                    _ => unit,
+                };
+                let claimed = free_after != free_before;
+                assert!(
+                    claims.is_none_or(|c| c == claimed),
+                    "{req:?}: claimed {claimed}, room {room:?}, unit {stored}"
+                );
+                if claimed {
+                    assert_eq!(stored, unit, "{req:?}: a unit that claims stores its deltas in full");
+                    assert_eq!(claim_err, None, "{req:?} claimed {needed} segments, free map {free:?}");
+                    assert_eq!(free_before - free_after, needed, "{req:?}: segments claimed for {unit} bytes");
+                }
+                model.advance(req.lane, stored, claimed);
                 let kind = if req.call == Call::Close {
                     UnitKind::Close
                 } else {
@@ -724,10 +841,21 @@ pub fn check(input: &Input) {
             (Ok(vs), Err(errs)) => panic!("{req:?} succeeded with {vs:?}, expected one of {errs:?}"),
             (Err(e), plan) => {
                 let allowed = match &plan {
-                    Ok(_) => matches!(e, Error::Full),
-                    Err(errs) => errs.iter().any(|x| discriminant(x) == discriminant(&e)),
+                    // Out of space: only where the unit claims, and exactly what its claim
+                    // finds (Full: fewer free segments than its span; Fragmented: enough,
+                    // but no run that long).
+                    Ok(_) => claims != Some(false) && claim_err == Some(e),
+                    Err(errs) => errs.iter().any(|x| match x {
+                        Error::TooLarge { .. } => *x == e,
+                        _ => discriminant(x) == discriminant(&e),
+                    }),
                 };
-                assert!(allowed, "{req:?} failed with {e:?}, expected {plan:?}");
+                assert!(
+                    allowed,
+                    "{req:?} failed with {e:?}, expected {plan:?} (claims {claims:?}, room {room:?}, unit {unit}, \
+                     span {needed}, free map {free:?})"
+                );
+                assert_eq!(free_after, free_before, "a refused op ({e}) claimed segments");
                 let stores = &sim.events()[start..end];
                 assert!(start == end || stored_ahead(stores, &req, &e), "a refused op ({e}) stored: {stores:?}");
             }
@@ -801,7 +929,10 @@ pub fn check(input: &Input) {
     let mut pool = Pool::open(&sim2, HeapMemory::new()).expect("open the crash image for writing");
     assert_eq!(contents(&pool), recovered, "a writable open recovered something else");
     let lane = lane as u32 % lanes;
-    let bytes = fill(0xAF7E_0000 ^ len as u64, len as usize % 2000);
+    // Length bit 10: a segment more (a span of 2).
+    let more = if len & 0x400 != 0 { segment_len as usize } else { 0 };
+    let bytes = fill(0xAF7E_0000 ^ len as u64, len as usize % 2000 + more);
+    let free = free_map(&pool);
     let lane_seq = pool.lane_info(lane).map_or(0, |i| i.units);
     let last = recovered.values().filter(|s| s.lane == lane).map(|s| s.seq + 1).max().unwrap_or(0);
     assert!(last <= lane_seq, "lane {lane}: objects of unit {last} but {lane_seq} units");
@@ -812,8 +943,16 @@ pub fn check(input: &Input) {
             want.insert((b"after".to_vec(), 1), Stored { bytes, lane, seq: lane_seq });
             true
         }
-        Err(Error::Full) => false,
-        Err(e) => panic!("put after recovery: {e:?}"),
+        // No room: exactly what a claim of its span finds (see the ops above).
+        Err(Error::Full) if free.iter().filter(|&&f| f).count() < (more > 0) as usize + 1 => false,
+        Err(Error::Fragmented { needed: 2, free: n })
+            if more > 0
+                && n as usize == free.iter().filter(|&&f| f).count()
+                && !free.windows(2).any(|w| w == [true, true]) =>
+        {
+            false
+        }
+        Err(e) => panic!("put after recovery: {e:?} (free map {free:?})"),
     };
     drop(pool);
     // A second crash (when the length's top bits ask for one): at a fence point of the
@@ -861,6 +1000,7 @@ mod tests {
                     Obj { name: 2, len: 0, version: Ver::Auto },
                     Obj { name: 1, len: 65, version: Ver::Auto },
                 ],
+                big: false,
             },
             Op::Reopen,
             Op::Put { lane: 0, name: 4, len: 3000, version: Ver::Max },
@@ -890,6 +1030,52 @@ mod tests {
         };
         for crash in 0..400 {
             for persist in [0, 255, 100] {
+                input.crash = if crash % 2 == 0 { Crash::AtEvent(crash / 2) } else { Crash::BeforeFence(crash / 2) };
+                input.persist_rest = persist;
+                check(&input);
+            }
+        }
+    }
+
+    /// Spans: units of 2 and 3 segments, a crash at every point inside them, and a pool
+    /// whose free segments are not side by side (Fragmented), then too few (Full).
+    #[test]
+    fn every_crash_point_of_spanning_units() {
+        let big = |n: u16| 0x8000 | (n - 2048); // a Put of n bytes (4 KiB segments)
+        let ops = vec![
+            Op::Put { lane: 0, name: 0, len: 3000, version: Ver::Auto }, // segment 0
+            Op::Put { lane: 1, name: 1, len: 3000, version: Ver::Auto }, // segment 1
+            Op::Put { lane: 0, name: 0, len: 3000, version: Ver::Auto }, // segment 2
+            Op::Put { lane: 1, name: 2, len: 100, version: Ver::Auto },  // segment 1
+            Op::Reclaim { keep: 1 },                                     // frees segment 0
+            Op::Put { lane: 1, name: 1, len: big(5000), version: Ver::Auto }, // Fragmented { 2, 2 }
+            Op::Put { lane: 1, name: 1, len: big(9000), version: Ver::Auto }, // Full
+            Op::Reopen,
+            Op::Put { lane: 0, name: 0, len: big(7000), version: Ver::Auto }, // Fragmented
+            Op::Reclaim { keep: 0 },
+            Op::Put { lane: 1, name: 3, len: big(6000), version: Ver::Auto }, // a span of 2
+            Op::Refresh,
+            Op::Batch {
+                lane: 1,
+                objects: vec![
+                    Obj { name: 1, len: 3999, version: Ver::Auto },
+                    Obj { name: 2, len: 2500, version: Ver::Auto },
+                ],
+                big: true,
+            },
+        ];
+        let mut input = Input {
+            geometry: 0x12, // 4 segments of 4 KiB, 2 lanes
+            pool_id: 91,
+            stale: ops.clone(),
+            ops,
+            crash: Crash::AtEvent(0),
+            persist_bits: Vec::new(),
+            persist_rest: 0,
+            after: Some((0, 0x400 | 900)),
+        };
+        for crash in 0..300 {
+            for persist in [0, 255, 77] {
                 input.crash = if crash % 2 == 0 { Crash::AtEvent(crash / 2) } else { Crash::BeforeFence(crash / 2) };
                 input.persist_rest = persist;
                 check(&input);

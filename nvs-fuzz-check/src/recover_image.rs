@@ -12,8 +12,11 @@
 //! 3. recovery is deterministic: a refresh of the open pool and a second read-only open
 //!    give the same answer, and one with a small fixed index the same answer or
 //!    `IndexFull`;
-//! 4. if `Ok`: open for writing (same answer, no store), put an object and a batch
-//!    (`Ok` or a clean refusal), read them back, reopen: `Ok` with every put present
+//! 4. if `Ok` and format 1 (read-only in this build): opening for writing is refused
+//!    with `OldFormat { found: 1 }` and stores nothing;
+//! 5. if `Ok` and format 2: open for writing (same answer, no store), put an object, a
+//!    batch and an object larger than a segment (a span; `Ok` or a clean refusal:
+//!    `Full`, `Fragmented`, `TooLarge`), read them back, reopen: `Ok` with every put present
 //!    byte-exact and everything recovered before still there, or a `Corrupted` error —
 //!    never a panic. (Damaged media may legitimately hold units that become visible
 //!    after a write; see the note at [`write_phase`].)
@@ -59,7 +62,19 @@ pub fn run(data: &[u8]) {
     }
     assert_eq!(img.bytes(), before, "a read-only open changed the media");
     if let Outcome::Ok { seen, .. } = first {
-        write_phase(&mut img, seen, data);
+        let version = nvs_core::internals::format::decode_superblock(&crate::VecMedia::from_bytes(before.clone()))
+            .expect("opened")
+            .format_version;
+        if version < nvs_core::internals::format::FORMAT_VERSION {
+            // An older format: read, never written (no store, and the same error again).
+            for _ in 0..2 {
+                let r = Pool::open(img.region(), HeapMemory::new()).map(|_| ());
+                assert_eq!(r, Err(Error::OldFormat { found: version }), "a format {version} pool opened for writing");
+            }
+            assert_eq!(img.bytes(), before, "a refused writable open changed the media");
+        } else {
+            write_phase(&mut img, seen, data);
+        }
     }
 }
 
@@ -90,9 +105,11 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
         return b;
     }
     let count = ((b.len().saturating_sub(4096)) / seg_len).min(sb.segment_count as usize);
-    for i in 0..count {
+    let mut i = 0;
+    while i < count {
         let seg = 4096 + i * seg_len;
         let mut h: SegmentHeader = bytemuck::pod_read_unaligned(&b[seg..seg + 64]);
+        i += 1;
         if h.magic != SEGMENT_MAGIC {
             continue;
         }
@@ -100,11 +117,20 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
             h.checksum = h.compute_checksum();
             b[seg..seg + 64].copy_from_slice(bytemuck::bytes_of(&h));
         }
+        // Format 2: the header owns `span` segments (units run through the covered
+        // segments' first lines, which are not headers); a span field out of range
+        // (damaged, or forged by the fuzzer) is left for recovery to refuse.
+        let span = match sb.format_version {
+            2 if (1..=(count - i + 1) as u64).contains(&h.span) => h.span as usize,
+            _ => 1,
+        };
+        i += span - 1;
+        let seg_end = seg + span * seg_len;
         let mut off = seg + 64;
-        while sel & 4 != 0 && off + 64 <= seg + seg_len {
+        while sel & 4 != 0 && off + 64 <= seg_end {
             let mut u: UnitHeader = bytemuck::pod_read_unaligned(&b[off..off + 64]);
             let len = u.unit_len as usize;
-            if u.lane != h.lane || len < 64 || !len.is_multiple_of(64) || len > seg + seg_len - off {
+            if u.lane != h.lane || len < 64 || !len.is_multiple_of(64) || len > seg_end - off {
                 break;
             }
             u.checksum = u.compute_checksum(sb.pool_id);
@@ -185,7 +211,10 @@ fn walk<M: Media, X: IndexMemory>(pool: &Pool<M, X>) -> Seen {
             assert_eq!(pool.stat(&name, v.version), Ok(v));
             assert!(v.lane < sb.lanes_max, "object on lane {} of {}", v.lane, sb.lanes_max);
             assert!(v.offset >= nvs_core::internals::format::DATA_OFF && v.offset + v.stored_bytes <= sb.pool_len);
-            assert!(v.depth == 0 || v.len_bytes <= sb.segment_len, "delta longer than a segment");
+            // A delta's object is no longer than the largest unit (format 2: the data of a
+            // span over the whole pool; format 1: of one segment).
+            let max_unit = if sb.format_version >= 2 { sb.segment_count as u64 } else { 1 } * sb.segment_len - 64;
+            assert!(v.depth == 0 || v.len_bytes <= max_unit, "delta longer than the largest unit");
             buf.resize(v.len_bytes as usize, 0);
             let got = match pool.get(&name, v.version, &mut buf) {
                 Ok(n) => {
@@ -259,7 +288,7 @@ fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
     let mut written: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
     let note = |r: nvs_core::Result<u64>, name: &[u8], bytes: &[u8], written: &mut Vec<_>| match r {
         Ok(v) => written.push((name.to_vec(), v, bytes.to_vec())),
-        Err(Error::Full | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
+        Err(Error::Full | Error::Fragmented { .. } | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
         Err(e) => panic!("put on a recovered image: {e:?}"),
     };
     let r = pool.put(0, Object::new(b"fuzz", payload)).map(|p| p.version);
@@ -271,10 +300,18 @@ fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
             written.push((b"fuzz-a".to_vec(), vs[0], a.to_vec()));
             written.push((b"fuzz-b".to_vec(), vs[1], [b, a].concat()));
         }
-        Err(Error::Full | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
+        Err(Error::Full | Error::Fragmented { .. } | Error::TooLarge { .. } | Error::VersionNotIncreasing { .. }) => {}
         Err(e) => panic!("batch on a recovered image: {e:?}"),
     }
-    let mut buf = vec![0u8; 2 * payload.len()];
+    // A unit larger than one segment (a span of 2, if the pool has 2 segments side by
+    // side free): the input's bytes repeated.
+    let seg_len = pool.superblock().segment_len as usize;
+    let big: Vec<u8> = data.iter().copied().cycle().take(seg_len + 200).collect();
+    if !data.is_empty() {
+        let r = pool.put(0, Object::new(b"fuzz-span", &big)).map(|p| p.version);
+        note(r, b"fuzz-span", &big, &mut written);
+    }
+    let mut buf = vec![0u8; 2 * payload.len() + big.len()];
     for (name, v, bytes) in &written {
         let n = pool.get(name, *v, &mut buf).expect("get what was just put");
         assert_eq!(&buf[..n], &bytes[..], "read back what was just put");

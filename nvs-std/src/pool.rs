@@ -43,7 +43,7 @@ pub enum Access {
 pub struct CreateOptions {
     /// Segment size in bytes; `None`: nvs-core's default (see
     /// [`nvs_core::FormatOptions::new`]: the largest power of two not above 1/16 of the
-    /// pool, 4 KiB to 64 MiB). An object must fit in one segment.
+    /// pool, 4 KiB to 64 MiB). An object larger than a segment takes several side by side.
     pub segment_len: Option<u64>,
     /// Writer lanes, 1..=256.
     pub lanes_max: u32,
@@ -64,15 +64,15 @@ impl Default for CreateOptions {
 
 impl CreateOptions {
     /// The defaults: nvs-core's segment size (the largest power of two not above 1/16
-    /// of the pool, 4 KiB to 64 MiB — an object must fit in one segment), 64 lanes, no
+    /// of the pool, 4 KiB to 64 MiB), 64 lanes, no
     /// payload checksums, the durability the file calls for ([`Durability::default_for`]),
     /// no pre-faulting.
     pub const fn new() -> Self {
         CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: false, durability: None, populate: false }
     }
 
-    /// Segments of `bytes` (a multiple of 64, 4 KiB to 1 TiB): the largest object a pool
-    /// holds is a little under one segment.
+    /// Segments of `bytes` (a multiple of 64, 4 KiB to 1 TiB): the unit of allocation
+    /// and of retention; an object larger than one takes a span of consecutive ones.
     pub const fn segment_len(mut self, bytes: u64) -> Self {
         self.segment_len = Some(bytes);
         self

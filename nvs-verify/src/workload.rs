@@ -549,6 +549,47 @@ pub fn families() -> Vec<Family> {
         Setup { payload_checksum: true, ..Setup::small() },
         sequences(2),
     ));
+    // Spans (format 2): units of 2 and 3 segments (puts, vectored, batches, a delta of a
+    // large object) among small puts, reopens and reclaims, on fresh media and over an
+    // earlier pool's bytes. 4 KiB segments: 5000 bytes take 2, 9000 take 3.
+    let span_kinds = |k: usize| match k {
+        0 => Op::Put { lane: 0, size: 5000 },
+        1 => Op::Put { lane: 1, size: 9000 },
+        2 => Op::Batch { lane: 0, sizes: vec![3000, 2500] },
+        3 => Op::Vectored { lane: 1, sizes: vec![4000, 7, 1500] },
+        4 => Op::Put { lane: 0, size: 100 },
+        5 => Op::Reopen,
+        6 => Op::Reclaim { keep: 1 },
+        _ => Op::Delta { lane: 0, size: 6000, changes: vec![(100, 10), (5000, 64)] },
+    };
+    let span_setup = Setup { segments: 10, ..Setup::small() };
+    let mut span = Vec::new();
+    for a in 0..4 {
+        for b in 0..8 {
+            span.push(vec![span_kinds(a), span_kinds(b)]);
+            for c in [0, 1, 4, 6, 7] {
+                span.push(vec![span_kinds(a), span_kinds(b), span_kinds(c)]);
+            }
+        }
+    }
+    // A lane's spans released by retention and their segments reused by a span again.
+    for k in [0usize, 1, 2] {
+        span.push(vec![span_kinds(k), span_kinds(k), span_kinds(k), span_kinds(6), span_kinds(k), span_kinds(5)]);
+    }
+    span.push(vec![span_kinds(7), span_kinds(7), span_kinds(6), span_kinds(7), span_kinds(5), span_kinds(7)]);
+    fams.push(family(
+        "span",
+        "units spanning 2 and 3 segments, with reclaims, deltas and reopens",
+        span_setup.clone(),
+        span.clone(),
+    ));
+    span.retain(|w| w.len() <= 2);
+    fams.push(family(
+        "span-stale",
+        "the same over an earlier pool's bytes",
+        Setup { stale: true, ..span_setup.clone() },
+        span,
+    ));
     // Format over fresh media and over earlier pools (each ran its workload and more).
     let mut format =
         family("format", "a crash inside format, on fresh media and over an earlier pool", Setup::small(), vec![]);
@@ -607,6 +648,13 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
         "end-of-stream markers, crash, then a put and a close",
         close,
         vec![put(0, 77), Op::Close { lane: 0 }, put(1, 9)],
+    );
+    let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(2).cloned().collect();
+    add(
+        "span2",
+        "spans, crash, then a span on each lane and a reclaim",
+        span,
+        vec![put(0, 5000), put(1, 9000), Op::Reclaim { keep: 1 }],
     );
     let delta: Vec<Workload> = of("delta").iter().step_by(6).cloned().collect();
     add(

@@ -18,31 +18,23 @@ pub const FREE: u32 = u32::MAX;
 /// valid on the media (a writer invalidates it before the segment is reused).
 pub const RELEASED: u64 = u64::MAX;
 
-/// The first of `span` consecutive free slots of `segs` (in index order), searching
-/// from `cursor` (wrapping to the start once; a run never wraps).
+/// The first of `span` consecutive free slots of `segs` (in index order): the first
+/// run from `cursor` on, else the first from the start (a run never wraps).
 fn find_free(segs: &[SegSlot], cursor: u32, span: u32) -> Result<u32> {
     let count = segs.len() as u32;
     let free = |i: u32| segs[i as usize].lane == FREE;
     if span == 1 {
         return (0..count).map(|k| (cursor + k) % count).find(|&i| free(i)).ok_or(Error::Full);
     }
-    let mut run = 0u32;
-    for i in (cursor..count).chain(0..count) {
-        if i == cursor && run > 0 {
-            break; // back where the search started
-        }
-        run = if free(i) {
-            if i == 0 {
-                1
-            } else {
-                run + 1
-            }
-        } else {
-            0
-        };
-        if run == span {
-            return Ok(i + 1 - span);
-        }
+    let run_in = |from: u32| {
+        let mut run = 0u32;
+        (from..count).find(|&i| {
+            run = if free(i) { run + 1 } else { 0 };
+            run == span
+        })
+    };
+    if let Some(end) = run_in(cursor).or_else(|| run_in(0)) {
+        return Ok(end + 1 - span);
     }
     let free_count = segs.iter().filter(|g| g.lane == FREE).count() as u32;
     Err(if free_count < span { Error::Full } else { Error::Fragmented { needed: span, free: free_count } })
@@ -154,4 +146,30 @@ pub(crate) fn invalidate_released<M: Media>(media: &M, sb: &Superblock, segs: &m
         *g = SegSlot::free(g.index);
     }
     segs.sort_unstable_by_key(|g| g.index);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(free: &[u32], count: u32) -> heapless::Vec<SegSlot, 16> {
+        (0..count)
+            .map(|i| if free.contains(&i) { SegSlot::free(i) } else { SegSlot { lane: 0, ..SegSlot::free(i) } })
+            .collect()
+    }
+
+    #[test]
+    fn runs_are_found_wherever_they_are() {
+        let s = slots(&[1, 2], 4);
+        assert_eq!(find_free(&s, 2, 2), Ok(1), "a run across the cursor");
+        assert_eq!(find_free(&s, 0, 2), Ok(1));
+        assert_eq!(find_free(&s, 3, 1), Ok(1), "wraps for one segment");
+        let s = slots(&[0, 2, 3, 5, 6, 7], 8);
+        assert_eq!(find_free(&s, 4, 2), Ok(5), "from the cursor first");
+        assert_eq!(find_free(&s, 6, 2), Ok(6));
+        assert_eq!(find_free(&s, 7, 2), Ok(2), "then from the start");
+        assert_eq!(find_free(&s, 0, 3), Ok(5));
+        assert_eq!(find_free(&s, 0, 4), Err(Error::Fragmented { needed: 4, free: 6 }));
+        assert_eq!(find_free(&s, 0, 7), Err(Error::Full));
+    }
 }

@@ -1,0 +1,62 @@
+//! `nvs migrate OLD NEW`: copy every object of a pool of any format this build reads
+//! (format 1 pools open read-only) into a new pool of this build's format.
+
+use super::commands::stdout;
+use super::CliError;
+use nvs_core::Object;
+use nvs_std::{Access, CreateOptions, Durability, FilePool};
+use std::path::Path;
+
+/// Create `new` (never over an existing file) with `old`'s geometry and lanes — or
+/// `size` bytes — and put every version of every name on the lane, in the order, and
+/// grouped in the units (batches) that committed it in `old`, with its version number.
+/// Deltas are stored as full versions (they are rebuilt to be read). Lanes closed in
+/// `old` are closed in `new`. `old` is only read.
+pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>) -> Result<(), CliError> {
+    let src = FilePool::open_with(old, Access::ReadOnly, d)?;
+    let layout = src.layout();
+    let size = size.unwrap_or(layout.pool_len);
+    // Every (lane, seq, name id, version): units in commit order, lane by lane.
+    let mut all = Vec::new();
+    let mut name_buf = [0u8; nvs_core::NAME_MAX];
+    let names: Vec<_> = src.names().collect();
+    for n in &names {
+        let name = src.name_bytes(n.id, &mut name_buf).to_vec();
+        for o in src.versions(&name)? {
+            all.push((o.lane, o.seq, n.id, o.version));
+        }
+    }
+    all.sort_unstable();
+    let mut opts = CreateOptions::new().segment_len(layout.segment_len).lanes_max(layout.lanes_max);
+    opts.durability = d;
+    let mut dst = FilePool::create(new, size, &opts)?;
+    let mut i = 0;
+    while i < all.len() {
+        let (lane, seq) = (all[i].0, all[i].1);
+        let unit: Vec<_> = all[i..].iter().take_while(|o| (o.0, o.1) == (lane, seq)).collect();
+        let mut data = Vec::with_capacity(unit.len());
+        for &&(_, _, id, version) in &unit {
+            let name = src.name_bytes(id, &mut name_buf).to_vec();
+            let bytes = src.get_vec(&name, version)?;
+            data.push((name, version, bytes));
+        }
+        let objects: Vec<Object> = data.iter().map(|(n, v, b)| Object::new(n, b).version(*v)).collect();
+        dst.put_batch(lane, &objects)?;
+        i += unit.len();
+    }
+    for lane in 0..layout.lanes_max {
+        if src.lane_info(lane).is_some_and(|l| l.closed) {
+            dst.close_lane(lane)?;
+        }
+    }
+    dst.close()?;
+    stdout(&format!(
+        "{}: {} objects of {} names copied from {} (format {}) into a format {} pool\n",
+        new.display(),
+        all.len(),
+        names.len(),
+        old.display(),
+        layout.format_version,
+        nvs_core::FORMAT_VERSION
+    ))
+}
