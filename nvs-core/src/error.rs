@@ -207,7 +207,11 @@ impl fmt::Display for Error {
                 write!(f, "version {given} is not greater than the latest version {latest}")
             }
             Error::BatchSize { count } => {
-                write!(f, "a batch holds 1 to {} objects, not {count}", crate::limits::BATCH_MAX)
+                write!(
+                    f,
+                    "a batch holds 1 to {} objects, not {count} (more: put_batch_in, with a plan slot per object)",
+                    crate::limits::BATCH_MAX
+                )
             }
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),

@@ -71,6 +71,7 @@ pub use format::Geometry;
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
 pub use limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, NAME_MAX};
+pub use log::plan::Planned as PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
 pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, RecoveryStats, Versions};

@@ -160,3 +160,32 @@ fn deltas_of_large_objects() {
     let pool = open(&mut ram).unwrap();
     assert_eq!(read(&pool, b"arr", 2), obj, "after reopen");
 }
+
+/// A batch of 10,000 objects is one unit with one commit word (format 2): the plan
+/// lives in the caller's slots; every object reads back after a reopen; too few slots
+/// is `BatchSize` and writes nothing.
+#[test]
+#[cfg_attr(miri, ignore = "10,000 objects: too slow under miri")]
+fn a_batch_of_ten_thousand_objects() {
+    let mut ram = Ram::new((4096 + 64 * (64 << 10)) as usize, 0);
+    let mut pool = format(&mut ram, 64 << 10);
+    let names: Vec<String> = (0..10_000).map(|i| format!("block{i}")).collect();
+    let data: Vec<Vec<u8>> = (0..10_000).map(|i| pattern(i, 100 + (i as usize % 200))).collect();
+    let objs: Vec<Object> = names.iter().zip(&data).map(|(n, d)| Object::new(n.as_bytes(), d)).collect();
+    let before = ram.bytes();
+    let mut few = vec![nvs_core::PlanSlot::default(); 9_999];
+    assert_eq!(pool.put_batch_in(2, &objs, &mut few), Err(Error::BatchSize { count: 10_000 }));
+    assert_eq!(pool.put_batch(2, &objs), Err(Error::BatchSize { count: 10_000 }));
+    assert!(ram.bytes() == before, "a refused batch wrote");
+    let units = pool.stats().units;
+    let mut slots = vec![nvs_core::PlanSlot::default(); 10_000];
+    assert_eq!(pool.put_batch_in(2, &objs, &mut slots), Ok(10_000));
+    assert!(slots.iter().all(|s| s.version() == 1));
+    assert_eq!(pool.stats().units, units + 1, "one unit");
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.stats().objects, 10_000);
+    for (n, d) in names.iter().zip(&data) {
+        assert_eq!(&read(&pool, n.as_bytes(), 1), d, "{n}");
+    }
+}

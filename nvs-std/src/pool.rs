@@ -18,8 +18,8 @@ use crate::durability::{Backing, Durability};
 use crate::error::{Error, Result};
 use crate::media::MappedMedia;
 use nvs_core::{
-    FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, Pool, Put, RecoveryStats,
-    VersionIter, Versions,
+    FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
+    RecoveryStats, VersionIter,
 };
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -344,10 +344,16 @@ impl FilePool {
         Ok(())
     }
 
-    /// Commit `objects` together on `lane`: all or none survive a crash.
-    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+    /// Commit `objects` together on `lane` — any number of them, up to what the pool
+    /// holds — in one unit: all or none survive a crash. Returns their versions.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Vec<u64>> {
         objects.iter().try_for_each(|o| self.check_delta(o))?;
-        self.write(|p| p.put_batch(lane, objects))
+        if objects.len() <= nvs_core::BATCH_MAX {
+            return self.write(|p| p.put_batch(lane, objects)).map(|v| v.to_vec());
+        }
+        let mut slots = vec![PlanSlot::default(); objects.len()];
+        self.write(|p| p.put_batch_in(lane, objects, &mut slots))?;
+        Ok(slots.iter().map(PlanSlot::version).collect())
     }
 
     /// Take `lane` for writing from this thread: several threads, each with its own
@@ -606,10 +612,15 @@ impl FileLane<'_> {
         Ok(put)
     }
 
-    /// Commit `objects` together on this lane.
-    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+    /// Commit `objects` together on this lane (any number: [`FilePool::put_batch`]).
+    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Vec<u64>> {
         objects.iter().try_for_each(|o| self.pool.check_delta(o))?;
-        self.write(|w| w.put_batch(objects))
+        if objects.len() <= nvs_core::BATCH_MAX {
+            return self.write(|w| w.put_batch(objects)).map(|v| v.to_vec());
+        }
+        let mut slots = vec![PlanSlot::default(); objects.len()];
+        self.write(|w| w.put_batch_in(objects, &mut slots))?;
+        Ok(slots.iter().map(PlanSlot::version).collect())
     }
 
     /// Close the lane's stream (an end-of-stream marker).

@@ -266,3 +266,29 @@ fn question_mark_works_across_the_layers() {
     let e = run().expect_err("chunk of 3 bytes is refused");
     assert!(matches!(e.core(), Some(nvs_core::Error::DeltaOptions { .. })), "{e}");
 }
+
+/// Format 2 through FilePool: an object of many segments and a batch of 10,000 objects
+/// (one unit) put, reopened and read back byte-exact, on a lane writer too.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn large_objects_and_large_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.pool");
+    let mut p = FilePool::create(&path, 64 << 20, &CreateOptions::new().segment_len(256 << 10)).unwrap();
+    let big: Vec<u8> = (0..6_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    assert_eq!(p.put(0, Object::new("big", &big)).unwrap().version, 1);
+    let names: Vec<String> = (0..10_000).map(|i| format!("b{i}")).collect();
+    let objs: Vec<Object> = names.iter().map(|n| Object::new(n.as_bytes(), n.as_bytes())).collect();
+    let units = p.stats().units;
+    assert_eq!(p.put_batch(1, &objs).unwrap(), vec![1u64; 10_000]);
+    assert_eq!(p.stats().units, units + 1);
+    let v2 = p.lane(2).unwrap().put_batch(&objs).unwrap();
+    assert_eq!(v2, vec![2u64; 10_000], "a lane writer's batch of 10,000");
+    p.close().unwrap();
+    let p = FilePool::open(&path, Access::ReadOnly).unwrap();
+    assert!(p.get_vec("big", 1).unwrap() == big);
+    for n in names.iter().step_by(97) {
+        assert_eq!(p.get_vec(n, 2).unwrap(), n.as_bytes());
+    }
+    assert_eq!(p.verify().unwrap(), 20_001);
+}

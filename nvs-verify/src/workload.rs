@@ -583,7 +583,6 @@ pub fn families() -> Vec<Family> {
         span_setup.clone(),
         span.clone(),
     ));
-    span.retain(|w| w.len() <= 2);
     fams.push(family(
         "span-stale",
         "the same over an earlier pool's bytes",
@@ -649,13 +648,8 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
         close,
         vec![put(0, 77), Op::Close { lane: 0 }, put(1, 9)],
     );
-    let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(2).cloned().collect();
-    add(
-        "span2",
-        "spans, crash, then a span on each lane and a reclaim",
-        span,
-        vec![put(0, 5000), put(1, 9000), Op::Reclaim { keep: 1 }],
-    );
+    let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(4).cloned().collect();
+    add("span2", "spans, crash, then a span and a reclaim", span, vec![put(0, 5000), Op::Reclaim { keep: 1 }]);
     let delta: Vec<Workload> = of("delta").iter().step_by(6).cloned().collect();
     add(
         "delta2",

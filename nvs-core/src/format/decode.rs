@@ -119,7 +119,8 @@ pub fn decode_unit<M: Media + ?Sized>(
         && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
         && (h.flags == 0 || h.unit_len == LINE)
         && h.reserved[1] == 0
-        && h.object_count as usize <= BATCH_MAX
+        // Format 2: a batch of any size (the unit's length bounds the count).
+        && (h.object_count as usize <= BATCH_MAX || sb.spans())
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len
         && h.unit_len <= seg_end - off;

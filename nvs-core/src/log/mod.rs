@@ -25,13 +25,13 @@ pub(crate) mod write;
 
 use crate::delta::DeltaOptions;
 use crate::error::{Error, Result};
-use crate::format::{Superblock, BATCH_MAX};
+use crate::format::Superblock;
 use crate::index::IndexMemory;
 use crate::media::Media;
 use crate::object::Object;
 use crate::shared::SharedAccess;
 use lane::Lane;
-use plan::Plan;
+use plan::PlanBuf;
 
 /// What the commit path needs of a pool besides the shared state and the lane: the
 /// media and the superblock (both immutable once open).
@@ -53,16 +53,16 @@ impl<M: Media> Writer<'_, M> {
     /// unit is copied and fenced. A unit that creates a new name holds `shared` from
     /// planning to publishing instead: a name's bytes are on the media only once its
     /// unit is written, so no other lane may plan the same new name meanwhile.
-    pub fn commit_unit<X: IndexMemory, const N: usize>(
+    pub fn commit_unit<X: IndexMemory>(
         &self,
         shared: &mut impl SharedAccess<X>,
         l: &mut Lane,
         lane: u32,
         objects: &[Object<'_>],
-        plan: &mut Plan<N>,
+        plan: &mut impl PlanBuf,
     ) -> Result<()> {
         self.check_lane(lane)?;
-        if objects.is_empty() || objects.len() > BATCH_MAX || objects.len() > N {
+        if objects.is_empty() || objects.len() > plan.capacity() {
             return Err(Error::BatchSize { count: objects.len() });
         }
         let ahead = self.store_payload_ahead(l, objects);

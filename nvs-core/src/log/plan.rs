@@ -13,41 +13,106 @@ use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
 use crate::shared::{Shared, SharedAccess};
 
-/// What validation decided for one object of a unit being written.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Planned {
+/// What validation decided for one object of a unit being written. Public as
+/// [`crate::PlanSlot`]: the caller's room for the plan of a batch larger than
+/// [`crate::BATCH_MAX`] objects ([`crate::Pool::put_batch_in`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Planned {
     /// `name_hash` of its name.
-    pub hash: u64,
-    pub version: u64,
+    pub(crate) hash: u64,
+    pub(crate) version: u64,
     /// The object's length.
-    pub len: u64,
+    pub(crate) len: u64,
     /// Its payload's length on the media (`len`, or its delta record's length).
-    pub stored: u64,
+    pub(crate) stored: u64,
     /// The name's slot in the index, or `NONE` if the index does not know the name yet.
-    pub name_id: u32,
+    pub(crate) name_id: u32,
     /// Filled in when the payload is stored (0 when the pool has no payload checksums).
-    pub payload_sum: u64,
+    pub(crate) payload_sum: u64,
     /// Stored as a delta.
-    pub delta: Option<DeltaPlan>,
+    pub(crate) delta: Option<DeltaPlan>,
     /// The payload is on the media already (`Writer::store_payload_ahead`).
-    pub payload_stored: bool,
+    pub(crate) payload_stored: bool,
+}
+
+impl Planned {
+    /// The version this object was committed with (after a successful put).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
 }
 
 /// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
 pub(crate) type Plan<const N: usize> = heapless::Vec<Planned, N>;
+
+/// Where a unit's plan is kept: a [`Plan`] on the stack, or the caller's slots for a
+/// batch of any size ([`SlotPlan`]). Empty when a unit starts.
+pub(crate) trait PlanBuf: core::ops::DerefMut<Target = [Planned]> {
+    /// How many objects it can plan.
+    fn capacity(&self) -> usize;
+    /// One more object; the caller checked the capacity.
+    fn push(&mut self, p: Planned);
+}
+
+impl<const N: usize> PlanBuf for Plan<N> {
+    fn capacity(&self) -> usize {
+        N
+    }
+    fn push(&mut self, p: Planned) {
+        let _ = heapless::Vec::push(self, p);
+    }
+}
+
+/// A plan in the caller's slots.
+pub(crate) struct SlotPlan<'a> {
+    slots: &'a mut [Planned],
+    len: usize,
+}
+
+impl<'a> SlotPlan<'a> {
+    pub fn new(slots: &'a mut [Planned]) -> Self {
+        SlotPlan { slots, len: 0 }
+    }
+}
+
+impl core::ops::Deref for SlotPlan<'_> {
+    type Target = [Planned];
+    fn deref(&self) -> &[Planned] {
+        self.slots.get(..self.len).unwrap_or(&[])
+    }
+}
+
+impl core::ops::DerefMut for SlotPlan<'_> {
+    fn deref_mut(&mut self) -> &mut [Planned] {
+        let len = self.len;
+        self.slots.get_mut(..len).unwrap_or(&mut [])
+    }
+}
+
+impl PlanBuf for SlotPlan<'_> {
+    fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+    fn push(&mut self, p: Planned) {
+        if let Some(slot) = self.slots.get_mut(self.len) {
+            *slot = p;
+            self.len += 1;
+        }
+    }
+}
 
 impl<M: Media> Writer<'_, M> {
     /// Step 1–2 of the protocol under the shared state: validate, take versions, make
     /// index room, claim a segment if the unit does not fit. Returns the unit's length
     /// and how many names it creates. Nothing is written to the media except a claimed
     /// segment's header.
-    pub(super) fn plan_unit<X: IndexMemory, const N: usize>(
+    pub(super) fn plan_unit<X: IndexMemory>(
         &self,
         s: &mut Shared<X>,
         l: &mut Lane,
         lane: u32,
         objects: &[Object<'_>],
-        plan: &mut Plan<N>,
+        plan: &mut impl PlanBuf,
     ) -> Result<(u64, usize)> {
         // 1. Every object validated, its version resolved, its size known; new names
         // counted. Bits of the name hashes seen so far in this unit: an object whose bit
@@ -58,8 +123,8 @@ impl<M: Media> Writer<'_, M> {
             let (p, new_name) = self.plan_object(s, l, objects, i, plan, &mut seen)?;
             new_names += new_name as usize;
             unit_len += format::object_len(o.name.len(), p.stored);
-            // objects.len() <= N was checked: this cannot fail.
-            let _ = plan.push(p);
+            // objects.len() <= plan.capacity() was checked: this cannot fail.
+            plan.push(p);
         }
         // A unit that needs a new segment stores its deltas as full versions: their
         // parents stay behind in the old one (see `delta::write::plan`).

@@ -82,14 +82,20 @@ pub(crate) fn claim<M: Media>(
     // those, the old words would make a whole, valid header again — an old claim
     // reborn, with the wrong chain or first sequence.
     const ZERO: [u8; size_of::<SegmentHeader>()] = [0; size_of::<SegmentHeader>()];
-    // The segments the span covers get the same treatment: their first lines become
-    // unit bytes, but until the unit is written an old header there must not complete.
+    // The segments a span covers are zeroed too, without looking: their first lines
+    // become unit bytes, but until the unit is written an old header there must not
+    // complete. (Reading them first would save a fence per span, and cost the crash
+    // checker a branch per word a crashed unit left undecided there.)
     let mut zeroed = false;
     for k in free..free + span {
-        let mut old_header = ZERO;
-        media.read(sb.segment_off(k) as usize, &mut old_header);
-        if old_header != ZERO && !mutant::on(Mutant::TornClaimKept) {
-            media.store_nt(sb.segment_off(k) as usize, &ZERO);
+        let off = sb.segment_off(k) as usize;
+        let stale = k > free || {
+            let mut old_header = ZERO;
+            media.read(off, &mut old_header);
+            old_header != ZERO
+        };
+        if stale && !mutant::on(Mutant::TornClaimKept) {
+            media.store_nt(off, &ZERO);
             zeroed = true;
         }
     }

@@ -5,7 +5,7 @@ use super::Pool;
 use crate::error::Result;
 use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
-use crate::log::plan::Plan;
+use crate::log::plan::{Plan, PlanBuf, Planned, SlotPlan};
 use crate::log::seal::UnitKind;
 use crate::media::Media;
 use crate::object::{Object, Put, Versions};
@@ -40,6 +40,13 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
         Ok(versions_of(&plan))
     }
 
+    /// A batch of any size, its plan in `slots` ([`Pool::put_batch_in`]).
+    pub fn put_batch_in(&mut self, objects: &[Object<'_>], slots: &mut [Planned]) -> Result<usize> {
+        let mut plan = SlotPlan::new(slots);
+        self.commit(objects, &mut plan)?;
+        Ok(plan.len())
+    }
+
     /// Close the lane's stream (an end-of-stream marker; [`Pool::close_lane`]).
     pub fn close(&mut self) -> Result<()> {
         let p = self.pool;
@@ -52,7 +59,7 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
         }
     }
 
-    fn commit<const N: usize>(&mut self, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+    fn commit(&mut self, objects: &[Object<'_>], plan: &mut impl PlanBuf) -> Result<()> {
         let p = self.pool;
         let w = p.writer();
         // SAFETY: as in `close`.

@@ -4,7 +4,7 @@ use super::Pool;
 use crate::error::{Error, Result};
 use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
-use crate::log::plan::{Plan, Planned};
+use crate::log::plan::{Plan, PlanBuf, Planned, SlotPlan};
 use crate::log::seal::UnitKind;
 use crate::media::Media;
 use crate::object::{Object, Put, Versions};
@@ -26,6 +26,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(versions_of(&plan))
     }
 
+    /// A batch of any number of objects (up to what the pool holds), committed together
+    /// like [`Self::put_batch`], with its plan kept in `slots` (at least one per object,
+    /// `PlanSlot::default()`; a batch of up to [`BATCH_MAX`] needs none: `put_batch`).
+    /// Returns how many objects were committed; `slots[i].version()` is object `i`'s
+    /// version. Fewer slots than objects is `BatchSize`.
+    pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [Planned]) -> Result<usize> {
+        let mut plan = SlotPlan::new(slots);
+        self.commit(lane, objects, &mut plan)?;
+        Ok(plan.len())
+    }
+
     /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
     /// the same protocol as a put. Followers see the end of the stream; a later put on
     /// the lane reopens it.
@@ -37,7 +48,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// A unit on `lane` through `&mut self`.
-    fn commit<const N: usize>(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut Plan<N>) -> Result<()> {
+    fn commit(&mut self, lane: u32, objects: &[Object<'_>], plan: &mut impl PlanBuf) -> Result<()> {
         let (w, lanes, shared) = self.split_mut();
         let lanes_max = w.sb.lanes_max;
         let cell = lanes.get_mut(lane as usize).ok_or(Error::NoSuchLane { lane, lanes_max })?;
