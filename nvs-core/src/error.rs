@@ -162,7 +162,8 @@ impl fmt::Display for Error {
             Error::NotFormatted => write!(f, "not an nvs pool (no superblock magic at offset 0)"),
             Error::UnsupportedVersion { found } => write!(
                 f,
-                "pool format version {found} is not supported (this build reads version {})",
+                "pool format version {found} is not supported (this build reads versions {} to {})",
+                crate::limits::FORMAT_VERSION_OLDEST,
                 crate::limits::FORMAT_VERSION
             ),
             Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),

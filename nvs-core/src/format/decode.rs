@@ -29,7 +29,7 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
     if sb.checksum != sb.compute_checksum() {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
     }
-    if sb.format_version != FORMAT_VERSION {
+    if !(super::FORMAT_VERSION_OLDEST..=FORMAT_VERSION).contains(&sb.format_version) {
         return Err(Error::UnsupportedVersion { found: sb.format_version });
     }
     let geometry_ok = sb.data_off == DATA_OFF
