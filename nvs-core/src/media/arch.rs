@@ -137,6 +137,31 @@ pub unsafe fn copy_out_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
     sum.write(dst);
 }
 
+/// [`copy_from_media`] (memory another process may be writing meanwhile) that feeds the
+/// bytes to `sum` in the same pass where the CPU has AVX2 and SSE4.2 (the copy and the
+/// CRC steps in one `asm!` loop); else the copy, then the sum of the copy.
+///
+/// # Safety
+/// As [`copy_from_media`].
+pub unsafe fn copy_from_media_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
+    if crate::format::sum::hardware() && x86::has_avx2() && sum.at_line() && dst.len() >= 64 {
+        let lines = dst.len() & !63;
+        let mut c = sum.state();
+        // SAFETY: `lines` bytes of the valid ranges; AVX2 and SSE4.2 detected.
+        unsafe { x86::media_lines_summed(dst.as_mut_ptr(), src, lines, &mut c) };
+        sum.lines_done(c, lines / 64);
+        let rest = &mut dst[lines..];
+        // SAFETY: the rest of the ranges.
+        unsafe { copy_from_media(rest, src.add(lines)) };
+        sum.write(rest);
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { copy_from_media(dst, src) };
+    sum.write(dst);
+}
+
 /// # Safety
 /// `src` is an aligned word valid for reads.
 pub unsafe fn load_word_acquire(src: *mut u8) -> u64 {
@@ -652,6 +677,56 @@ mod x86 {
         // SAFETY: the rest of the ranges (contract).
         unsafe { core::ptr::copy_nonoverlapping(src.add(lines), rest.as_mut_ptr(), rest.len()) };
         sum.write(rest);
+    }
+
+    /// Copy `len` bytes (a non-zero multiple of 64) from `src`, memory another process
+    /// may be writing, to `dst` by AVX2 moves in `asm!` (see `copy_from_media`), feeding
+    /// each source line's 8 words to the CRC streams `c` by `crc32` (reading the line
+    /// again, from L1: a concurrent writer can make the sum disagree with the copy, which
+    /// a reader detects anyway by re-checking the segment afterwards).
+    ///
+    /// # Safety
+    /// Both ranges valid and disjoint; AVX2 and SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn media_lines_summed(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        // SAFETY: reads and writes `len` bytes, 64 at a time (`len` a non-zero multiple
+        // of 64); `crc32` only reads the line just loaded; only the declared registers
+        // (and flags) change.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "vmovdqu {a}, [{s}]",
+                "vmovdqu {b}, [{s} + 32]",
+                "vmovdqu [{d}], {a}",
+                "vmovdqu [{d} + 32], {b}",
+                "crc32 {c0}, qword ptr [{s}]",
+                "crc32 {c1}, qword ptr [{s} + 8]",
+                "crc32 {c2}, qword ptr [{s} + 16]",
+                "crc32 {c3}, qword ptr [{s} + 24]",
+                "crc32 {c0}, qword ptr [{s} + 32]",
+                "crc32 {c1}, qword ptr [{s} + 40]",
+                "crc32 {c2}, qword ptr [{s} + 48]",
+                "crc32 {c3}, qword ptr [{s} + 56]",
+                "add {s}, 64",
+                "add {d}, 64",
+                "sub {n}, 64",
+                "jnz 2b",
+                "vzeroupper",
+                s = inout(reg) src => _,
+                d = inout(reg) dst => _,
+                n = inout(reg) len => _,
+                c0 = inout(reg) k[0],
+                c1 = inout(reg) k[1],
+                c2 = inout(reg) k[2],
+                c3 = inout(reg) k[3],
+                a = out(ymm_reg) _,
+                b = out(ymm_reg) _,
+                options(nostack)
+            );
+        }
+        *c = narrow(&k);
     }
 
     /// Copy `len` bytes (a multiple of 64) by AVX2 loads and stores, each source line fed

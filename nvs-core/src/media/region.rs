@@ -192,12 +192,11 @@ impl Media for Region {
     fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
         self.check(off, dst.len());
         // SAFETY: as in `read`: in bounds, valid for reads, `dst` a distinct allocation;
-        // memory another process may be writing (`shared`) is copied by
-        // `copy_from_media` (then summed from `dst`), the rest by the fused copy.
+        // memory another process may be writing (`shared`) is copied in `asm!`, as
+        // `copy_from_media` says, and summed in the same pass; the rest by the fused copy.
         unsafe {
             if self.shared {
-                arch::copy_from_media(dst, self.base.add(off));
-                sum.write(dst);
+                arch::copy_from_media_summed(dst, self.base.add(off), sum)
             } else {
                 arch::copy_out_summed(dst, self.base.add(off), sum)
             }
