@@ -14,7 +14,8 @@
 //! batched ceilings and nvs put_batch (64 objects per commit),
 //! memcpy into the mapping, PMDK `pmem_memcpy_persist` and `pmemlog_append` (loaded at
 //! run time; "not available" without them), `pwrite` to tmpfs, `pwrite` + `fdatasync`
-//! on the root file system, memcpy out of the mapping and nvs get. Sizes 1 KiB, 32 KiB,
+//! on the root file system, memcpy out of the mapping and nvs get; and nvs put and get on a
+//! pool without payload checksums (which are on by default), for the checksums' cost. Sizes 1 KiB, 32 KiB,
 //! 1 MiB, 20 MiB; 1 and 2 threads (2: each thread its own files, aggregate throughput).
 //!
 //! Trials are interleaved — round r runs every (size, threads, method) once — so drift

@@ -59,6 +59,15 @@ pub fn targets(rows: &[Row], rec: &[Recovery]) -> Vec<Target> {
     for s in super::SIZES {
         add(format!("get {} / memcpy out", human(s as u64)), ratio(rows, Method::Get, Method::MemcpyOut, s), 0.9, true);
     }
+    // Payload checksums (on by default) against none: the put's copy computes nvs-sum.
+    for s in [k32, m1, 20 << 20] {
+        let what = format!("put {} checksummed / unchecksummed", human(s as u64));
+        add(what, ratio(rows, Method::Put, Method::PutNoSum, s), 0.95, true);
+    }
+    for s in [k32, m1, 20 << 20] {
+        let what = format!("get {} verified / unverified", human(s as u64));
+        add(what, ratio(rows, Method::Get, Method::GetNoSum, s), 0.9, true);
+    }
     let open32 = rec.iter().find(|r| r.record == k32).and_then(|r| r.result.as_ref().ok());
     add("open 1 GiB of 32 KiB records, ms".into(), open32.map(|f| f.open.as_secs_f64() * 1e3), 50.0, false);
     t

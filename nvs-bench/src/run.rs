@@ -36,6 +36,7 @@ pub enum Method {
     CeilingBatch,
     CeilingBatchWide,
     Put,
+    PutNoSum,
     Batch,
     Memcpy,
     PmemMemcpy,
@@ -43,14 +44,16 @@ pub enum Method {
     PwriteTmpfs,
     PwriteSync,
     Get,
+    GetNoSum,
     MemcpyOut,
 }
 
 impl Method {
-    pub const ALL: [Method; 13] = [
+    pub const ALL: [Method; 15] = [
         Method::Ceiling,
         Method::CeilingWide,
         Method::Put,
+        Method::PutNoSum,
         Method::CeilingBatch,
         Method::CeilingBatchWide,
         Method::Batch,
@@ -61,6 +64,7 @@ impl Method {
         Method::PwriteSync,
         Method::MemcpyOut,
         Method::Get,
+        Method::GetNoSum,
     ];
 
     /// Short name (the JSON `method` field and the plot legend).
@@ -71,6 +75,7 @@ impl Method {
             Method::CeilingBatch => "ceiling_batch64",
             Method::CeilingBatchWide => "ceiling_batch64_avx512",
             Method::Put => "nvs_put",
+            Method::PutNoSum => "nvs_put_nosum",
             Method::Batch => "nvs_put_batch64",
             Method::Memcpy => "memcpy_into_mapping",
             Method::PmemMemcpy => "pmem_memcpy_persist",
@@ -78,6 +83,7 @@ impl Method {
             Method::PwriteTmpfs => "pwrite_tmpfs",
             Method::PwriteSync => "pwrite_fdatasync_rootfs",
             Method::Get => "nvs_get",
+            Method::GetNoSum => "nvs_get_nosum",
             Method::MemcpyOut => "memcpy_out_of_mapping",
         }
     }
@@ -90,13 +96,15 @@ impl Method {
             Method::CeilingBatch => "ceiling: 64 NT copies + 2 fences",
             Method::CeilingBatchWide => "ceiling, AVX-512: 64 NT copies + 2 fences",
             Method::Put => "nvs put (1 object per commit)",
+            Method::PutNoSum => "nvs put, payload checksums off",
             Method::Batch => "nvs put_batch (64 per commit)",
             Method::Memcpy => "memcpy into the mapping",
             Method::PmemMemcpy => "PMDK pmem_memcpy_persist",
             Method::PmemLog => "PMDK pmemlog_append",
             Method::PwriteTmpfs => "pwrite to tmpfs",
             Method::PwriteSync => "pwrite + fdatasync, root fs",
-            Method::Get => "nvs get",
+            Method::Get => "nvs get (payload checksum verified)",
+            Method::GetNoSum => "nvs get, payload checksums off",
             Method::MemcpyOut => "memcpy out of the mapping",
         }
     }
@@ -165,6 +173,8 @@ pub struct Slot {
     pool_path: PathBuf,
     /// Segment size the pool is formatted with now.
     pool_seg: u64,
+    /// Whether the pool is formatted with payload checksums (the default) now.
+    pool_sum: bool,
     pool_id: u64,
     /// Objects of the get trial's size the pool holds (0: not filled for get).
     filled: (usize, u64),
@@ -262,6 +272,7 @@ impl Slot {
             pool_file,
             pool_path,
             pool_seg: 0,
+            pool_sum: true,
             pool_id: 0x6e76_7362_656e_6368 ^ ((k as u64) << 48),
             filled: (0, 0),
             clobbered: false,
@@ -292,8 +303,9 @@ impl Slot {
         }
     }
 
-    /// (Re)format the pool with segments of `seg` bytes, keeping its index memory.
-    fn format(&mut self, seg: u64) -> Result<(), String> {
+    /// (Re)format the pool with segments of `seg` bytes, payload checksums on (`sum`, the
+    /// default) or off, keeping its index memory.
+    fn format(&mut self, seg: u64, sum: bool) -> Result<(), String> {
         let (media, mem) = match self.pool.take() {
             Some(p) => p.close(),
             None => (
@@ -306,9 +318,11 @@ impl Slot {
         let mut o = FormatOptions::new(self.pool_id);
         o.segment_len = Some(seg);
         o.lanes_max = 1;
+        o.payload_checksum = sum;
         let pool = Pool::format(media, o, mem).map_err(|e| format!("format: {e}"))?;
         self.pool = Some(pool);
         self.pool_seg = seg;
+        self.pool_sum = sum;
         self.filled = (0, 0);
         self.clobbered = false;
         Ok(())
@@ -323,21 +337,21 @@ impl Slot {
         Ok(seg)
     }
 
-    fn ensure_pool(&mut self, unit: u64) -> Result<(), String> {
+    fn ensure_pool(&mut self, unit: u64, sum: bool) -> Result<(), String> {
         let seg = self.segment_for(unit)?;
-        if self.pool.is_none() || self.pool_seg != seg || self.clobbered {
-            self.format(seg)?;
+        if self.pool.is_none() || self.pool_seg != seg || self.pool_sum != sum || self.clobbered {
+            self.format(seg, sum)?;
         }
         Ok(())
     }
 
     /// Fill the pool with objects of `size` bytes (for the get trial) unless it already is.
-    fn fill_for_get(&mut self, size: usize) -> Result<u64, String> {
-        if self.filled.0 == size && self.filled.1 > 0 && !self.clobbered {
+    fn fill_for_get(&mut self, size: usize, sum: bool) -> Result<u64, String> {
+        if self.filled.0 == size && self.filled.1 > 0 && self.pool_sum == sum && !self.clobbered {
             return Ok(self.filled.1);
         }
         let seg = self.segment_for(object_len(NAME.len(), size as u64) + LINE)?;
-        self.format(seg)?;
+        self.format(seg, sum)?;
         let Some(pool) = self.pool.as_mut() else { return Err("no pool".into()) };
         let mut n = 0u64;
         loop {
@@ -374,16 +388,16 @@ impl Slot {
             nt::width()
         };
         match method {
-            Method::Put | Method::Batch => {
-                let unit = if method == Method::Put {
+            Method::Put | Method::PutNoSum | Method::Batch => {
+                let unit = if method != Method::Batch {
                     object_len(NAME.len(), size as u64) + LINE
                 } else {
                     self.names.iter().map(|n| object_len(n.len(), size as u64)).sum::<u64>() + LINE
                 };
-                self.ensure_pool(unit)?;
+                self.ensure_pool(unit, method != Method::PutNoSum)?;
             }
-            Method::Get => {
-                self.fill_for_get(size)?;
+            Method::Get | Method::GetNoSum => {
+                self.fill_for_get(size, method == Method::Get)?;
             }
             _ => {}
         }
@@ -415,13 +429,13 @@ impl Slot {
                         }
                         self.off += n * step + LINE as usize;
                     }
-                    Method::Put => {
+                    Method::Put | Method::PutNoSum => {
                         let pool = self.pool.as_mut().ok_or("no pool")?;
                         match pool.put(0, Object::new(NAME, &self.src[..size])) {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {
                                 let (p, pc) = (Instant::now(), cpu_now());
-                                self.format(self.pool_seg)?;
+                                self.format(self.pool_seg, self.pool_sum)?;
                                 paused += p.elapsed();
                                 paused_cpu += cpu_now().saturating_sub(pc);
                                 continue;
@@ -437,7 +451,7 @@ impl Slot {
                             Ok(_) => {}
                             Err(nvs_core::Error::Full) => {
                                 let (p, pc) = (Instant::now(), cpu_now());
-                                self.format(self.pool_seg)?;
+                                self.format(self.pool_seg, self.pool_sum)?;
                                 paused += p.elapsed();
                                 paused_cpu += cpu_now().saturating_sub(pc);
                                 continue;
@@ -445,7 +459,7 @@ impl Slot {
                             Err(e) => return Err(format!("put_batch: {e}")),
                         }
                     }
-                    Method::Get => {
+                    Method::Get | Method::GetNoSum => {
                         let pool = self.pool.as_ref().ok_or("no pool")?;
                         // Versions 1, 2, ..., n, 1, ... (a reader walking the time steps).
                         version = if version >= self.filled.1 { 1 } else { version + 1 };

@@ -63,8 +63,12 @@ enum Command {
         /// Number of writer lanes.
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=256))]
         lanes: u32,
-        /// Checksum every payload (verified by get and check).
+        /// Do not checksum payloads (by default every payload is, and get and check
+        /// verify it).
         #[arg(long)]
+        no_payload_checksum: bool,
+        /// Checksum every payload: the default, accepted for older scripts.
+        #[arg(long, hide = true, conflicts_with = "no_payload_checksum")]
         payload_checksum: bool,
     },
     /// Put FILE (or stdin) as the next version of NAME; prints the committed version
@@ -329,8 +333,8 @@ fn main() -> ExitCode {
         sigbus::guard(pool);
     }
     let r = match cli.command {
-        Command::Create { pool, size, segment_size, lanes, payload_checksum } => {
-            commands::create(&pool, size, segment_size, lanes, payload_checksum, d)
+        Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _ } => {
+            commands::create(&pool, size, segment_size, lanes, !no_payload_checksum, d)
         }
         Command::Put { pool, name, file, lane, version, delta } => {
             commands::put(&pool, &name, file.as_deref(), lane, version, delta, d)

@@ -69,7 +69,8 @@ fn create(pool: &Path, extra: &[&str]) {
 fn round_trip() {
     let dir = tmp();
     let pool = dir.path().join("p.pool");
-    create(&pool, &["--payload-checksum", "--segment-size", "64K"]);
+    // Payload checksums are on by default.
+    create(&pool, &["--segment-size", "64K"]);
 
     let input = dir.path().join("in.bin");
     let data: Vec<u8> = (0..60_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -227,7 +228,7 @@ fn demo_runs_and_cleans_up() {
 fn put_delta_and_ls_show_stored_sizes() {
     let dir = tmp();
     let pool = dir.path().join("p");
-    create(&pool, &["--payload-checksum"]);
+    create(&pool, &["--payload-checksum"]); // the default, still accepted
     let v1: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
     let mut v2 = v1.clone();
     v2[50_000] ^= 1;
@@ -386,4 +387,23 @@ fn objects_larger_than_a_segment() {
     let o = nvs_stdin(&["put", s(&pool), "huge"], &vec![0u8; 17 << 20]);
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("bytes an object of this pool can hold"), "{}", stderr(&o));
+}
+
+/// `--no-payload-checksum` turns them off (`info` and `check` say so); asking for both
+/// is refused.
+#[test]
+fn create_without_payload_checksums() {
+    let dir = tmp();
+    let pool = dir.path().join("p.pool");
+    create(&pool, &["--no-payload-checksum"]);
+    let o = nvs_stdin(&["put", s(&pool), "a", "-"], b"bytes");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = nvs(&["info", s(&pool)]);
+    assert!(stdout(&o).contains("payload checksum  off"), "{}", stdout(&o));
+    let o = nvs(&["check", s(&pool)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("payload checksums off"), "{}", stdout(&o));
+    let both = dir.path().join("q.pool");
+    let o = nvs(&["create", s(&both), "--size", "4M", "--payload-checksum", "--no-payload-checksum"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
 }

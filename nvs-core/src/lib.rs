@@ -66,6 +66,7 @@ mod sync;
 
 pub use delta::{Changes, ChunkHashes, DeltaOptions};
 pub use error::{CorruptKind, Error, Result};
+pub use format::sum::Sum;
 pub use format::Geometry;
 #[cfg(feature = "alloc")]
 pub use index::HeapMemory;
@@ -96,6 +97,10 @@ pub mod internals {
     /// The checksum (nvs-hash64) every header and payload uses.
     pub mod hash {
         pub use crate::format::hash::*;
+    }
+    /// nvs-sum, the payload checksum of format 2 (and which kind a pool uses).
+    pub mod sum {
+        pub use crate::format::sum::*;
     }
     /// Seeded protocol bugs, live one at a time in a `--cfg nvs_mutant` build.
     pub mod mutant {

@@ -67,6 +67,11 @@ fn truncated_damaged_and_newer_superblocks() {
     assert_eq!(open_bytes(&newer), Err(Error::UnsupportedVersion { found: FORMAT_VERSION + 1 }));
     let msg = open_bytes(&newer).unwrap_err().to_string();
     assert!(msg.contains("version 3") && msg.contains("versions 1 to 2"), "{msg}");
+    // Version 0 was never written: refused too.
+    sb.format_version = 0;
+    sb.checksum = sb.compute_checksum();
+    newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    assert_eq!(open_bytes(&newer), Err(Error::UnsupportedVersion { found: 0 }));
 }
 
 /// Every single-byte flip anywhere in the data area: `Ok` or `Corrupted`, never a panic.

@@ -83,7 +83,8 @@ fn pad_ranges(pool: &Pool<nvs_core::Region, HeapMemory>) -> Vec<(usize, usize)> 
 /// The image as a format 1 build before delta objects wrote it: the superblock without
 /// FLAG_DELTAS and with format version 1, and every valid segment header with span 0
 /// (format 2 writes 1 for a plain segment). Everything else must be byte-identical to
-/// what that build left (the workload has no unit larger than a segment).
+/// what that build left (the workload has no unit larger than a segment; without payload
+/// checksums — with them, format 2 changed their algorithm).
 fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
     use nvs_core::internals::format::{SegmentHeader, Superblock, FLAG_DELTAS, SEGMENT_MAGIC};
     let mut bytes = ram_bytes.to_vec();
@@ -117,7 +118,10 @@ fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
 fn put_path_leaves_pinned_bytes() {
     for (checksum, want_media, want_legacy, want_log) in [
         (false, 0x0bc1_c055_a910_2d04_u64, 0x1d98_7b0c_ee8d_5cb0_u64, 0xff84_9358_fa02_6b4e_u64),
-        (true, 0x4a68_7945_75d0_bad6, 0x5889_afd8_ede8_3aff, 0xff84_9358_fa02_6b4e),
+        // Format 2 (2026-12-01): payload sums are nvs-sum, so with checksums on the
+        // payload_sum fields (and the header checksums and commit words binding them)
+        // changed; without, the legacy image is still the one pinned before.
+        (true, 0xbb65_6d46_301e_cff2, 0x0565_a72e_e63c_69ae, 0xff84_9358_fa02_6b4e),
     ] {
         let (media, legacy, log) = workload(checksum);
         let log_hash = hash64(1, log.join("\n").as_bytes());

@@ -102,6 +102,9 @@ fn has_cycle(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>> 
     None
 }
 
+/// Modules that import nothing but each other (see `no_import_cycles`).
+const LEAVES: [&[&str]; 2] = [&["format", "hash"], &["format", "sum"]];
+
 #[test]
 fn no_import_cycles() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -119,6 +122,16 @@ fn no_import_cycles() {
                 continue;
             };
             if target.is_empty() || target == me {
+                continue;
+            }
+            // The checksums (`format::hash`, `format::sum`) are leaves: they import
+            // nothing but each other, so the media seam may name `Sum` (its summed
+            // stores and reads) without layering media above the format.
+            let is_leaf = |m: &Module| LEAVES.iter().any(|l| m.iter().map(String::as_str).eq(l.iter().copied()));
+            if is_leaf(&me) {
+                assert!(is_leaf(&target), "{me:?} is a checksum leaf but imports {target:?}");
+            }
+            if is_leaf(&target) && me.first().is_some_and(|m| m == "media") {
                 continue;
             }
             let parent_child = target.starts_with(&me) || me.starts_with(&target);

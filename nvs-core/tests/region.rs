@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use nvs_core::{Media, Region, StoreKind};
+use nvs_core::{Media, Region, StoreKind, Sum};
 
 fn check_kind(kind: StoreKind) {
     let mut rng = Rng(9);
@@ -32,6 +32,38 @@ fn check_kind(kind: StoreKind) {
         assert!(img[off + len..off + padded].iter().all(|&b| b == 0), "padding {len}@{off}");
         assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
         assert!(img[off + padded..].iter().all(|&b| b == 0xEE), "after {len}@{off}");
+        // The summed store (the fused kernel where there is one) stores the same bytes
+        // and sums them as `Sum::write` does, whatever the sum was fed before (a line, a
+        // word, a partial word); the summed read (plain and shared) likewise.
+        let image = img.to_vec();
+        let pres: &[usize] = if off == 0 { &[0, 8, 13, 64] } else { &[0, 13] };
+        for &pre in pres {
+            let prefix = &src[..pre.min(len)];
+            let mut want = Sum::new(5);
+            want.write(prefix);
+            want.write(&src);
+            let want = want.finish(99);
+            let mut ram2 = Ram::new(size, 0xEE);
+            // SAFETY: as above.
+            let r2 = unsafe { Region::with_kind(ram2.bytes_mut().as_mut_ptr(), size, kind) };
+            let mut got = Sum::new(5);
+            got.write(prefix);
+            r2.store_nt_summed(off, &src, &mut got);
+            r2.fence();
+            assert_eq!(got.finish(99), want, "{kind:?} summed store {len}@{off} after {pre}");
+            assert!(ram2.bytes() == image, "{kind:?} summed store image {len}@{off}");
+            for shared in [false, true] {
+                // SAFETY: as above; nothing writes `ram2` while this region reads it.
+                let r3 = unsafe { Region::with_kind(ram2.bytes_mut().as_mut_ptr(), size, kind) };
+                let r3 = if shared { r3.shared() } else { r3 };
+                let mut got = Sum::new(5);
+                got.write(prefix);
+                let mut back = vec![0u8; len];
+                r3.read_summed(off, &mut back, &mut got);
+                assert_eq!(back, src, "{kind:?} summed read {len}@{off} shared {shared}");
+                assert_eq!(got.finish(99), want, "{kind:?} summed read {len}@{off} after {pre}, shared {shared}");
+            }
+        }
     }
     let mut ram = Ram::new(4096, 0);
     // SAFETY: as above.

@@ -170,8 +170,9 @@ fn superblock_round_trip(b: &mut Bytes) {
     let media = Head { len: media_len as usize, head };
     let got = format::decode_superblock(&media);
     assert_eq!(got, expected_superblock(&head, media_len));
-    let valid =
-        (1..=2).contains(&version) && (1..=256).contains(&lanes) && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
+    let valid = (1..=FORMAT_VERSION).contains(&version)
+        && (1..=256).contains(&lanes)
+        && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     match flip {
         None if valid => assert_eq!(got, Ok(sb), "round trip"),
         None => assert!(got.is_err()),
@@ -557,7 +558,7 @@ fn unit_round_trip(b: &mut Bytes) {
             (&name[..], d.header.version, d.header.payload_len),
             (&names[k][..], vs[k], payloads[k].len() as u64)
         );
-        let sum = if sb.has_payload_checksum() { hash64(pool_id, &payloads[k]) } else { 0 };
+        let sum = nvs_core::internals::sum::payload_sum(sb.sum_kind(), pool_id, &payloads[k]);
         assert_eq!(d.header.payload_sum, sum);
         assert_eq!(media.peek(d.payload_off as usize, payloads[k].len()), payloads[k]);
         let start = d.name_off - 48;

@@ -20,7 +20,7 @@ use crate::durability::{Backing, Durability};
 use crate::error::{Error, Result};
 use crate::pool::Access;
 use memmap2::{MmapOptions, MmapRaw};
-use nvs_core::{Media, Region, StoreKind};
+use nvs_core::{Media, Region, StoreKind, Sum};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -294,6 +294,16 @@ impl Media for MappedMedia {
         self.writing();
         self.region.store_nt(off, src);
         self.dirtied(off, src.len().next_multiple_of(8));
+    }
+
+    fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
+        self.writing();
+        self.region.store_nt_summed(off, src, sum);
+        self.dirtied(off, src.len().next_multiple_of(8));
+    }
+
+    fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
+        self.region.read_summed(off, dst, sum)
     }
 
     fn store_word_nt(&self, off: usize, word: u64) {

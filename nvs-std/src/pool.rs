@@ -47,7 +47,7 @@ pub struct CreateOptions {
     pub segment_len: Option<u64>,
     /// Writer lanes, 1..=256.
     pub lanes_max: u32,
-    /// Checksum every payload (verified on every get and by `check`).
+    /// Checksum every payload (verified on every get and by `check`). On by default.
     pub payload_checksum: bool,
     /// `None`: the default for what the file is (see [`Durability::default_for`]).
     pub durability: Option<Durability>,
@@ -64,11 +64,11 @@ impl Default for CreateOptions {
 
 impl CreateOptions {
     /// The defaults: nvs-core's segment size (the largest power of two not above 1/16
-    /// of the pool, 4 KiB to 64 MiB), 64 lanes, no
-    /// payload checksums, the durability the file calls for ([`Durability::default_for`]),
+    /// of the pool, 4 KiB to 64 MiB), 64 lanes, payload checksums on, the durability the
+    /// file calls for ([`Durability::default_for`]),
     /// no pre-faulting.
     pub const fn new() -> Self {
-        CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: false, durability: None, populate: false }
+        CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: true, durability: None, populate: false }
     }
 
     /// Segments of `bytes` (a multiple of 64, 4 KiB to 1 TiB): the unit of allocation
@@ -84,7 +84,8 @@ impl CreateOptions {
         self
     }
 
-    /// Checksum every payload (verified on every get and by `check`).
+    /// Checksum every payload (verified on every get and by `check`): on by default;
+    /// `false` turns it off.
     pub const fn payload_checksum(mut self, on: bool) -> Self {
         self.payload_checksum = on;
         self

@@ -1,7 +1,8 @@
 //! Pools written by earlier builds (tests/data, see its README) open and read byte-exact
 //! with this build, and are refused for writing with an error that says what to do.
 
-use nvs_std::{Access, FilePool};
+use nvs_core::CorruptKind;
+use nvs_std::{Access, CreateOptions, Error, FilePool};
 use std::path::PathBuf;
 
 /// The pattern `tests/data/make_v1.rs.txt` wrote.
@@ -60,4 +61,54 @@ fn format_1_pools_are_refused_for_writing_and_left_alone() {
     assert!(msg.contains("v1.pool"), "names the pool: {msg}");
     assert!(std::fs::read(&path).unwrap() == before, "the refused open changed the file");
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+/// A writable copy of a fixture in `dir` (never write the fixture itself).
+fn copy_of(name: &str, dir: &tempfile::TempDir) -> PathBuf {
+    let to = dir.path().join(name);
+    std::fs::copy(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name), &to).unwrap();
+    to
+}
+
+/// The fixture's checksums are really checked (nvs-hash64): one payload byte changed is
+/// a payload checksum error on get and on verify; without checksums it is just data.
+#[test]
+fn format_1_payload_damage_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, sums) in [("v1.pool", false), ("v1-checksums.pool", true)] {
+        let path = copy_of(file, &dir);
+        let off = FilePool::open(&path, Access::ReadOnly).unwrap().stat("b", 2).unwrap().offset;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[off as usize + 10] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let p = FilePool::open(&path, Access::ReadOnly).unwrap();
+        let got = p.get_vec("b", 2);
+        fn corrupted<T>(r: &Result<T, Error>) -> bool {
+            matches!(
+                r,
+                Err(Error::Core { source: nvs_core::Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. }, .. })
+            )
+        }
+        if sums {
+            assert!(corrupted(&got), "{file}: {got:?}");
+            assert!(corrupted(&p.verify()), "{file}");
+        } else {
+            assert_ne!(got.unwrap(), pattern("b", 2, 100));
+            p.verify().unwrap();
+        }
+    }
+}
+
+/// A pool this build formats is format 2 with payload checksums (nvs-sum) by default.
+#[test]
+fn new_pools_are_format_2_with_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let p = FilePool::create(&path, 1 << 20, &CreateOptions::new().segment_len(64 << 10)).unwrap();
+    let layout = p.layout();
+    assert_eq!((layout.format_version, layout.payload_checksum), (2, true));
+    drop(p);
+    let off = dir.path().join("q.pool");
+    let p = FilePool::create(&off, 1 << 20, &CreateOptions::new().payload_checksum(false)).unwrap();
+    assert!(!p.layout().payload_checksum);
 }

@@ -4,6 +4,7 @@
 use super::{Changes, Delta, DeltaOptions};
 use crate::error::{Error, Result};
 use crate::format::hash::Hasher;
+use crate::format::sum::{Sum, SumKind};
 use crate::format::{delta_data_off, seed, DeltaRecord, Extent, Superblock, LINE};
 use crate::index::Entry;
 use crate::media::Media;
@@ -137,14 +138,16 @@ pub(crate) fn plan(
 
 /// NT-store a delta payload at `payload_off`: its record and extent table, zeros to
 /// the next line, and the changed runs of the object (`parts`). Returns its payload
-/// checksum (0 without payload checksums), hashed from the caller's buffers.
+/// checksum (0 without payload checksums): nvs-sum computed by the stores themselves
+/// (the table's, then the data's, in payload order), or in a format-1 pool nvs-hash64
+/// from the stored table and the caller's buffers after them.
 ///
-/// `changes` is asked once more here, and it is caller code that may answer
-/// differently than when the delta was planned: what it gives is clipped to the
-/// planned table and data, so nothing outside this payload is ever written, and
-/// re-hashed as planning hashed it; any difference is `ChangesInconsistent`, and the
-/// caller does not commit the unit. The payload checksum then takes the extents from
-/// the table just stored, not from `changes`.
+/// `changes` is asked twice more here (once for the table, once for the data: the sum
+/// takes the payload in order), and it is caller code that may answer differently than
+/// when the delta was planned: what it gives is clipped to the planned table and data,
+/// so nothing outside this payload is ever written, and each answer is re-hashed as
+/// planning hashed it; any difference is `ChangesInconsistent`, and the caller does not
+/// commit the unit.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn store<M: Media>(
     media: &M,
@@ -154,14 +157,25 @@ pub(crate) fn store<M: Media>(
     changes: &dyn Changes,
     plan: DeltaPlan,
     payload_off: u64,
-    checksum: bool,
 ) -> Result<u64> {
     let chunk = opts.chunk_bytes;
     let record = plan.record;
     let object_len = parts.iter().map(|p| p.len() as u64).sum();
     let data_off = crate::format::delta_data_off(record.extent_count);
+    let kind = sb.sum_kind();
+    // Whether an answer of `changes` (its runs hashed into `h`) is the planned table.
+    let planned = |ranges: &Result<()>, over: bool, extents: u64, stored: u64, h: Hasher| {
+        ranges.is_ok()
+            && !over
+            && extents == record.extent_count
+            && stored == record.data_len
+            && table_sum(h, &record) == record.table_sum
+    };
+    // The record, the extent table and its zero pad.
     let mut table = NtStream::new(media, payload_off);
-    let mut data = NtStream::new(media, payload_off + data_off);
+    if kind == SumKind::Sum {
+        table = table.summed(Sum::new(sb.pool_id));
+    }
     table.write(bytemuck::bytes_of(&record));
     let mut h = table_hasher(sb.pool_id);
     let (mut extents, mut stored, mut over) = (0u64, 0u64, false);
@@ -173,27 +187,53 @@ pub(crate) fn store<M: Media>(
         let x = crate::format::Extent { off, len: n };
         h.write(bytemuck::bytes_of(&x));
         table.write(bytemuck::bytes_of(&x));
-        for_each_part_slice(parts, off, n, &mut |b| data.write(b));
         extents += 1;
         stored += n;
     });
     let pad = data_off - size_of::<crate::format::DeltaRecord>() as u64 - extents * 16;
     table.write([0u8; LINE as usize].get(..pad.min(LINE) as usize).unwrap_or(&[]));
-    table.finish();
-    data.finish();
-    let same = ranges.is_ok()
-        && !over
-        && extents == record.extent_count
-        && stored == record.data_len
-        && table_sum(h, &record) == record.table_sum;
-    if !same {
+    let sum = table.finish();
+    if !planned(&ranges, over, extents, stored, h) {
         return Err(Error::ChangesInconsistent);
     }
-    if !checksum {
-        return Ok(0);
+    // The data: the object's bytes at each run, asked for again, clipped to the table.
+    let mut data = NtStream::new(media, payload_off + data_off);
+    if let Some(s) = sum {
+        data = data.summed(s);
     }
-    // The record, the table and its zero pad as stored above (read back, line by
-    // line), then the object's bytes at each stored extent.
+    let mut h = table_hasher(sb.pool_id);
+    let (mut extents, mut stored, mut over) = (0u64, 0u64, false);
+    let ranges = for_each_run(changes, chunk, object_len, &mut |off, n| {
+        if over || extents == record.extent_count || n > record.data_len - stored {
+            over = true;
+            return;
+        }
+        h.write(bytemuck::bytes_of(&crate::format::Extent { off, len: n }));
+        for_each_part_slice(parts, off, n, &mut |b| data.write(b));
+        extents += 1;
+        stored += n;
+    });
+    let sum = data.finish();
+    if !planned(&ranges, over, extents, stored, h) {
+        return Err(Error::ChangesInconsistent);
+    }
+    match kind {
+        SumKind::None => Ok(0),
+        SumKind::Sum => Ok(sum.map_or(0, |s| s.finish(data_off + stored))),
+        SumKind::Hash64 => Ok(hash64_after(media, sb, parts, payload_off, data_off, extents)),
+    }
+}
+
+/// A format-1 delta payload's nvs-hash64: the record, the table and its zero pad as
+/// stored (read back, line by line), then the object's bytes at each stored extent.
+fn hash64_after<M: Media>(
+    media: &M,
+    sb: &Superblock,
+    parts: &[&[u8]],
+    payload_off: u64,
+    data_off: u64,
+    extents: u64,
+) -> u64 {
     let mut h = Hasher::new(sb.pool_id);
     let mut line = [0u8; LINE as usize];
     for at in (payload_off..payload_off + data_off).step_by(LINE as usize) {
@@ -206,5 +246,5 @@ pub(crate) fn store<M: Media>(
         for_each_part_slice(parts, x.off, x.len, &mut |b| h.write(b));
         at += size_of::<crate::format::Extent>() as u64;
     }
-    Ok(h.finish())
+    h.finish()
 }

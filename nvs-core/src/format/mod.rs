@@ -23,6 +23,7 @@
 
 pub mod decode;
 pub mod hash;
+pub mod sum;
 
 pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, NAME_MAX};
 pub use decode::*;
@@ -146,7 +147,8 @@ pub struct ObjectHeader {
     pub flags: u16,
     /// A delta's distance from its full version (1 ..= [`DELTA_DEPTH_MAX`]); 0 for a full one.
     pub depth: u32,
-    /// `nvs-hash64(pool_id, payload)` when the pool has FLAG_PAYLOAD_CHECKSUM, else 0.
+    /// When the pool has FLAG_PAYLOAD_CHECKSUM: `nvs-sum(pool_id, payload)` (format 2)
+    /// or `nvs-hash64(pool_id, payload)` (format 1); else 0.
     pub payload_sum: u64,
     /// A delta's reconstructed length (its full version's length); 0 for a full one.
     pub object_len: u64,
@@ -237,6 +239,17 @@ impl Superblock {
     }
     pub fn has_payload_checksum(&self) -> bool {
         self.flags & FLAG_PAYLOAD_CHECKSUM != 0
+    }
+    /// Which checksum the payloads carry: none (flag bit 0 clear), nvs-hash64 (format
+    /// 1) or nvs-sum (format 2).
+    pub fn sum_kind(&self) -> sum::SumKind {
+        if !self.has_payload_checksum() {
+            sum::SumKind::None
+        } else if self.format_version >= 2 {
+            sum::SumKind::Sum
+        } else {
+            sum::SumKind::Hash64
+        }
     }
     pub fn has_deltas(&self) -> bool {
         self.flags & FLAG_DELTAS != 0

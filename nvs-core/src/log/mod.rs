@@ -68,9 +68,10 @@ impl<M: Media> Writer<'_, M> {
         let ahead = self.store_payload_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
             let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan)?;
-            if let (Some(off), Some(p)) = (ahead, plan.first_mut()) {
+            if let (Some((off, sum)), Some(p)) = (ahead, plan.first_mut()) {
                 debug_assert_eq!(off, l.tail, "the unit moved after its payload was stored");
                 p.payload_stored = true;
+                p.payload_sum = sum;
             }
             if new_names == 0 {
                 return Ok(Some(unit_len));

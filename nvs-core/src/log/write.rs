@@ -6,7 +6,8 @@ use super::plan::Planned;
 use super::Writer;
 use crate::delta;
 use crate::error::Result;
-use crate::format::{self, hash::Hasher, line_up, object_head_len, ObjectHeader, LINE, NAME_MAX};
+use crate::format::sum::{Sum, SumKind, Summer};
+use crate::format::{self, line_up, object_head_len, ObjectHeader, LINE, NAME_MAX};
 use crate::index::{Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -21,14 +22,15 @@ impl<M: Media> Writer<'_, M> {
     /// planning will not claim another). Planning (the name's index lookup, its version,
     /// index room) then runs while the payload's NT stores drain, instead of before them;
     /// on this CPU that is most of what a put costs beyond the copy and the two fences.
-    /// Returns the unit's offset (the lane's tail) if the payload was stored.
+    /// Returns the unit's offset (the lane's tail) and the payload's checksum if the
+    /// payload was stored.
     ///
     /// If planning then refuses the put (index full, the name's versions exhausted),
     /// these bytes stay behind past the lane's log end — where a crash mid-put leaves
     /// bytes too, and where nothing is read: the unit's commit word slot, headers and
     /// everything before the tail are untouched, so nothing committed changes
     /// (DESIGN.md, write path).
-    pub(super) fn store_payload_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> Option<u64> {
+    pub(super) fn store_payload_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> Option<(u64, u64)> {
         let [o] = objects else { return None };
         // Not for an explicit version (a caller's mistake there is refused in planning)
         // nor a delta (planning decides what it stores).
@@ -43,10 +45,30 @@ impl<M: Media> Writer<'_, M> {
         if l.tail + unit_len > l.seg_end {
             return None;
         }
-        let mut w = NtStream::new(self.media, l.tail + LINE + object_head_len(o.name.len()));
-        o.parts().iter().for_each(|p| w.write(p));
-        w.finish();
-        Some(l.tail)
+        let sum = self.store_full(o.parts(), l.tail + LINE + object_head_len(o.name.len()));
+        Some((l.tail, sum))
+    }
+
+    /// NT-store the payload of a full object (`parts`) at `payload_off`; returns its
+    /// checksum (0 without payload checksums). nvs-sum is computed by the stores
+    /// themselves, in the same pass over the caller's bytes; a format-1 pool's
+    /// nvs-hash64 from the caller's (cached) buffers after the copy, while it drains.
+    fn store_full(&self, parts: &[&[u8]], payload_off: u64) -> u64 {
+        let kind = self.sb.sum_kind();
+        let mut w = NtStream::new(self.media, payload_off);
+        if kind == SumKind::Sum {
+            w = w.summed(Sum::new(self.sb.pool_id));
+        }
+        parts.iter().for_each(|p| w.write(p));
+        let summed = w.finish();
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        match (kind, summed) {
+            (SumKind::Sum, Some(s)) => s.finish(len),
+            _ => Summer::new(kind, self.sb.pool_id).map_or(0, |mut h| {
+                parts.iter().for_each(|p| h.write(p));
+                h.finish(len)
+            }),
+        }
     }
 
     /// NT-store every object of a unit starting at `unit_off`: each payload, then its
@@ -55,35 +77,16 @@ impl<M: Media> Writer<'_, M> {
     /// drains.
     pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) -> Result<()> {
         let pool_id = self.sb.pool_id;
-        let checksum = self.sb.has_payload_checksum();
         let mut obj_off = unit_off + LINE;
         for (o, p) in objects.iter().zip(plan) {
             let payload_off = obj_off + object_head_len(o.name.len());
             let payload_sum = match (o.delta, p.delta) {
-                (Some(d), Some(plan)) => delta::write::store(
-                    self.media,
-                    self.sb,
-                    &self.delta,
-                    o.parts(),
-                    d.changes,
-                    plan,
-                    payload_off,
-                    checksum,
-                )?,
-                _ => {
-                    if !p.payload_stored {
-                        let mut w = NtStream::new(self.media, payload_off);
-                        o.parts().iter().for_each(|p| w.write(p));
-                        w.finish();
-                    }
-                    if checksum {
-                        let mut h = Hasher::new(pool_id);
-                        o.parts().iter().for_each(|p| h.write(p));
-                        h.finish()
-                    } else {
-                        0
-                    }
+                (Some(d), Some(plan)) => {
+                    delta::write::store(self.media, self.sb, &self.delta, o.parts(), d.changes, plan, payload_off)?
                 }
+                // Stored ahead (`store_payload_ahead`), with its sum.
+                _ if p.payload_stored => p.payload_sum,
+                _ => self.store_full(o.parts(), payload_off),
             };
             let mut oh = ObjectHeader {
                 version: p.version,

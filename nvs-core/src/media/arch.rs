@@ -5,6 +5,8 @@
 //! (`dst..dst + src.len()` rounded up to 8, or the 8-byte word) is valid for writes,
 //! 8-byte aligned, and does not overlap `src`.
 
+use crate::format::sum::Sum;
+
 /// Split `src` into its whole 8-byte words and a last word padded with zeros.
 #[inline(always)]
 fn padded_tail(src: &[u8]) -> (usize, Option<u64>) {
@@ -97,6 +99,67 @@ pub unsafe fn copy_in_volatile(dst: &mut [u8], src: *const u8) {
         dst[i] = unsafe { core::ptr::read_volatile(src.add(i)) };
         i += 1;
     }
+}
+
+/// NT copy of `src` to `dst` (as [`copy_nt`]) that feeds `src` to `sum` in the same pass
+/// (x86_64 with SSE4.2: each 64-byte source line is loaded once, streamed out and fed
+/// to the four CRC streams while it is in L1; elsewhere a copy, then the sum).
+///
+/// # Safety
+/// Module contract.
+pub unsafe fn copy_nt_summed(dst: *mut u8, src: &[u8], sum: &mut Sum) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
+    if crate::format::sum::hardware() {
+        // SAFETY: forwarded contract; SSE4.2 detected.
+        unsafe { x86::copy_nt_summed(dst, src, sum) };
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { copy_nt(dst, src) };
+    sum.write(src);
+}
+
+/// Copy `dst.len()` bytes from `src` (memory no other process writes meanwhile: a plain
+/// copy is sound) into `dst` by ordinary loads and stores, feeding them to `sum` in the
+/// same pass where the CPU has SSE4.2 (else a copy, then the sum).
+///
+/// # Safety
+/// `src..src + dst.len()` is valid for reads and does not overlap `dst`.
+pub unsafe fn copy_out_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
+    if crate::format::sum::hardware() {
+        // SAFETY: forwarded contract; SSE4.2 detected.
+        unsafe { x86::copy_out_summed(dst, src, sum) };
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+    sum.write(dst);
+}
+
+/// [`copy_from_media`] (memory another process may be writing meanwhile) that feeds the
+/// bytes to `sum` in the same pass where the CPU has AVX2 and SSE4.2 (the copy and the
+/// CRC steps in one `asm!` loop); else the copy, then the sum of the copy.
+///
+/// # Safety
+/// As [`copy_from_media`].
+pub unsafe fn copy_from_media_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
+    #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
+    if crate::format::sum::hardware() && x86::has_avx2() && sum.at_line() && dst.len() >= 64 {
+        let lines = dst.len() & !63;
+        let mut c = sum.state();
+        // SAFETY: `lines` bytes of the valid ranges; AVX2 and SSE4.2 detected.
+        unsafe { x86::media_lines_summed(dst.as_mut_ptr(), src, lines, &mut c) };
+        sum.lines_done(c, lines / 64);
+        let rest = &mut dst[lines..];
+        // SAFETY: the rest of the ranges.
+        unsafe { copy_from_media(rest, src.add(lines)) };
+        sum.write(rest);
+        return;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { copy_from_media(dst, src) };
+    sum.write(dst);
 }
 
 /// # Safety
@@ -437,6 +500,279 @@ mod x86 {
             }
             i += 64;
         }
+    }
+
+    /// See the portable `copy_nt_summed`.
+    ///
+    /// # Safety
+    /// Module contract; the CPU has SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    pub unsafe fn copy_nt_summed(dst: *mut u8, src: &[u8], sum: &mut crate::format::sum::Sum) {
+        let wide = if avx512_in_use() {
+            64
+        } else if has_avx2() {
+            32
+        } else {
+            16
+        };
+        let (mut d, mut s) = (dst, src);
+        // Single words until the destination is aligned for the wide stores and the next
+        // word goes to CRC stream 0 (a payload starts on a line, so both at once).
+        let mut n = 0;
+        while s.len() >= 8 && !((d as usize).is_multiple_of(wide) && sum.at_line()) && n < 8 {
+            // SAFETY: an aligned word inside the destination (contract).
+            unsafe { store_word_nt(d, read_word(s)) };
+            sum.write(&s[..8]);
+            // SAFETY: inside the destination or one past it.
+            d = unsafe { d.add(8) };
+            s = &s[8..];
+            n += 1;
+        }
+        let lines = s.len() & !63;
+        if lines > 0 && (d as usize).is_multiple_of(wide) && sum.at_line() {
+            let mut c = sum.state();
+            // SAFETY: `d` is `wide`-aligned, `d..d + lines` inside the destination, `lines`
+            // a multiple of 64; AVX2/AVX-512 only when detected, SSE4.2 by contract.
+            unsafe {
+                match wide {
+                    64 => nt_lines_summed_avx512(d, s.as_ptr(), lines, &mut c),
+                    32 => nt_lines_summed_avx2(d, s.as_ptr(), lines, &mut c),
+                    _ => nt_lines_summed_sse2(d, s.as_ptr(), lines, &mut c),
+                }
+                d = d.add(lines);
+            }
+            sum.lines_done(c, lines / 64);
+            s = &s[lines..];
+        }
+        // SAFETY: the rest of the destination (contract).
+        unsafe { copy_nt(d, s) };
+        sum.write(s);
+    }
+
+    /// Eight CRC32C steps over the 64-byte line at `p`, word `j` to stream `j % 4`.
+    ///
+    /// # Safety
+    /// `p..p + 64` valid for reads; SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[inline(always)]
+    unsafe fn crc_line(c: &mut [u64; 4], p: *const u8) {
+        // SAFETY: eight words inside the line (contract); unaligned reads.
+        unsafe {
+            let w = |k: usize| core::ptr::read_unaligned(p.add(8 * k).cast::<u64>());
+            c[0] = _mm_crc32_u64(c[0], w(0));
+            c[1] = _mm_crc32_u64(c[1], w(1));
+            c[2] = _mm_crc32_u64(c[2], w(2));
+            c[3] = _mm_crc32_u64(c[3], w(3));
+            c[0] = _mm_crc32_u64(c[0], w(4));
+            c[1] = _mm_crc32_u64(c[1], w(5));
+            c[2] = _mm_crc32_u64(c[2], w(6));
+            c[3] = _mm_crc32_u64(c[3], w(7));
+        }
+    }
+
+    #[cfg(not(target_os = "none"))]
+    #[inline(always)]
+    fn widen(c: &[u32; 4]) -> [u64; 4] {
+        [c[0] as u64, c[1] as u64, c[2] as u64, c[3] as u64]
+    }
+
+    #[cfg(not(target_os = "none"))]
+    #[inline(always)]
+    fn narrow(c: &[u64; 4]) -> [u32; 4] {
+        [c[0] as u32, c[1] as u32, c[2] as u32, c[3] as u32]
+    }
+
+    /// NT-copy `len` bytes (a multiple of 64) by 64-byte AVX-512 stores, each source line
+    /// fed to the CRC streams `c` while in L1.
+    ///
+    /// # Safety
+    /// `dst` 64-aligned, both ranges valid, the CPU has AVX-512F and SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx512f,sse4.2")]
+    unsafe fn nt_lines_summed_avx512(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; load unaligned, store 64-aligned.
+            unsafe {
+                _mm512_stream_si512(dst.add(i).cast(), _mm512_loadu_si512(src.add(i).cast()));
+                crc_line(&mut k, src.add(i));
+            }
+            i += 64;
+        }
+        *c = narrow(&k);
+    }
+
+    /// As [`nt_lines_summed_avx512`] with 32-byte AVX2 stores.
+    ///
+    /// # Safety
+    /// `dst` 32-aligned, both ranges valid, the CPU has AVX2 and SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2,sse4.2")]
+    unsafe fn nt_lines_summed_avx2(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; loads unaligned, stores 32-aligned.
+            unsafe {
+                let a = _mm256_loadu_si256(src.add(i).cast());
+                let b = _mm256_loadu_si256(src.add(i + 32).cast());
+                _mm256_stream_si256(dst.add(i).cast(), a);
+                _mm256_stream_si256(dst.add(i + 32).cast(), b);
+                crc_line(&mut k, src.add(i));
+            }
+            i += 64;
+        }
+        *c = narrow(&k);
+    }
+
+    /// As [`nt_lines_summed_avx512`] with 16-byte SSE2 stores.
+    ///
+    /// # Safety
+    /// `dst` 16-aligned, both ranges valid, the CPU has SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "sse2,sse4.2")]
+    unsafe fn nt_lines_summed_sse2(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; loads unaligned, stores 16-aligned.
+            unsafe {
+                let a = _mm_loadu_si128(src.add(i).cast());
+                let b = _mm_loadu_si128(src.add(i + 16).cast());
+                let e = _mm_loadu_si128(src.add(i + 32).cast());
+                let f = _mm_loadu_si128(src.add(i + 48).cast());
+                _mm_stream_si128(dst.add(i).cast(), a);
+                _mm_stream_si128(dst.add(i + 16).cast(), b);
+                _mm_stream_si128(dst.add(i + 32).cast(), e);
+                _mm_stream_si128(dst.add(i + 48).cast(), f);
+                crc_line(&mut k, src.add(i));
+            }
+            i += 64;
+        }
+        *c = narrow(&k);
+    }
+
+    /// See the portable `copy_out_summed`.
+    ///
+    /// # Safety
+    /// `src..src + dst.len()` valid for reads, not overlapping `dst`, written by no one
+    /// meanwhile; the CPU has SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    pub unsafe fn copy_out_summed(dst: &mut [u8], src: *const u8, sum: &mut crate::format::sum::Sum) {
+        let lines = if sum.at_line() { dst.len() & !63 } else { 0 };
+        if lines > 0 {
+            let mut c = sum.state();
+            // SAFETY: `lines` bytes of both valid ranges; SSE4.2 by contract, AVX2 if detected.
+            unsafe {
+                if has_avx2() {
+                    out_lines_summed_avx2(dst.as_mut_ptr(), src, lines, &mut c)
+                } else {
+                    out_lines_summed_sse2(dst.as_mut_ptr(), src, lines, &mut c)
+                }
+            }
+            sum.lines_done(c, lines / 64);
+        }
+        let rest = &mut dst[lines..];
+        // SAFETY: the rest of the ranges (contract).
+        unsafe { core::ptr::copy_nonoverlapping(src.add(lines), rest.as_mut_ptr(), rest.len()) };
+        sum.write(rest);
+    }
+
+    /// Copy `len` bytes (a non-zero multiple of 64) from `src`, memory another process
+    /// may be writing, to `dst` by AVX2 moves in `asm!` (see `copy_from_media`), feeding
+    /// each source line's 8 words to the CRC streams `c` by `crc32` (reading the line
+    /// again, from L1: a concurrent writer can make the sum disagree with the copy, which
+    /// a reader detects anyway by re-checking the segment afterwards).
+    ///
+    /// # Safety
+    /// Both ranges valid and disjoint; AVX2 and SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn media_lines_summed(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        // SAFETY: reads and writes `len` bytes, 64 at a time (`len` a non-zero multiple
+        // of 64); `crc32` only reads the line just loaded; only the declared registers
+        // (and flags) change.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "vmovdqu {a}, [{s}]",
+                "vmovdqu {b}, [{s} + 32]",
+                "vmovdqu [{d}], {a}",
+                "vmovdqu [{d} + 32], {b}",
+                "crc32 {c0}, qword ptr [{s}]",
+                "crc32 {c1}, qword ptr [{s} + 8]",
+                "crc32 {c2}, qword ptr [{s} + 16]",
+                "crc32 {c3}, qword ptr [{s} + 24]",
+                "crc32 {c0}, qword ptr [{s} + 32]",
+                "crc32 {c1}, qword ptr [{s} + 40]",
+                "crc32 {c2}, qword ptr [{s} + 48]",
+                "crc32 {c3}, qword ptr [{s} + 56]",
+                "add {s}, 64",
+                "add {d}, 64",
+                "sub {n}, 64",
+                "jnz 2b",
+                "vzeroupper",
+                s = inout(reg) src => _,
+                d = inout(reg) dst => _,
+                n = inout(reg) len => _,
+                c0 = inout(reg) k[0],
+                c1 = inout(reg) k[1],
+                c2 = inout(reg) k[2],
+                c3 = inout(reg) k[3],
+                a = out(ymm_reg) _,
+                b = out(ymm_reg) _,
+                options(nostack)
+            );
+        }
+        *c = narrow(&k);
+    }
+
+    /// Copy `len` bytes (a multiple of 64) by AVX2 loads and stores, each source line fed
+    /// to the CRC streams while in L1.
+    ///
+    /// # Safety
+    /// Both ranges valid and disjoint; AVX2 and SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2,sse4.2")]
+    unsafe fn out_lines_summed_avx2(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; unaligned loads and stores.
+            unsafe {
+                let a = _mm256_loadu_si256(src.add(i).cast());
+                let b = _mm256_loadu_si256(src.add(i + 32).cast());
+                _mm256_storeu_si256(dst.add(i).cast(), a);
+                _mm256_storeu_si256(dst.add(i + 32).cast(), b);
+                crc_line(&mut k, src.add(i));
+            }
+            i += 64;
+        }
+        *c = narrow(&k);
+    }
+
+    /// As [`out_lines_summed_avx2`] with SSE2 moves.
+    ///
+    /// # Safety
+    /// Both ranges valid and disjoint; SSE4.2.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "sse2,sse4.2")]
+    unsafe fn out_lines_summed_sse2(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
+        let mut k = widen(c);
+        let mut i = 0;
+        while i < len {
+            // SAFETY: `i + 64 <= len`; unaligned loads and stores.
+            unsafe {
+                for j in [0, 16, 32, 48] {
+                    _mm_storeu_si128(dst.add(i + j).cast(), _mm_loadu_si128(src.add(i + j).cast()));
+                }
+                crc_line(&mut k, src.add(i));
+            }
+            i += 64;
+        }
+        *c = narrow(&k);
     }
 
     /// Prefetch (into all cache levels) every cache line of `p..p + len`.

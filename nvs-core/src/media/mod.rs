@@ -24,6 +24,8 @@
 pub(crate) mod arch;
 pub mod region;
 
+use crate::format::sum::Sum;
+
 /// A byte-addressable persistent memory range. See the module docs for the model.
 pub trait Media {
     /// Length of the media in bytes.
@@ -47,6 +49,22 @@ pub trait Media {
     /// multiple of 8 are set to zero. Durability: pending until this thread's next
     /// fence; until then any subset of its 8-byte words may persist.
     fn store_nt(&self, off: usize, src: &[u8]);
+
+    /// [`Media::store_nt`] of `src` that also feeds `src` to `sum` (the payload checksum
+    /// of format 2), ideally in the same pass over `src` (a [`Region`](region::Region)
+    /// does: each source line is loaded once, streamed out and summed). The same stores,
+    /// the same durability. The default stores, then sums.
+    fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
+        self.store_nt(off, src);
+        sum.write(src);
+    }
+
+    /// [`Media::read`] into `dst` that also feeds the bytes read to `sum`, ideally while
+    /// copying (a [`Region`](region::Region) does). The default reads, then sums.
+    fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
+        self.read(off, dst);
+        sum.write(dst);
+    }
 
     /// Non-temporal store of one aligned 8-byte word (`off % 8 == 0`): failure-atomic,
     /// pending until this thread's next fence. Commit words are written with this.
@@ -99,6 +117,12 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn store_nt(&self, off: usize, src: &[u8]) {
         (**self).store_nt(off, src)
+    }
+    fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
+        (**self).store_nt_summed(off, src, sum)
+    }
+    fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
+        (**self).read_summed(off, dst, sum)
     }
     fn store_word_nt(&self, off: usize, word: u64) {
         (**self).store_word_nt(off, word)

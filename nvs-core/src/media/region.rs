@@ -8,6 +8,7 @@
 
 use super::arch;
 use super::Media;
+use crate::format::sum::Sum;
 
 /// The best store kind for this target.
 fn best_kind() -> StoreKind {
@@ -169,6 +170,35 @@ impl Media for Region {
             match self.kind {
                 StoreKind::NonTemporal => arch::copy_nt(self.base.add(off), src),
                 StoreKind::Portable => arch::copy_volatile(self.base.add(off), src),
+            }
+        }
+    }
+
+    fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
+        self.check(off, src.len().next_multiple_of(8));
+        assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
+        // SAFETY: as in `store_nt`.
+        unsafe {
+            match self.kind {
+                StoreKind::NonTemporal => arch::copy_nt_summed(self.base.add(off), src, sum),
+                StoreKind::Portable => {
+                    arch::copy_volatile(self.base.add(off), src);
+                    sum.write(src);
+                }
+            }
+        }
+    }
+
+    fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
+        self.check(off, dst.len());
+        // SAFETY: as in `read`: in bounds, valid for reads, `dst` a distinct allocation;
+        // memory another process may be writing (`shared`) is copied in `asm!`, as
+        // `copy_from_media` says, and summed in the same pass; the rest by the fused copy.
+        unsafe {
+            if self.shared {
+                arch::copy_from_media_summed(dst, self.base.add(off), sum)
+            } else {
+                arch::copy_out_summed(dst, self.base.add(off), sum)
             }
         }
     }

@@ -43,17 +43,18 @@ pub struct FormatOptions {
     pub segment_len: Option<u64>,
     /// Number of writer lanes (1..=256).
     pub lanes_max: u32,
-    /// Checksum every payload (verified on every get and by check).
+    /// Checksum every payload (verified on every get and by check). On by default.
     pub payload_checksum: bool,
 }
 
 impl FormatOptions {
     /// Defaults with this pool id: segments of the largest power of two not above 1/16
     /// of the media (between 1/32 and 1/16 of it), at least 4 KiB and at most 64 MiB; 64
-    /// lanes; no payload checksums. An object (or a batch) larger than a segment takes a
-    /// span of consecutive segments: [`Pool::max_object_bytes`] says how large one can be.
+    /// lanes; payload checksums on (nvs-sum, computed by the put's own copy). An object
+    /// (or a batch) larger than a segment takes a span of consecutive segments:
+    /// [`Pool::max_object_bytes`] says how large one can be.
     pub fn new(pool_id: u64) -> Self {
-        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: false }
+        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: true }
     }
 }
 

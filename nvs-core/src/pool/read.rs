@@ -5,7 +5,8 @@
 use super::Pool;
 use crate::delta::{self, read::chain_of, read::Chain};
 use crate::error::{CorruptKind, Error, Result};
-use crate::format::{self, hash::hash64, hash::Hasher, NAME_MAX};
+use crate::format::sum::{payload_sum, Sum, SumKind, Summer};
+use crate::format::{self, NAME_MAX};
 use crate::index::{name_hash, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -79,7 +80,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // in another process is outside this contract; the check below reports it.)
         let bytes = unsafe { self.media.borrow(e.payload_off as usize, e.len_bytes as usize) };
         let bytes = bytes.ok_or(Error::NotBorrowable)?;
-        if self.sb.has_payload_checksum() && hash64(self.sb.pool_id, bytes) != e.payload_sum {
+        let kind = self.sb.sum_kind();
+        if kind != SumKind::None && payload_sum(kind, self.sb.pool_id, bytes) != e.payload_sum {
             return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
         }
         let r = f(bytes);
@@ -128,13 +130,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: e.len_bytes })?;
         // The full version first, then each delta from the oldest; each payload checked
         // against its checksum (if the pool has them) as it is used.
-        let checksums = self.sb.has_payload_checksum();
+        let kind = self.sb.sum_kind();
+        let checksums = kind != SumKind::None;
         let copied = walked.and_then(|()| {
             for &id in chain.iter().rev() {
                 let link = &entry(id);
                 let sum = if link.depth == 0 {
-                    self.media.read(link.payload_off as usize, dst);
-                    checksums.then(|| hash64(self.sb.pool_id, dst))
+                    self.read_payload(kind, link.payload_off, dst)
                 } else {
                     delta::read::walk_record(&self.media, self.sb.pool_id, link, &mut |at, from, n| {
                         if let Some(d) = dst.get_mut(at as usize..(at + n) as usize) {
@@ -163,18 +165,44 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         copied
     }
 
-    /// `nvs-hash64(pool_id, media[off .. off + len])`, read in blocks.
+    /// Copy the payload at `off` into `dst` and return its checksum of `kind` (`None`
+    /// for no checksums): nvs-sum while copying ([`Media::read_summed`]), nvs-hash64
+    /// after.
+    fn read_payload(&self, kind: SumKind, off: u64, dst: &mut [u8]) -> Option<u64> {
+        match kind {
+            SumKind::None => {
+                self.media.read(off as usize, dst);
+                None
+            }
+            SumKind::Sum => {
+                let mut s = Sum::new(self.sb.pool_id);
+                self.media.read_summed(off as usize, dst, &mut s);
+                Some(s.finish(dst.len() as u64))
+            }
+            SumKind::Hash64 => {
+                self.media.read(off as usize, dst);
+                Some(payload_sum(kind, self.sb.pool_id, dst))
+            }
+        }
+    }
+
+    /// The pool's payload checksum of `media[off .. off + len]`, read in blocks.
     fn media_sum(&self, off: u64, len: u64) -> u64 {
         let mut chunk = [0u8; 4096];
-        let mut h = Hasher::new(self.sb.pool_id);
-        let (mut off, end) = (off, off + len);
-        while off < end {
-            let n = ((end - off) as usize).min(chunk.len());
-            self.media.read(off as usize, &mut chunk[..n]);
-            h.write(&chunk[..n]);
-            off += n as u64;
+        let Some(mut h) = Summer::new(self.sb.sum_kind(), self.sb.pool_id) else { return 0 };
+        let (mut at, end) = (off, off + len);
+        while at < end {
+            let n = ((end - at) as usize).min(chunk.len());
+            match &mut h {
+                Summer::Sum(s) => self.media.read_summed(at as usize, &mut chunk[..n], s),
+                Summer::Hash64(x) => {
+                    self.media.read(at as usize, &mut chunk[..n]);
+                    x.write(&chunk[..n]);
+                }
+            }
+            at += n as u64;
         }
-        h.finish()
+        h.finish(len)
     }
 
     /// For a reader beside a writer in another process: is the segment holding `e` still
