@@ -104,10 +104,17 @@ pub fn decode_unit<M: Media + ?Sized>(
     if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
         return corrupted(CorruptKind::HeaderChecksum);
     }
+    let in_bounds = h.seq == seq && h.lane == lane && unit_in_bounds(&h, off, seg_end);
+    if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
+        return corrupted(CorruptKind::HeaderBounds);
+    }
+    Ok(UnitSlot::Committed(h))
+}
+
+/// A unit header's flags, counts and lengths are consistent, and it ends by `seg_end`.
+fn unit_in_bounds(h: &UnitHeader, off: u64, seg_end: u64) -> bool {
     let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
-    let in_bounds = h.seq == seq
-        && h.lane == lane
-        && (h.flags == 0) == (h.object_count >= 1)
+    (h.flags == 0) == (h.object_count >= 1)
         && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
         && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
         && (h.flags == 0 || h.unit_len == LINE)
@@ -115,11 +122,41 @@ pub fn decode_unit<M: Media + ?Sized>(
         && h.object_count as usize <= BATCH_MAX
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len
-        && h.unit_len <= seg_end - off;
-    if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
-        return corrupted(CorruptKind::HeaderBounds);
+        && h.unit_len <= seg_end - off
+}
+
+/// The committed unit of this pool at `off` (a free segment's data start, in a segment
+/// ending at `seg_end`), of whatever lane and seq, if `wanted(lane, seq)`: recovery asks
+/// whether a segment it finds free holds a unit its lane's walk did not reach (R3b in
+/// DESIGN.md). Valid means what it means for [`decode_unit`], with the unit's own lane
+/// and seq in place of the expected ones: the commit word equals `commit_word(pool_id,
+/// lane, seq, checksum)` of its own fields, the checksum matches, the lane is below
+/// `lanes_max` and the lengths are in bounds. The seq and lane words are read first, so
+/// a unit `wanted` refuses (the usual case: a released segment's old units) costs two
+/// words.
+pub fn decode_unit_anywhere<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    off: u64,
+    seg_end: u64,
+    wanted: impl Fn(u32, u64) -> bool,
+) -> Option<UnitHeader> {
+    if off + size_of::<UnitHeader>() as u64 > seg_end {
+        return None;
     }
-    Ok(UnitSlot::Committed(h))
+    let seq = media.load_word(off as usize + offset_of!(UnitHeader, seq));
+    let lane = (media.load_word(off as usize + offset_of!(UnitHeader, object_count)) >> 32) as u32;
+    if lane >= sb.lanes_max || !wanted(lane, seq) {
+        return None;
+    }
+    let commit = media.load_word(off as usize);
+    let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
+    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
+        return None;
+    }
+    let h: UnitHeader = read_pod(media, off);
+    let valid = h.seq == seq && h.lane == lane && h.checksum == h.compute_checksum(sb.pool_id);
+    (valid && unit_in_bounds(&h, off, seg_end)).then_some(h)
 }
 
 /// A decoded object of a committed unit.
