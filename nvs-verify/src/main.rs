@@ -123,17 +123,23 @@ fn crash(names: &[String]) -> (bool, Totals) {
     (t.violations == 0 && t.incomplete == 0, t)
 }
 
+/// The short `ops` workloads (one segment per lane), and the families whose final pools
+/// have chains of several segments, released segments and empty joined ones.
 fn damage_workloads() -> Vec<nvs_verify::workload::Workload> {
-    families()[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect()
+    let fams = families();
+    let short = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2);
+    let chains = fams.iter().filter(|f| ["segment", "retention", "join", "close"].contains(&f.name));
+    short.chain(chains.flat_map(|f| f.workloads.iter())).cloned().collect()
 }
 
 fn damage(only: Option<&str>) -> bool {
     let ws: Vec<_> = damage_workloads().into_iter().filter(|w| only.is_none_or(|o| o == w.id)).collect();
     let r = check_damage(&ws, false);
     println!(
-        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths), {} violations, {:.1}s",
+        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths; {} in segment headers), {} violations, {:.1}s",
         r.workloads,
         r.images,
+        r.header_images,
         r.failures.len(),
         r.time.as_secs_f64()
     );
