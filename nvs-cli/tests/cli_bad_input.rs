@@ -1,9 +1,10 @@
 //! The `nvs` tool on bad input (promise 6 of the README, for the tool): a file that is not a
 //! pool, an empty file, a directory, a missing path, a truncated pool, a pool of a newer
 //! format version, a read-only file opened for writing, a pool locked by a writer, a
-//! FIFO, a character device, a damaged segment header (never a silent loss). Every command answers with one line on stderr naming the
-//! problem and the documented exit code (1: the bytes are bad / not a pool; 2: usage,
-//! I/O, lock or other refusal), never panics or hangs, and modifies nothing.
+//! FIFO, a character device, a damaged segment header (never a silent loss). Every
+//! command answers with one line on stderr naming the problem and the documented exit
+//! code (1: the bytes are bad / not a pool; 2: usage, I/O, lock or other refusal), never
+//! panics or hangs, and modifies nothing.
 
 use nvs_core::internals::format::{FORMAT_VERSION, SUPERBLOCK_SEED};
 use nvs_core::internals::hash::hash64;
