@@ -24,14 +24,13 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
 use crate::error::{CorruptKind, Error, Result};
-use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LINE, NAME_MAX, SEGMENT_MAGIC};
+use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
 use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
-use crate::log::segments::{SegSlot, FREE, RELEASED};
+use crate::log::segments::{SegSlot, FREE, ONCE_WHOLE, RELEASED};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::RecoveryStats;
-use core::mem::offset_of;
 
 /// How pass 3 learns each lane's retention base.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -82,7 +81,10 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     for (i, slot) in segs.iter_mut().enumerate() {
         *slot = match format::decode_segment(media, sb, i as u32) {
             Some(h) => SegSlot { chain_seq: h.chain_seq, first_seq: h.first_seq, lane: h.lane, index: i as u32 },
-            None => SegSlot { chain_seq: 0, first_seq: 0, lane: FREE, index: i as u32 },
+            None => {
+                let chain_seq = if format::segment_once_whole(media, sb, i as u32) { ONCE_WHOLE } else { 0 };
+                SegSlot { chain_seq, first_seq: 0, lane: FREE, index: i as u32 }
+            }
         };
     }
     // Pass 2: chains are runs of (lane, chain_seq) after sorting; free segments sort last.
@@ -232,10 +234,10 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
 /// one, nothing else notices (a lost middle or head segment is R4), and the lane would
 /// silently hand out the lost units' sequence numbers and versions again.
 ///
-/// Only segments whose header was once stored whole are looked into (below), and only
-/// the unit at the segment's data start is read: a lane's first unit in a segment
-/// is always there. No legitimate state trips this, since a unit commits only after its
-/// segment header was fenced (DESIGN.md, put step 2), so a free segment holding a
+/// Only segments whose header was once stored whole are looked into (pass 1 marks them:
+/// [`format::segment_once_whole`]), and only the unit at the segment's data start is
+/// read: a lane's first unit in a segment is always there. No legitimate state trips
+/// this, since a unit commits only after its segment header was fenced (DESIGN.md, put step 2), so a free segment holding a
 /// committed unit had a valid header that was then zeroed or never was this pool's:
 /// - released by retention: its header is zeroed only after the lane's truncate unit
 ///   committed in a later segment, so its units' seqs are below the lane's next;
@@ -253,25 +255,9 @@ fn lost_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot],
         return Ok(());
     }
     let next = |lane: u32| lanes.get(lane as usize).map_or(0, |l| l.next_seq);
-    for s in segs.iter().filter(|s| s.lane == FREE) {
+    // Only segments whose header was once stored whole (pass 1 marked them).
+    for s in segs.iter().filter(|s| s.lane == FREE && s.chain_seq == ONCE_WHOLE) {
         let seg_off = sb.segment_off(s.index);
-        // Only a header that was stored whole and then damaged can hide a committed unit
-        // (a unit commits only after its header is durable). Its magic and pool id words
-        // are then this pool's but for a damaged byte, and its checksum word is not 0.
-        // Skipped: fresh space and released segments (zeroed headers), an earlier pool's
-        // segments (another id: its units cannot match anyway), and most claims a crash
-        // tore (a claim zeroes a non-zero header first, so a word that did not persist
-        // is 0) — which keeps open from reading slots it need not read, and the crash
-        // checker from branching on the words of a torn claim's unit.
-        let word = |field: usize| media.load_word(seg_off as usize + field);
-        let bytes_off = |w: u64, want: u64| ((w ^ want).to_le_bytes()).iter().filter(|&&b| b != 0).count();
-        let whole_once = bytes_off(word(offset_of!(SegmentHeader, magic)), SEGMENT_MAGIC)
-            + bytes_off(word(offset_of!(SegmentHeader, pool_id)), sb.pool_id)
-            <= 1
-            && word(offset_of!(SegmentHeader, checksum)) != 0;
-        if !whole_once {
-            continue;
-        }
         let start = seg_off + LINE;
         if format::decode_unit_anywhere(media, sb, start, seg_off + sb.segment_len, |l, seq| seq >= next(l)).is_some() {
             return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::LostSegment });

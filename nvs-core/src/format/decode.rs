@@ -68,6 +68,23 @@ pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> 
     valid.then_some(h)
 }
 
+/// Whether segment `i`'s (invalid) header was once stored whole and then damaged: only
+/// such a header can hide a committed unit (a unit commits only after its header is
+/// durable). Its magic and pool id words are then this pool's but for a damaged byte, and
+/// its checksum word is not 0. Not so: fresh space and released segments (zeroed
+/// headers), an earlier pool's segments (another id: its units cannot match anyway), and
+/// most claims a crash tore (a claim zeroes a non-zero header first, so a word that did
+/// not persist is 0). Reads the magic word (as [`decode_segment`] just did), and the
+/// other two only when it is within a byte of the magic.
+pub fn segment_once_whole<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> bool {
+    let off = sb.segment_off(i) as usize;
+    let bytes_off = |w: u64, want: u64| (w ^ want).to_le_bytes().iter().filter(|&&b| b != 0).count();
+    let magic = bytes_off(media.load_word(off + offset_of!(SegmentHeader, magic)), SEGMENT_MAGIC);
+    magic <= 1
+        && magic + bytes_off(media.load_word(off + offset_of!(SegmentHeader, pool_id)), sb.pool_id) <= 1
+        && media.load_word(off + offset_of!(SegmentHeader, checksum)) != 0
+}
+
 /// What recovery finds at a unit slot.
 pub enum UnitSlot {
     /// The lane's log ends here (uncommitted, torn, stale or free space).
