@@ -127,11 +127,13 @@ pub struct DamageReport {
     pub time: Duration,
 }
 
-/// Flip every metadata byte and forge every length of each workload's final pool.
-pub fn check_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
+/// Flip every metadata byte and forge every length of each of `workloads`' final pool;
+/// of `headers_only`'s, flip every byte of every valid segment header.
+pub fn check_damage(workloads: &[Workload], headers_only: &[Workload], stop_early: bool) -> DamageReport {
     let t = Instant::now();
-    let mut r = DamageReport { workloads: workloads.len(), ..Default::default() };
-    'outer: for w in workloads {
+    let mut r = DamageReport { workloads: workloads.len() + headers_only.len(), ..Default::default() };
+    let all = workloads.iter().map(|w| (w, false)).chain(headers_only.iter().map(|w| (w, true)));
+    'outer: for (w, only_headers) in all {
         let trace = match run(w) {
             Ok(t) => t,
             Err(e) => {
@@ -144,7 +146,7 @@ pub fn check_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
         };
         let bytes = trace.media.volatile_bytes();
         let end = trace.media.point();
-        for (start, len, header) in metadata(&trace.media) {
+        for (start, len, header) in metadata(&trace.media).into_iter().filter(|m| m.2 || !only_headers) {
             for at in start..start + len {
                 let mut img = bytes.clone();
                 img[at] ^= 0x10;
@@ -165,6 +167,9 @@ pub fn check_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
                     }
                 }
             }
+        }
+        if only_headers {
+            continue;
         }
         for (k, img) in forgeries(&bytes).into_iter().enumerate() {
             r.images += 1;
