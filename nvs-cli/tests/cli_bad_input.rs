@@ -1,9 +1,10 @@
 //! The `nvs` tool on bad input (promise 6 of the README, for the tool): a file that is not a
 //! pool, an empty file, a directory, a missing path, a truncated pool, a pool of a newer
 //! format version, a read-only file opened for writing, a pool locked by a writer, a
-//! FIFO, a character device. Every command answers with one line on stderr naming the
-//! problem and the documented exit code (1: the bytes are bad / not a pool; 2: usage,
-//! I/O, lock or other refusal), never panics or hangs, and modifies nothing.
+//! FIFO, a character device, a damaged segment header (never a silent loss). Every
+//! command answers with one line on stderr naming the problem and the documented exit
+//! code (1: the bytes are bad / not a pool; 2: usage, I/O, lock or other refusal), never
+//! panics or hangs, and modifies nothing.
 
 use nvs_core::internals::format::{FORMAT_VERSION, SUPERBLOCK_SEED};
 use nvs_core::internals::hash::hash64;
@@ -519,4 +520,102 @@ fn a_pool_truncated_under_a_follower_is_an_error_not_a_signal() {
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert!(err.contains("SIGBUS") && err.contains("shrinks.pool"), "{err}");
     std::mem::forget(writer); // its mapping is gone too: do not touch it (no drop)
+}
+
+/// The pool of the lost-segment reproduction: 16 KiB segments, payload checksums, and
+/// `puts` objects of 9000 bytes put through the CLI (one segment each), on `lanes` in turn.
+fn chained_pool(dir: &Path, puts: usize, lanes: u32) -> PathBuf {
+    let p = dir.join("chain.pool");
+    let o = nvs(&["create", s(&p), "--size", "1M", "--segment-size", "16K", "--payload-checksum"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    for i in 0..puts {
+        let input = dir.join(format!("in{i}"));
+        std::fs::write(&input, vec![i as u8 + 1; 9000]).unwrap();
+        let lane = (i as u32 % lanes).to_string();
+        let o = nvs(&["put", s(&p), "obj", s(&input), "--lane", &lane]);
+        assert_eq!(o.status.code(), Some(0), "put {i}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), (i + 1).to_string(), "put {i}: its version");
+    }
+    p
+}
+
+/// Offset of the segment holding `version` of `obj` in a fresh `chained_pool`: one
+/// object per segment, claimed in order, so version v lives in segment v - 1.
+fn segment_of_version(version: u64) -> usize {
+    4096 + (version as usize - 1) * 16384
+}
+
+/// A damaged header of the segment holding a lane's newest units is reported by every
+/// command, naming the segment's offset: never a silent loss (a `get` of a lost version
+/// answering "no version", a `put` handing out a lost version number again).
+fn lost_segment_is_reported(p: &Path, seg: usize, what: &str) {
+    let want = format!("pool corrupted at offset {seg:#x}: segment header damaged");
+    refused_everywhere(p, 1, &want, &want);
+    let before = std::fs::read(p).unwrap();
+    for v in ["1", "2", "3"] {
+        assert_refused(&nvs(&["get", s(p), "obj", "--version", v]), 1, &want, &format!("{what}: get --version {v}"));
+    }
+    assert_refused(&nvs(&["put", s(p), "obj"]), 1, &want, &format!("{what}: put"));
+    assert_eq!(std::fs::read(p).unwrap(), before, "{what}: modified the pool");
+}
+
+/// The reproduction: one byte of the magic of the last segment of the lane's chain.
+#[test]
+fn damaged_magic_of_a_lanes_last_segment() {
+    let dir = tmp();
+    let p = chained_pool(dir.path(), 3, 1);
+    let seg = segment_of_version(3);
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[seg] = b'X';
+    std::fs::write(&p, &bytes).unwrap();
+    lost_segment_is_reported(&p, seg, "magic");
+}
+
+/// One bit of the checksum (bytes 56..64) of a lane's last segment, each bit in turn.
+#[test]
+fn flipped_checksum_bit_of_a_lanes_last_segment() {
+    let dir = tmp();
+    let p = chained_pool(dir.path(), 3, 1);
+    let good = std::fs::read(&p).unwrap();
+    let seg = segment_of_version(3);
+    for byte in 56..64 {
+        for bit in [0, 7] {
+            let mut bytes = good.clone();
+            bytes[seg + byte] ^= 1 << bit;
+            std::fs::write(&p, &bytes).unwrap();
+            lost_segment_is_reported(&p, seg, &format!("checksum byte {byte} bit {bit}"));
+        }
+    }
+}
+
+/// One bit of the checksum of a lane's only segment (lanes 0 and 1 hold one each).
+#[test]
+fn flipped_checksum_bit_of_a_lanes_only_segment() {
+    let dir = tmp();
+    let p = chained_pool(dir.path(), 2, 2);
+    let mut bytes = std::fs::read(&p).unwrap();
+    let seg = segment_of_version(2);
+    assert_eq!(bytes[seg + 16..seg + 20], 1u32.to_le_bytes(), "version 2 is lane 1's only segment");
+    bytes[seg + 60] ^= 0x04;
+    std::fs::write(&p, &bytes).unwrap();
+    lost_segment_is_reported(&p, seg, "only segment");
+}
+
+/// Retention leaves released segments free with their old committed units: not a lost
+/// segment. The pool stays clean, and versions continue where they were.
+#[test]
+fn released_segments_are_not_lost_segments() {
+    let dir = tmp();
+    let p = chained_pool(dir.path(), 6, 1);
+    let o = nvs(&["reclaim", s(&p), "--keep", "1"]);
+    assert_eq!(o.status.code(), Some(0), "reclaim: {}", String::from_utf8_lossy(&o.stderr));
+    let o = nvs(&["check", s(&p)]);
+    assert_eq!(o.status.code(), Some(0), "check after reclaim: {}", String::from_utf8_lossy(&o.stderr));
+    let o = nvs(&["put", s(&p), "obj"]);
+    assert_eq!(o.status.code(), Some(0), "put after reclaim: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "7");
+    let o = nvs(&["get", s(&p), "obj", "--version", "6"]);
+    assert_eq!(o.status.code(), Some(0), "get after reclaim: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.stdout, vec![6u8; 9000]);
+    assert_eq!(nvs(&["check", s(&p)]).status.code(), Some(0));
 }

@@ -139,6 +139,9 @@ pub enum CorruptKind {
     Geometry,
     /// A valid segment header outside its lane's continuous chain.
     SegmentChain,
+    /// A segment whose header fails its checks holds a committed unit its lane's chain
+    /// does not reach (the header was damaged: a segment of committed objects lost).
+    LostSegment,
     /// A committed unit's header, or one of its object headers, fails its checksum.
     HeaderChecksum,
     /// A committed unit's (or object's) lengths or counts point outside its bounds.
@@ -161,6 +164,9 @@ impl fmt::Display for CorruptKind {
             CorruptKind::SuperblockChecksum => "superblock checksum mismatch",
             CorruptKind::Geometry => "superblock geometry does not fit the media",
             CorruptKind::SegmentChain => "segment header outside its lane's chain",
+            CorruptKind::LostSegment => {
+                "segment header damaged: the segment holds committed units its lane no longer reaches"
+            }
             CorruptKind::HeaderChecksum => "committed unit or object header checksum mismatch",
             CorruptKind::HeaderBounds => "committed unit or object length or count out of bounds",
             CorruptKind::SequenceGap => "gap in a lane's unit sequence",

@@ -5,6 +5,9 @@
 //! | what recovery finds                                   | decision                         |
 //! |-------------------------------------------------------|----------------------------------|
 //! | segment header: bad magic/checksum/pool id/lane       | segment is free                  |
+//! | free segment, header once whole (magic, pool id ±1 B, |                                  |
+//! |   checksum ≠ 0), its first unit committed for this    |                                  |
+//! |   pool with seq ≥ its lane's next seq (pass 4)        | `Corrupted(LostSegment)`         |
 //! | valid header, chain_seq continues its lane's chain    | segment belongs to the lane      |
 //! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
 //! | valid header, chain_seq or first_seq ≥ 2^63           | `Corrupted(SegmentChain)`        |
@@ -24,7 +27,7 @@ use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
 use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
-use crate::log::segments::{SegSlot, FREE, RELEASED};
+use crate::log::segments::{SegSlot, FREE, ONCE_WHOLE, RELEASED};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::RecoveryStats;
@@ -80,7 +83,9 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     while i < count {
         let Some(h) = format::decode_segment(media, sb, i as u32) else {
             if let Some(slot) = segs.get_mut(i) {
-                *slot = SegSlot::free(i as u32);
+                // A free segment whose header was once stored whole: pass 4 looks in it.
+                let once_whole = format::segment_once_whole(media, sb, i as u32);
+                *slot = SegSlot { chain_seq: if once_whole { ONCE_WHOLE } else { 0 }, ..SegSlot::free(i as u32) };
             }
             i += 1;
             continue;
@@ -252,7 +257,49 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     }
     // Back to index order, for allocation.
     index.segments(count)?.sort_unstable_by_key(|s| s.index);
+    lost_segment(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), lanes)?;
     Ok(Some(stats))
+}
+
+/// Pass 4 (R3c): a segment recovery found free must not hold a committed unit of a lane
+/// at or past that lane's next seq (0 for a lane with no segment). Ownership is proven
+/// twice, by the segment header and by the self-validating units in the segment; when
+/// the header fails its checks (damage) and the segment was its lane's last, or only,
+/// one, nothing else notices (a lost middle or head segment is R4), and the lane would
+/// silently hand out the lost units' sequence numbers and versions again.
+///
+/// Only segments whose header was once stored whole are looked into (pass 1 marks them:
+/// [`format::segment_once_whole`]), and only the unit at the segment's data start is
+/// read: a lane's first unit in a segment is always there. No legitimate state trips
+/// this, since a unit commits only after its segment header was fenced (DESIGN.md, put step 2), so a free segment holding a
+/// committed unit had a valid header that was then zeroed or never was this pool's:
+/// - released by retention: its header is zeroed only after the lane's truncate unit
+///   committed in a later segment, so its units' seqs are below the lane's next;
+/// - reused by another lane and released again: the same, for that lane;
+/// - a torn claim, or a claim whose unit never committed: the unit's commit word was not
+///   stored (it follows the fence that makes the header durable), so the slot holds the
+///   new unit uncommitted, or the segment's older units (released: lower seqs);
+/// - an earlier pool's bytes: another pool id, so neither checksum nor commit word match;
+/// - a unit half-overwritten by a later one: its words no longer hash to its commit word.
+///
+/// A read-only open beside a writer can see a segment free in pass 1 and its first unit
+/// committed here; its header changed meanwhile, so `Pool::refresh` looks again.
+fn lost_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot], lanes: &[Lane]) -> Result<()> {
+    if mutant::on(Mutant::FreeSegmentsUnchecked) {
+        return Ok(());
+    }
+    let next = |lane: u32| lanes.get(lane as usize).map_or(0, |l| l.next_seq);
+    // Only segments whose header was once stored whole (pass 1 marked them).
+    for s in segs.iter().filter(|s| s.lane == FREE && s.chain_seq == ONCE_WHOLE) {
+        let seg_off = sb.segment_off(s.index);
+        let start = seg_off + LINE;
+        // The segment may have been a span's head: its unit may run to the pool's end.
+        let end = sb.data_off + sb.segment_count as u64 * sb.segment_len;
+        if format::decode_unit_anywhere(media, sb, start, end, |l, seq| seq >= next(l)).is_some() {
+            return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::LostSegment });
+        }
+    }
+    Ok(())
 }
 
 /// Chain and sequence positions at or above this are corruption (see pass 2).

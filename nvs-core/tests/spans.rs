@@ -189,3 +189,25 @@ fn a_batch_of_ten_thousand_objects() {
         assert_eq!(&read(&pool, n.as_bytes(), 1), d, "{n}");
     }
 }
+
+/// A damaged header of a lane's last span is never silent: recovery reports the lost
+/// segment (its unit runs past the segment, so the check looks past it too).
+#[test]
+fn a_damaged_span_header_is_reported() {
+    let mut ram = Ram::new((4096 + 16 * SEG) as usize, 0);
+    {
+        let mut pool = format(&mut ram, SEG);
+        pool.put(0, Object::new(b"small", b"x")).unwrap();
+        pool.put(0, Object::new(b"big", &pattern(3, 9000))).unwrap(); // a span of 3, segment 1
+    }
+    let head = 4096 + SEG as usize;
+    for byte in [0usize, 20, 45, 57] {
+        let mut bad = Ram::from_bytes(&ram.bytes());
+        bad.bytes_mut()[head + byte] ^= 0x10;
+        let r = open(&mut bad).map(|p| p.latest(b"big"));
+        assert!(
+            matches!(r, Err(Error::Corrupted { offset, kind: nvs_core::CorruptKind::LostSegment }) if offset == head as u64),
+            "flip of header byte {byte}: {r:?}"
+        );
+    }
+}

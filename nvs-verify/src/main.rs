@@ -16,7 +16,7 @@ use nvs_verify::check::{check_family, repro, FamilyReport};
 use nvs_verify::crosscheck::crosscheck;
 use nvs_verify::damage::check_damage;
 use nvs_verify::mutants::{parse, run_matrix, select};
-use nvs_verify::workload::{families, Family};
+use nvs_verify::workload::{families, Family, Workload};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
@@ -123,17 +123,26 @@ fn crash(names: &[String]) -> (bool, Totals) {
     (t.violations == 0 && t.incomplete == 0, t)
 }
 
-fn damage_workloads() -> Vec<nvs_verify::workload::Workload> {
-    families()[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect()
+/// The short `ops` workloads (one segment per lane), every metadata byte flipped; and
+/// the families whose final pools have chains of several segments, released segments and
+/// empty joined ones, every segment header byte flipped.
+fn damage_workloads() -> (Vec<Workload>, Vec<Workload>) {
+    let fams = families();
+    let short = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect();
+    let chains = fams.iter().filter(|f| ["segment", "retention", "join", "close"].contains(&f.name));
+    (short, chains.flat_map(|f| f.workloads.iter()).cloned().collect())
 }
 
 fn damage(only: Option<&str>) -> bool {
-    let ws: Vec<_> = damage_workloads().into_iter().filter(|w| only.is_none_or(|o| o == w.id)).collect();
-    let r = check_damage(&ws, false);
+    let (full, headers) = damage_workloads();
+    let pick =
+        |ws: Vec<Workload>| -> Vec<Workload> { ws.into_iter().filter(|w| only.is_none_or(|o| o == w.id)).collect() };
+    let r = check_damage(&pick(full), &pick(headers), false);
     println!(
-        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths), {} violations, {:.1}s",
+        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths; {} in segment headers), {} violations, {:.1}s",
         r.workloads,
         r.images,
+        r.header_images,
         r.failures.len(),
         r.time.as_secs_f64()
     );

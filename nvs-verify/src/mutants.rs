@@ -106,7 +106,7 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
             }
         }
         if killed_by.is_none() {
-            let r = check_damage(&damage_set, true);
+            let r = check_damage(&damage_set, &[], true);
             if let Some(f) = r.failures.first() {
                 killed_by = Some(format!("damage: {} — {}", f.workload, f.message));
             }

@@ -75,6 +75,23 @@ pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> 
     valid.then_some(SegmentHeader { span: h.span.max(1), ..h })
 }
 
+/// Whether segment `i`'s (invalid) header was once stored whole and then damaged: only
+/// such a header can hide a committed unit (a unit commits only after its header is
+/// durable). Its magic and pool id words are then this pool's but for a damaged byte, and
+/// its checksum word is not 0. Not so: fresh space and released segments (zeroed
+/// headers), an earlier pool's segments (another id: its units cannot match anyway), and
+/// most claims a crash tore (a claim zeroes a non-zero header first, so a word that did
+/// not persist is 0). Reads the magic word (as [`decode_segment`] just did), and the
+/// other two only when it is within a byte of the magic.
+pub fn segment_once_whole<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> bool {
+    let off = sb.segment_off(i) as usize;
+    let bytes_off = |w: u64, want: u64| (w ^ want).to_le_bytes().iter().filter(|&&b| b != 0).count();
+    let magic = bytes_off(media.load_word(off + offset_of!(SegmentHeader, magic)), SEGMENT_MAGIC);
+    magic <= 1
+        && magic + bytes_off(media.load_word(off + offset_of!(SegmentHeader, pool_id)), sb.pool_id) <= 1
+        && media.load_word(off + offset_of!(SegmentHeader, checksum)) != 0
+}
+
 /// What recovery finds at a unit slot.
 pub enum UnitSlot {
     /// The lane's log ends here (uncommitted, torn, stale or free space).
@@ -111,10 +128,17 @@ pub fn decode_unit<M: Media + ?Sized>(
     if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
         return corrupted(CorruptKind::HeaderChecksum);
     }
+    let in_bounds = h.seq == seq && h.lane == lane && unit_in_bounds(sb, &h, off, seg_end);
+    if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
+        return corrupted(CorruptKind::HeaderBounds);
+    }
+    Ok(UnitSlot::Committed(h))
+}
+
+/// A unit header's flags, counts and lengths are consistent, and it ends by `seg_end`.
+fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bool {
     let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
-    let in_bounds = h.seq == seq
-        && h.lane == lane
-        && (h.flags == 0) == (h.object_count >= 1)
+    (h.flags == 0) == (h.object_count >= 1)
         && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
         && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
         && (h.flags == 0 || h.unit_len == LINE)
@@ -123,11 +147,41 @@ pub fn decode_unit<M: Media + ?Sized>(
         && (h.object_count as usize <= BATCH_MAX || sb.spans())
         && h.unit_len.is_multiple_of(LINE)
         && h.unit_len >= min_len
-        && h.unit_len <= seg_end - off;
-    if !in_bounds && !mutant::on(Mutant::RecoveryTrustsLength) {
-        return corrupted(CorruptKind::HeaderBounds);
+        && h.unit_len <= seg_end - off
+}
+
+/// The committed unit of this pool at `off` (a free segment's data start, in a segment
+/// ending at `seg_end`), of whatever lane and seq, if `wanted(lane, seq)`: recovery asks
+/// whether a segment it finds free holds a unit its lane's walk did not reach (R3c in
+/// DESIGN.md). Valid means what it means for [`decode_unit`], with the unit's own lane
+/// and seq in place of the expected ones: the commit word equals `commit_word(pool_id,
+/// lane, seq, checksum)` of its own fields, the checksum matches, the lane is below
+/// `lanes_max` and the lengths are in bounds. The seq and lane words are read first, so
+/// a unit `wanted` refuses (the usual case: a released segment's old units) costs two
+/// words.
+pub fn decode_unit_anywhere<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    off: u64,
+    seg_end: u64,
+    wanted: impl Fn(u32, u64) -> bool,
+) -> Option<UnitHeader> {
+    if off + size_of::<UnitHeader>() as u64 > seg_end {
+        return None;
     }
-    Ok(UnitSlot::Committed(h))
+    let seq = media.load_word(off as usize + offset_of!(UnitHeader, seq));
+    let lane = (media.load_word(off as usize + offset_of!(UnitHeader, object_count)) >> 32) as u32;
+    if lane >= sb.lanes_max || !wanted(lane, seq) {
+        return None;
+    }
+    let commit = media.load_word(off as usize);
+    let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
+    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
+        return None;
+    }
+    let h: UnitHeader = read_pod(media, off);
+    let valid = h.seq == seq && h.lane == lane && h.checksum == h.compute_checksum(sb.pool_id);
+    (valid && unit_in_bounds(sb, &h, off, seg_end)).then_some(h)
 }
 
 /// A decoded object of a committed unit.

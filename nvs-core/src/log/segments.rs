@@ -14,6 +14,11 @@ use core::mem::size_of;
 /// `SegSlot::lane` of a free segment.
 pub const FREE: u32 = u32::MAX;
 
+/// `SegSlot::chain_seq` of a free segment (as recovery leaves it) whose header was once
+/// stored whole ([`crate::format::segment_once_whole`]): recovery's pass 4 looks into it
+/// for lost committed units. Any other free segment has 0 there.
+pub const ONCE_WHOLE: u64 = 1;
+
 /// `SegSlot::first_seq` of a segment that retention released but whose header is still
 /// valid on the media (a writer invalidates it before the segment is reused).
 pub const RELEASED: u64 = u64::MAX;
