@@ -42,6 +42,7 @@ pub fn create(
     ))
 }
 
+#[allow(clippy::too_many_arguments)] // one per `nvs put` option
 pub fn put(
     pool: &Path,
     name: &OsStr,
@@ -49,15 +50,23 @@ pub fn put(
     lane: u32,
     version: Option<u64>,
     delta: bool,
+    meta: &[String],
     durability: Option<Durability>,
 ) -> Result<(), CliError> {
+    // Metadata first: a malformed pair is refused before the pool is opened.
+    let mut m = nvs_std::Meta::new();
+    for pair in meta {
+        let (k, v) = pair.split_once('=').ok_or_else(|| CliError::Usage(format!("--meta {pair:?}: want KEY=VALUE")))?;
+        m = m.set(k, v);
+    }
+    let meta = m.to_bytes().map_err(|e| CliError::Usage(format!("--meta: {e}")))?;
     let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
     let name = name.as_bytes();
     let bytes = read_input(file, p.max_object_bytes(name.len()))?;
     if delta {
         return put_delta(&mut p, lane, name, &bytes);
     }
-    let object = Object::new(name, &bytes);
+    let object = Object::new(name, &bytes).meta(&meta);
     let v = p.put(lane, version.map_or(object, |v| object.version(v)))?.version;
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     committed(pool, name, v)
@@ -163,6 +172,7 @@ pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -
                     .num("delta_depth", v.depth as u64)
                     .num("lane", v.lane as u64)
                     .num("seq", v.seq)
+                    .str("meta", &meta_text(&p, name, v))
                     .line();
             }
             continue;
@@ -182,11 +192,15 @@ pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -
             out.push('\n');
             for v in &versions {
                 let kind = if v.depth == 0 { "full".to_string() } else { format!("delta depth {}", v.depth) };
-                let _ = writeln!(
+                let _ = write!(
                     out,
                     "  v{}  {} bytes  {kind}  stored {}  lane {} seq {}",
                     v.version, v.len_bytes, v.stored_bytes, v.lane, v.seq
                 );
+                if v.meta_len > 0 {
+                    let _ = write!(out, "  meta {}", meta_text(&p, name, v).escape_default());
+                }
+                out.push('\n');
             }
             continue;
         }
@@ -203,6 +217,14 @@ pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -
         let _ = writeln!(out, "{}", shown.join(" "));
     }
     stdout(&out)
+}
+
+/// An object's metadata as text (lossy UTF-8; empty if none or gone).
+fn meta_text(p: &FilePool, name: &[u8], v: &nvs_core::ObjectInfo) -> String {
+    if v.meta_len == 0 {
+        return String::new();
+    }
+    p.meta(name, v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
 }
 
 pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {

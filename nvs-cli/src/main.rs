@@ -88,6 +88,10 @@ enum Command {
         /// when that saves enough; prints the version and what was stored.
         #[arg(long, conflicts_with = "version")]
         delta: bool,
+        /// Metadata stored with the object, under its commit: KEY=VALUE, repeatable
+        /// (e.g. --meta dtype=<f8 --meta shape=100,200); shown by `ls -l`.
+        #[arg(long, value_name = "KEY=VALUE", conflicts_with = "delta")]
+        meta: Vec<String>,
     },
     /// Write a version of NAME (default: the latest) to stdout or a file.
     Get {
@@ -336,8 +340,8 @@ fn main() -> ExitCode {
         Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _ } => {
             commands::create(&pool, size, segment_size, lanes, !no_payload_checksum, d)
         }
-        Command::Put { pool, name, file, lane, version, delta } => {
-            commands::put(&pool, &name, file.as_deref(), lane, version, delta, d)
+        Command::Put { pool, name, file, lane, version, delta, meta } => {
+            commands::put(&pool, &name, file.as_deref(), lane, version, delta, &meta, d)
         }
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
         Command::Ls { pool, long, json } => commands::ls(&pool, long, json, d),

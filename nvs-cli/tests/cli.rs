@@ -407,3 +407,21 @@ fn create_without_payload_checksums() {
     let o = nvs(&["create", s(&both), "--size", "4M", "--payload-checksum", "--no-payload-checksum"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
 }
+
+/// `put --meta KEY=VALUE` stores metadata under the object's commit; `ls -l` and
+/// `ls --json` show it; a malformed pair is a usage error and stores nothing.
+#[test]
+fn put_with_metadata() {
+    let dir = tmp();
+    let pool = dir.path().join("meta.pool");
+    create(&pool, &[]);
+    let o = nvs_stdin(&["put", s(&pool), "t", "--meta", "dtype=<f8", "--meta", "shape=2,3"], &[0u8; 48]);
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "1"), "{}", stderr(&o));
+    let o = nvs_stdin(&["put", s(&pool), "u", "--meta", "nokey"], b"x");
+    assert_fails(&o, 2);
+    let ls = stdout(&nvs(&["ls", "-l", s(&pool)]));
+    assert!(ls.contains("meta dtype=<f8\\nshape=2,3\\n"), "{ls}");
+    assert!(!ls.contains("u  "), "the refused put stored something: {ls}");
+    let json = stdout(&nvs(&["ls", "--json", s(&pool)]));
+    assert!(json.contains(r#""meta":"dtype=<f8\nshape=2,3\n""#), "{json}");
+}

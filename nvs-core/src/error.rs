@@ -46,6 +46,11 @@ pub enum Error {
         /// The most that fits.
         max_bytes: u64,
     },
+    /// An object's metadata is at most [`crate::META_MAX`] bytes.
+    MetaTooLong {
+        /// The metadata's length.
+        len_bytes: usize,
+    },
     /// Names are 1..=[`crate::NAME_MAX`] bytes.
     NameTooLong {
         /// The name's length.
@@ -202,6 +207,9 @@ impl fmt::Display for Error {
             ),
             Error::TooLarge { len_bytes, max_bytes } => {
                 write!(f, "object of {len_bytes} bytes does not fit in this pool (at most {max_bytes} bytes)")
+            }
+            Error::MetaTooLong { len_bytes } => {
+                write!(f, "metadata of {len_bytes} bytes is too long (at most {})", crate::limits::META_MAX)
             }
             Error::NameTooLong { len_bytes } => {
                 write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::limits::NAME_MAX)

@@ -7,6 +7,8 @@ pub const FORMAT_VERSION: u32 = 2;
 pub const FORMAT_VERSION_MIN: u32 = 1;
 /// Most lanes a pool may have.
 pub const LANES_MAX: u32 = 256;
+/// Most bytes of metadata one object carries (format 2).
+pub const META_MAX: usize = 1024;
 /// Longest name in bytes.
 pub const NAME_MAX: usize = 255;
 /// Most objects in one batch (one commit).

@@ -24,6 +24,7 @@ pub struct Object<'a> {
     bytes: Bytes<'a>,
     pub(crate) version: Option<u64>,
     pub(crate) delta: Option<Delta<'a>>,
+    pub(crate) meta: &'a [u8],
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +36,7 @@ enum Bytes<'a> {
 impl<'a> Object<'a> {
     /// `bytes` as the next version of `name` (the name's latest + 1, starting at 1).
     pub fn new<N: AsRef<[u8]> + ?Sized>(name: &'a N, bytes: &'a [u8]) -> Self {
-        Object { name: name.as_ref(), bytes: Bytes::One(bytes), version: None, delta: None }
+        Object { name: name.as_ref(), bytes: Bytes::One(bytes), version: None, delta: None, meta: &[] }
     }
 
     /// A slice of plain values (`f64`, `i32`, ... any [`bytemuck::Pod`]) stored as its
@@ -47,7 +48,7 @@ impl<'a> Object<'a> {
     /// Several slices stored as one object, in order (a vectored put: no copy to join
     /// them first).
     pub fn vectored<N: AsRef<[u8]> + ?Sized>(name: &'a N, parts: &'a [&'a [u8]]) -> Self {
-        Object { name: name.as_ref(), bytes: Bytes::Parts(parts), version: None, delta: None }
+        Object { name: name.as_ref(), bytes: Bytes::Parts(parts), version: None, delta: None, meta: &[] }
     }
 
     /// Put it as exactly `version`, which must exceed every version of the name taken so
@@ -55,6 +56,20 @@ impl<'a> Object<'a> {
     pub fn version(mut self, version: u64) -> Self {
         self.version = Some(version);
         self
+    }
+
+    /// Store `meta` with the object, under the same commit: up to [`crate::META_MAX`]
+    /// bytes describing it — by convention `key=value` lines such as `dtype=<f8` and
+    /// `shape=100,200` (FORMAT.md, "Object metadata") — returned by [`crate::Pool::meta`]
+    /// and counted in [`ObjectInfo::meta_len`].
+    pub fn meta(mut self, meta: &'a [u8]) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// The metadata ([`Object::meta`]); empty if none.
+    pub fn meta_bytes(&self) -> &'a [u8] {
+        self.meta
     }
 
     /// Store only `changes` — the byte ranges, sorted by offset, where these bytes differ
@@ -181,6 +196,8 @@ pub struct ObjectInfo {
     pub depth: u32,
     /// The lane that committed it.
     pub lane: u32,
+    /// Bytes of metadata stored with it ([`crate::Pool::meta`]); 0 if none.
+    pub meta_len: u16,
     /// Sequence number (in its lane) of the unit that committed it.
     pub seq: u64,
     /// Media offset of the payload.
@@ -193,7 +210,8 @@ impl ObjectInfo {
             version: e.version,
             len_bytes: e.len_bytes,
             stored_bytes: e.stored_bytes,
-            depth: e.depth,
+            depth: e.depth as u32,
+            meta_len: e.meta_len,
             lane: e.lane,
             seq: e.seq,
             offset: e.payload_off,

@@ -204,6 +204,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                         next: NONE,
                         lane: lane_id,
                         depth: d.header.depth,
+                        meta_len: d.header.meta_len,
                         payload_sum: d.header.payload_sum,
                     };
                     match index.insert(media, name_hash(name), name, d.name_off, entry) {

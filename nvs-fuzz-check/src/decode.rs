@@ -17,9 +17,9 @@
 
 use crate::{Bytes, VecMedia};
 use nvs_core::internals::format::{
-    self, commit_word, line_up, object_head_len, DecodedObject, ObjectHeader, SegmentHeader, Superblock, UnitHeader,
-    UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX, SEGMENTS_MAX,
-    SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
+    self, commit_word, head_len, line_up, object_head_len, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
+    UnitHeader, UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX,
+    SEGMENTS_MAX, SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
 use nvs_core::internals::hash::{hash64, Hasher};
 use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Media, Object, Pool};
@@ -281,14 +281,17 @@ fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -
     let raw = media.peek(off as usize, 48);
     let h: ObjectHeader = bytemuck::pod_read_unaligned(&raw);
     let name_len = h.name_len as u64;
-    if name_len == 0 || name_len > 255 {
+    // Metadata (format 2): up to 1024 bytes after the name; format 1 has none.
+    let meta_len = h.meta_len as u64;
+    let meta_max = if sb.format_version >= 2 { 1024 } else { 0 };
+    if name_len == 0 || name_len > 255 || meta_len > meta_max {
         return bounds;
     }
     let end = h
         .payload_len
         .div_ceil(64)
         .checked_mul(64)
-        .and_then(|p| (off + (48 + name_len).div_ceil(64) * 64).checked_add(p));
+        .and_then(|p| (off + (48 + name_len + meta_len).div_ceil(64) * 64).checked_add(p));
     let Some(end) = end.filter(|&e| e <= unit_end) else { return bounds };
     // FORMAT.md: a full object has flags, depth and object_len 0; a delta (flags 1) needs
     // the pool's delta flag (2), depth 1..=255, a payload of at least 64 bytes and an
@@ -304,7 +307,8 @@ fn expected_object(media: &VecMedia, sb: &Superblock, off: u64, unit_end: u64) -
         return bounds;
     }
     let name = media.peek(off as usize + 48, name_len as usize);
-    if h.checksum != hash64(pool_id, &[&raw[..40], &name[..]].concat()) {
+    let meta = media.peek(off as usize + 48 + name_len as usize, meta_len as usize);
+    if h.checksum != hash64(pool_id, &[&raw[..40], &name[..], &meta[..]].concat()) {
         return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderChecksum });
     }
     Ok((h, end))
@@ -324,7 +328,7 @@ fn check_objects(media: &VecMedia, sb: &Superblock, h: &UnitHeader, unit_off: u6
             (Ok(d), Ok((wh, wend))) => {
                 assert_eq!((d.header, d.end), (wh, wend));
                 assert_eq!(d.name_off, off + size_of::<ObjectHeader>() as u64);
-                assert_eq!(d.payload_off, off + object_head_len(wh.name_len as usize));
+                assert_eq!(d.payload_off, off + head_len(wh.name_len as usize, wh.meta_len as usize));
                 assert!(d.payload_off + wh.payload_len <= d.end && d.end <= unit_end && d.end > off);
                 let name = name_buf[..wh.name_len as usize].to_vec();
                 assert_eq!(name, media.peek(d.name_off as usize, name.len()));
@@ -458,7 +462,7 @@ fn unit_raw(b: &mut Bytes) {
                     break;
                 }
                 let name = media.peek(obj as usize + 48, oh.name_len as usize);
-                oh.checksum = oh.compute_checksum(pool_id, &name);
+                oh.checksum = oh.compute_checksum(pool_id, &name, &[]);
                 media.poke(obj as usize, bytemuck::bytes_of(&oh));
                 let Some(next) =
                     obj.checked_add(object_head_len(oh.name_len as usize) + line_up(oh.payload_len % (1 << 40)))

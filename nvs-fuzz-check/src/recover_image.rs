@@ -147,7 +147,7 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
                     break;
                 }
                 let name = b[obj + 48..name_end].to_vec();
-                o.checksum = o.compute_checksum(sb.pool_id, &name);
+                o.checksum = o.compute_checksum(sb.pool_id, &name, &[]);
                 b[obj..obj + 48].copy_from_slice(bytemuck::bytes_of(&o));
                 let step = nvs_core::internals::format::object_head_len(name.len()) as usize;
                 let payload = (o.payload_len.min(len as u64) as usize).next_multiple_of(64);

@@ -72,6 +72,11 @@ pub enum Error {
         /// The first byte that differs outside the ranges.
         offset: u64,
     },
+    /// Metadata that does not follow the `key=value` convention ([`crate::Meta`]).
+    BadMeta {
+        /// What is wrong with it.
+        what: String,
+    },
     /// nvs-core refused (bad media, not a pool, full, ...). `path` is empty when the
     /// error came from a call on a plain nvs-core pool (through `From`).
     Core {
@@ -142,6 +147,7 @@ impl fmt::Display for Error {
                 path.display(),
                 show_name(name)
             ),
+            Error::BadMeta { what } => write!(f, "metadata: {what}"),
             Error::Core { path, source } if path.as_os_str().is_empty() => write!(f, "{source}"),
             Error::Core { path, source } => write!(f, "{}: {source}", path.display()),
         }

@@ -33,12 +33,14 @@ mod durability;
 mod error;
 mod follow;
 mod media;
+mod meta;
 mod pool;
 
 pub use durability::{Backing, Durability};
 pub use error::{show_name, Error, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
+pub use meta::{Element, Meta};
 pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};
 
 // What users share between threads is shareable (checked at compile time): a pool and a

@@ -451,6 +451,28 @@ impl FilePool {
         self.pool.stat(name, version).map_err(|e| self.about(name.as_ref(), Some(version), e))
     }
 
+    /// The metadata stored with version `version` of `name` (empty if none; see
+    /// [`Meta::parse`](crate::Meta::parse) for the `key=value` convention).
+    pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; nvs_core::META_MAX];
+        let n = self.pool.meta(name, version, &mut buf).map_err(|e| self.about(name.as_ref(), Some(version), e))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Put `values` as the next version of `name` on `lane`, with their element type and
+    /// `shape` in its metadata (`dtype=<f8`, `shape=...`), so a reader (the Python
+    /// package, the ADIOS2 engine) can hand back a shaped array. The shape's product
+    /// must be `values.len()`.
+    pub fn put_array<T: crate::Element>(&mut self, lane: u32, name: &str, values: &[T], shape: &[u64]) -> Result<Put> {
+        let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if count != Some(values.len() as u64) {
+            return Err(Error::BadMeta { what: format!("shape {shape:?} does not hold {} values", values.len()) });
+        }
+        let meta = crate::Meta::new().dtype(T::DTYPE).shape(shape).to_bytes()?;
+        self.put(lane, Object::pod(name, values).meta(&meta))
+    }
+
     /// Every version of `name`, oldest first ([`nvs_core::Pool::versions`]).
     pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
         self.pool.versions(name).map_err(|e| self.about(name.as_ref(), None, e))

@@ -292,3 +292,45 @@ fn large_objects_and_large_batches() {
     }
     assert_eq!(p.verify().unwrap(), 20_001);
 }
+
+/// Objects carry their shape: metadata is stored under the object's commit, survives a
+/// reopen, is returned by `meta` and counted by `stat`/`versions`; too long is refused
+/// before anything is written; a typed array's dtype and shape read back.
+#[test]
+fn objects_carry_their_shape() {
+    use nvs_std::{Element, Meta};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta.pool");
+    let mut p = FilePool::create(&path, 8 << 20, &CreateOptions::new()).unwrap();
+    let t: Vec<f64> = (0..600).map(|i| i as f64 * 0.5).collect();
+    assert_eq!(p.put_array(0, "temperature", &t, &[20, 30]).unwrap().version, 1);
+    assert!(p.put_array(0, "temperature", &t, &[20, 31]).is_err(), "a shape that does not hold the values");
+    let attrs = Meta::new().set("units", "K").set("step", "1").to_bytes().unwrap();
+    let vs = p
+        .put_batch(
+            1,
+            &[
+                Object::new("a", b"xyz").meta(&attrs),
+                Object::new("b", b"no meta"),
+                Object::new("c", b"").meta(b"k=v\n"),
+            ],
+        )
+        .unwrap();
+    assert_eq!(vs, vec![1, 1, 1]);
+    let long = vec![b'x'; nvs_core::META_MAX + 1];
+    assert!(p.put(0, Object::new("d", b"1").meta(&long)).is_err());
+    assert!(p.get_vec("d", 1).is_err(), "nothing was stored");
+    p.close().unwrap();
+    let p = FilePool::open(&path, Access::ReadOnly).unwrap();
+    let m = Meta::parse(&p.meta("temperature", 1).unwrap()).unwrap();
+    assert_eq!((m.dtype_str(), m.dims()), (Some(f64::DTYPE), Some(vec![20, 30])));
+    assert_eq!(p.get_pod::<_, f64>("temperature", 1).unwrap(), t);
+    assert_eq!(p.meta("a", 1).unwrap(), attrs);
+    assert_eq!(Meta::parse(&p.meta("a", 1).unwrap()).unwrap().get("units"), Some("K"));
+    assert_eq!(p.meta("b", 1).unwrap(), b"");
+    assert_eq!(p.meta("c", 1).unwrap(), b"k=v\n");
+    assert_eq!(p.get_vec("a", 1).unwrap(), b"xyz");
+    assert_eq!(p.stat("a", 1).unwrap().meta_len as usize, attrs.len());
+    assert_eq!(p.versions("temperature").unwrap().next().unwrap().meta_len, m.to_bytes().unwrap().len() as u16);
+    assert_eq!(p.verify().unwrap(), 4);
+}

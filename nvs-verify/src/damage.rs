@@ -107,7 +107,7 @@ fn forgeries(bytes: &[u8]) -> Vec<Vec<u8>> {
             let mut f = oh;
             f.payload_len = payload_len;
             f.name_len = name_len;
-            f.checksum = f.compute_checksum(sb.pool_id, &name);
+            f.checksum = f.compute_checksum(sb.pool_id, &name, &[]);
             let mut img = bytes.to_vec();
             put(&mut img, obj, bytemuck::bytes_of(&f));
             out.push(img);

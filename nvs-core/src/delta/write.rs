@@ -130,7 +130,7 @@ pub(crate) fn plan(
     let here =
         |p: &Entry| opts.chains_cross_segments || segment.as_ref().is_some_and(|s| s.contains(&(p.payload_off - 1)));
     let Some(parent) = parent.filter(|p| same_len(p) && here(p) && p.version < version) else { return Ok(None) };
-    let plan = DeltaPlan { record, depth: parent.depth + 1 };
+    let plan = DeltaPlan { record, depth: parent.depth as u32 + 1 };
     let small = plan.stored_bytes().saturating_mul(100) <= len.saturating_mul(opts.max_percent as u64);
     let ok = sb.has_deltas() && plan.depth <= opts.full_every && small;
     Ok(ok.then_some(plan))

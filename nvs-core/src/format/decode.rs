@@ -209,12 +209,14 @@ pub fn decode_object<M: Media + ?Sized>(
         return bounds;
     }
     let header: ObjectHeader = read_pod(media, off);
-    let name_len = header.name_len as usize;
+    let (name_len, meta_len) = (header.name_len as usize, header.meta_len as usize);
     let trust = mutant::on(Mutant::RecoveryTrustsLength);
-    if (name_len == 0 || name_len > NAME_MAX || header.payload_len > unit_end) && !trust {
+    // Metadata exists from format 2 on (in format 1 these bytes are a depth's high half).
+    let meta_max = if sb.format_version >= 2 { META_MAX } else { 0 };
+    if (name_len == 0 || name_len > NAME_MAX || meta_len > meta_max || header.payload_len > unit_end) && !trust {
         return bounds;
     }
-    let head_len = object_head_len(name_len);
+    let head_len = head_len(name_len, meta_len);
     let end = off.wrapping_add(head_len).wrapping_add(line_up(header.payload_len));
     if end > unit_end && !trust {
         return bounds;
@@ -226,7 +228,7 @@ pub fn decode_object<M: Media + ?Sized>(
         0 => header.depth == 0 && header.object_len == 0,
         OBJECT_DELTA => {
             sb.has_deltas()
-                && (1..=DELTA_DEPTH_MAX).contains(&header.depth)
+                && (1..=DELTA_DEPTH_MAX).contains(&(header.depth as u32))
                 && header.payload_len >= delta_data_off(0)
                 && header.object_len <= sb.max_unit_bytes()
         }
@@ -240,7 +242,16 @@ pub fn decode_object<M: Media + ?Sized>(
         return bounds;
     };
     media.read(name_off as usize, name);
-    if header.checksum != header.compute_checksum(sb.pool_id, name) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
+    let sum = if meta_len == 0 {
+        header.compute_checksum(sb.pool_id, name, &[])
+    } else {
+        // Only an object with metadata pays for reading it (recovery reads no payload).
+        let mut meta_buf = [0u8; META_MAX];
+        let meta = meta_buf.get_mut(..meta_len).unwrap_or(&mut []);
+        media.read(name_off as usize + name_len, meta);
+        header.compute_checksum(sb.pool_id, name, meta)
+    };
+    if header.checksum != sum && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
         return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderChecksum });
     }
     Ok(DecodedObject { header, name_off, payload_off: off + head_len, end })

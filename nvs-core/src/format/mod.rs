@@ -25,7 +25,7 @@ pub mod decode;
 pub mod hash;
 pub mod sum;
 
-pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, NAME_MAX};
+pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
 pub use decode::*;
 
 use crate::error::{Error, Result};
@@ -146,7 +146,10 @@ pub struct ObjectHeader {
     /// 0, or [`OBJECT_DELTA`].
     pub flags: u16,
     /// A delta's distance from its full version (1 ..= [`DELTA_DEPTH_MAX`]); 0 for a full one.
-    pub depth: u32,
+    pub depth: u16,
+    /// Format 2: bytes of metadata after the name (0 ..= [`META_MAX`]); format 1: 0
+    /// (these were the high bytes of a 4-byte depth, always 0).
+    pub meta_len: u16,
     /// When the pool has FLAG_PAYLOAD_CHECKSUM: `nvs-sum(pool_id, payload)` (format 2)
     /// or `nvs-hash64(pool_id, payload)` (format 1); else 0.
     pub payload_sum: u64,
@@ -282,17 +285,24 @@ impl UnitHeader {
 }
 
 impl ObjectHeader {
-    /// `nvs-hash64(pool_id, bytes 0..40 ++ name)`, from the fields (the same bytes, in
-    /// registers).
-    pub fn compute_checksum(&self, pool_id: u64, name: &[u8]) -> u64 {
+    /// `nvs-hash64(pool_id, bytes 0..40 ++ name ++ meta)`, from the fields (the same
+    /// bytes, in registers).
+    pub fn compute_checksum(&self, pool_id: u64, name: &[u8], meta: &[u8]) -> u64 {
         let words = [
             self.version,
             self.payload_len,
-            self.name_len as u64 | (self.flags as u64) << 16 | (self.depth as u64) << 32,
+            self.name_len as u64 | (self.flags as u64) << 16 | (self.depth as u64) << 32 | (self.meta_len as u64) << 48,
             self.payload_sum,
             self.object_len,
         ];
-        hash64_words(seed(pool_id), &words, name)
+        if meta.is_empty() {
+            return hash64_words(seed(pool_id), &words, name);
+        }
+        let mut h = hash::Hasher::new(seed(pool_id));
+        words.iter().for_each(|w| h.write_u64(*w));
+        h.write(name);
+        h.write(meta);
+        h.finish()
     }
 }
 
@@ -320,7 +330,13 @@ pub const fn line_up(x: u64) -> u64 {
 
 /// Bytes from an object's start to its payload.
 pub const fn object_head_len(name_len: usize) -> u64 {
-    line_up(size_of::<ObjectHeader>() as u64 + name_len as u64)
+    head_len(name_len, 0)
+}
+
+/// Bytes before an object's payload when it has `meta_len` bytes of metadata: header,
+/// name, metadata, zeros to the next line.
+pub const fn head_len(name_len: usize, meta_len: usize) -> u64 {
+    line_up(size_of::<ObjectHeader>() as u64 + name_len as u64 + meta_len as u64)
 }
 
 /// Bytes one object takes in a unit.
@@ -387,7 +403,8 @@ mod tests {
                 payload_len: 0x0102_0304_0506_0708,
                 name_len: 0xabcd,
                 flags: 0x8001,
-                depth: 0xffff_fffe,
+                depth: 0xfffe,
+                meta_len: 0xfedc,
                 payload_sum: 42,
                 object_len: u64::MAX - 1,
                 checksum: 0,
@@ -395,7 +412,11 @@ mod tests {
             let mut h = crate::format::hash::Hasher::new(99);
             h.write(bytemuck::bytes_of(&oh).get(..40).unwrap_or(&[]));
             h.write(name.get(..n).unwrap_or(&[]));
-            assert_eq!(oh.compute_checksum(99, name.get(..n).unwrap_or(&[])), h.finish(), "name of {n} bytes");
+            assert_eq!(oh.compute_checksum(99, name.get(..n).unwrap_or(&[]), &[]), h.finish(), "name of {n} bytes");
+            // With metadata: the bytes after the name are covered too.
+            let meta = &name[..n / 2];
+            h.write(meta);
+            assert_eq!(oh.compute_checksum(99, name.get(..n).unwrap_or(&[]), meta), h.finish(), "meta of {}", n / 2);
         }
     }
 

@@ -26,7 +26,9 @@ pub struct Entry {
     pub next: u32,
     pub lane: u32,
     /// 0 for a full version; a delta's distance from its full version.
-    pub depth: u32,
+    pub depth: u16,
+    /// Bytes of metadata after the name in its object header.
+    pub meta_len: u16,
     /// The payload checksum (0 when the pool has none).
     pub payload_sum: u64,
 }

@@ -71,6 +71,7 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> FixedMemory
                 next: 0,
                 lane: 0,
                 depth: 0,
+                meta_len: 0,
                 payload_sum: 0,
             }; R],
             names: [NameSlot { hash: 0, name_off: 0, first: 0, last: 0, count: 0, name_len: 0, pad: 0, reserved: 0 };

@@ -6,7 +6,7 @@ use super::segments;
 use super::Writer;
 use crate::delta::{self, DeltaPlan};
 use crate::error::{Error, Result};
-use crate::format::{self, LINE, NAME_MAX};
+use crate::format::{self, LINE, META_MAX, NAME_MAX};
 use crate::index::{name_hash, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -122,7 +122,7 @@ impl<M: Media> Writer<'_, M> {
         for (i, o) in objects.iter().enumerate() {
             let (p, new_name) = self.plan_object(s, l, objects, i, plan, &mut seen)?;
             new_names += new_name as usize;
-            unit_len += format::object_len(o.name.len(), p.stored);
+            unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
             // objects.len() <= plan.capacity() was checked: this cannot fail.
             plan.push(p);
         }
@@ -134,7 +134,7 @@ impl<M: Media> Writer<'_, M> {
             for (o, p) in objects.iter().zip(plan.iter_mut()) {
                 p.delta = None;
                 p.stored = p.len;
-                unit_len += format::object_len(o.name.len(), p.stored);
+                unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
             }
         }
         if unit_len > self.sb.max_unit_bytes() {
@@ -178,6 +178,9 @@ impl<M: Media> Writer<'_, M> {
         }
         if o.name.len() > NAME_MAX {
             return Err(Error::NameTooLong { len_bytes: o.name.len() });
+        }
+        if o.meta.len() > META_MAX {
+            return Err(Error::MetaTooLong { len_bytes: o.meta.len() });
         }
         let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
         let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {

@@ -7,7 +7,7 @@ use super::Writer;
 use crate::delta;
 use crate::error::Result;
 use crate::format::sum::{Sum, SumKind, Summer};
-use crate::format::{self, line_up, object_head_len, ObjectHeader, LINE, NAME_MAX};
+use crate::format::{self, head_len, line_up, object_head_len, ObjectHeader, LINE, META_MAX, NAME_MAX};
 use crate::index::{Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -34,7 +34,13 @@ impl<M: Media> Writer<'_, M> {
         let [o] = objects else { return None };
         // Not for an explicit version (a caller's mistake there is refused in planning)
         // nor a delta (planning decides what it stores).
-        if o.delta.is_some() || o.version.is_some() || o.name.is_empty() || o.name.len() > NAME_MAX || !l.active {
+        if o.delta.is_some()
+            || o.version.is_some()
+            || o.name.is_empty()
+            || o.name.len() > NAME_MAX
+            || !o.meta.is_empty()
+            || !l.active
+        {
             return None;
         }
         let len = o.len_bytes();
@@ -79,7 +85,7 @@ impl<M: Media> Writer<'_, M> {
         let pool_id = self.sb.pool_id;
         let mut obj_off = unit_off + LINE;
         for (o, p) in objects.iter().zip(plan) {
-            let payload_off = obj_off + object_head_len(o.name.len());
+            let payload_off = obj_off + head_len(o.name.len(), o.meta.len());
             let payload_sum = match (o.delta, p.delta) {
                 (Some(d), Some(plan)) => {
                     delta::write::store(self.media, self.sb, &self.delta, o.parts(), d.changes, plan, payload_off)?
@@ -93,18 +99,27 @@ impl<M: Media> Writer<'_, M> {
                 payload_len: p.stored,
                 name_len: o.name.len() as u16,
                 flags: if p.delta.is_some() { format::OBJECT_DELTA } else { 0 },
-                depth: p.delta.map_or(0, |d| d.depth),
+                depth: p.delta.map_or(0, |d| d.depth as u16),
+                meta_len: o.meta.len() as u16,
                 payload_sum,
                 object_len: if p.delta.is_some() { p.len } else { 0 },
                 checksum: 0,
             };
-            oh.checksum = oh.compute_checksum(pool_id, o.name);
+            oh.checksum = oh.compute_checksum(pool_id, o.name, o.meta);
             // Header, name and zero padding to the payload's line, as whole-line NT
             // stores (a partial line is a slower write-combining flush): one line for a
             // name of up to 16 bytes, else one store of the header and one of the name
             // with its padding (the header is 48 bytes, so the name starts on a word).
             let head = size_of::<ObjectHeader>();
-            if head + o.name.len() <= LINE as usize {
+            if !o.meta.is_empty() {
+                // With metadata: header, name, metadata and padding, assembled once.
+                let mut buf = [0u8; size_of::<ObjectHeader>() + NAME_MAX + META_MAX + LINE as usize];
+                let (n, m) = (o.name.len(), o.meta.len());
+                buf[..head].copy_from_slice(bytemuck::bytes_of(&oh));
+                buf[head..head + n].copy_from_slice(o.name);
+                buf[head + n..head + n + m].copy_from_slice(o.meta);
+                self.media.store_nt(obj_off as usize, &buf[..head_len(n, m) as usize]);
+            } else if head + o.name.len() <= LINE as usize {
                 let mut line = [0u8; LINE as usize];
                 line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
                 line[head..head + o.name.len()].copy_from_slice(o.name);
@@ -135,7 +150,7 @@ impl<M: Media> Writer<'_, M> {
     ) {
         let mut obj_off = unit_off + LINE;
         for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
-            let payload_off = obj_off + object_head_len(o.name.len());
+            let payload_off = obj_off + head_len(o.name.len(), o.meta.len());
             let entry = Entry {
                 version: p.version,
                 payload_off,
@@ -145,7 +160,8 @@ impl<M: Media> Writer<'_, M> {
                 name: 0,
                 next: NONE,
                 lane,
-                depth: p.delta.map_or(0, |d| d.depth),
+                depth: p.delta.map_or(0, |d| d.depth as u16),
+                meta_len: o.meta.len() as u16,
                 payload_sum: p.payload_sum,
             };
             let r = if p.name_id != NONE {

@@ -6,7 +6,7 @@ use super::Pool;
 use crate::delta::{self, read::chain_of, read::Chain};
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::sum::{payload_sum, Sum, SumKind, Summer};
-use crate::format::{self, NAME_MAX};
+use crate::format::{self, ObjectHeader, NAME_MAX};
 use crate::index::{name_hash, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -14,6 +14,7 @@ use crate::object::{LaneInfo, NameInfo, ObjectInfo};
 use crate::shared::Shared;
 use crate::sync::Ordering;
 use core::fmt;
+use core::mem::size_of;
 
 /// Bytes of the next version a get prefetches for a reader walking versions in order.
 const READ_AHEAD: u64 = 2048;
@@ -243,6 +244,28 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
         let s = self.shared.read();
         Ok(ObjectInfo::of(self.lookup(&s, name.as_ref(), version)?))
+    }
+
+    /// The metadata stored with version `version` of `name` ([`Object::meta`]), copied
+    /// into `buf`; returns its length (0 if it has none). `BufferTooSmall` if `buf` is
+    /// shorter than [`ObjectInfo::meta_len`].
+    pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        let (e, name_len) = {
+            let s = self.shared.read();
+            let e = *self.lookup(&s, name.as_ref(), version)?;
+            (e, s.index.name(e.name).name_len as usize)
+        };
+        let len = e.meta_len as usize;
+        let dst = buf.get_mut(..len).ok_or(Error::BufferTooSmall { needed_bytes: len as u64 })?;
+        if len > 0 {
+            let off = e.payload_off - format::head_len(name_len, len) + size_of::<ObjectHeader>() as u64;
+            self.media.read((off + name_len as u64) as usize, dst);
+            // A reader beside a writer in another process: retention may have reused it.
+            if !self.writable && !self.still_there(&e) {
+                return Err(Error::NotFound);
+            }
+        }
+        Ok(len)
     }
 
     /// Every version of `name`, oldest first, as they were when this was called. The
