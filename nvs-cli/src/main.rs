@@ -110,7 +110,7 @@ enum Command {
         #[arg(short, long)]
         long: bool,
         /// One JSON object per version per line (name, name_hex, version, len_bytes,
-        /// stored_bytes, delta_depth, lane, seq).
+        /// stored_bytes, delta_depth, lane, seq, meta).
         #[arg(long, conflicts_with = "long")]
         json: bool,
     },

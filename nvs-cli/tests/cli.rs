@@ -316,8 +316,8 @@ fn json_output_of_ls_and_check() {
     assert_eq!(
         lines,
         [
-            r#"{"name":"temp\"1","name_hex":"74656d702231","version":1,"len_bytes":3,"stored_bytes":3,"delta_depth":0,"lane":0,"seq":0}"#,
-            r#"{"name":"temp\"1","name_hex":"74656d702231","version":2,"len_bytes":6,"stored_bytes":6,"delta_depth":0,"lane":0,"seq":1}"#,
+            r#"{"name":"temp\"1","name_hex":"74656d702231","version":1,"len_bytes":3,"stored_bytes":3,"delta_depth":0,"lane":0,"seq":0,"meta":""}"#,
+            r#"{"name":"temp\"1","name_hex":"74656d702231","version":2,"len_bytes":6,"stored_bytes":6,"delta_depth":0,"lane":0,"seq":1,"meta":""}"#,
         ]
     );
     let o = nvs(&["check", s(&pool), "--json"]);
