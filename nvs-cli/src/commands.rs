@@ -68,8 +68,16 @@ pub fn put(
     }
     let object = Object::new(name, &bytes).meta(&meta);
     let v = p.put(lane, version.map_or(object, |v| object.version(v)))?.version;
+    detach(&mut p);
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     committed(pool, name, v)
+}
+
+/// A clean exit: a detach marker, so that a follower beside a series of `nvs put` runs
+/// waits for the next one instead of reporting the writer gone. Best effort, after the
+/// put committed: a pool too full for the marker only costs that (the put stands).
+fn detach(p: &mut FilePool) {
+    let _ = p.detach();
 }
 
 /// Print a committed version; if stdout cannot take it, say on stderr which version was
@@ -100,6 +108,7 @@ fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(
         Err(e) => return Err(e.into()),
     };
     let put = p.put(lane, Object::new(name, bytes).delta(parent, &changes))?;
+    detach(p);
     let kind = if put.delta { "delta" } else { "full" };
     committed(p.path(), name, put.version)?;
     eprintln_note(&format!("{kind}: stored {} of {} bytes", put.stored_bytes, bytes.len()));

@@ -108,7 +108,7 @@ fn round_trip() {
         "durability        msync",
         "power loss",
         "stores            ",
-        "recovered         3 units, 3 objects, 60015 payload bytes",
+        "recovered         6 units, 3 objects, 60015 payload bytes", // 3 puts, each with its detach marker
         "open time",
         "segments          63 of 64 KiB",
         "lanes             64",
@@ -271,6 +271,26 @@ fn follow_on_a_pool_no_writer_has_touched_waits() {
     assert!(t.elapsed() >= std::time::Duration::from_millis(300), "it waited");
 }
 
+/// Issue 13, defect 6 (rest): a follower beside a series of `nvs put` runs used to
+/// report "writer gone" (exit 3) once one had exited. Each run now leaves a detach marker
+/// (a clean exit): the follower sees every object and waits for the next run (here: a
+/// timeout, exit 2); after a writer that died it still reports exit 3 (tests/sigkill.rs).
+#[test]
+fn follow_beside_a_series_of_puts_waits_for_the_next() {
+    let dir = tmp();
+    let pool = dir.path().join("series.pool");
+    create(&pool, &[]);
+    for i in 0..3u8 {
+        assert_eq!(code(&nvs_stdin(&["put", s(&pool), "step"], &[i; 100])), 0);
+    }
+    let o = nvs(&["follow", s(&pool), "--timeout", "0.5"]);
+    assert_eq!(stdout(&o).lines().count(), 3, "{}", stdout(&o));
+    let err = assert_fails(&o, 2);
+    assert!(err.contains("timed out"), "a clean exit is not a death: {err}");
+    assert_eq!(code(&nvs(&["close", s(&pool)])), 0);
+    assert_eq!(code(&nvs(&["follow", s(&pool), "--timeout", "5"])), 0, "closed: end of stream");
+}
+
 /// `nvs close` ends a lane's stream from the shell (a follower then ends with exit 0),
 /// `nvs reclaim --keep K` runs retention; both refuse bad arguments with exit 2.
 #[test]
@@ -317,14 +337,14 @@ fn json_output_of_ls_and_check() {
         lines,
         [
             r#"{"name":"temp\"1","name_hex":"74656d702231","version":1,"len_bytes":3,"stored_bytes":3,"delta_depth":0,"lane":0,"seq":0,"meta":""}"#,
-            r#"{"name":"temp\"1","name_hex":"74656d702231","version":2,"len_bytes":6,"stored_bytes":6,"delta_depth":0,"lane":0,"seq":1,"meta":""}"#,
+            r#"{"name":"temp\"1","name_hex":"74656d702231","version":2,"len_bytes":6,"stored_bytes":6,"delta_depth":0,"lane":0,"seq":2,"meta":""}"#,
         ]
     );
     let o = nvs(&["check", s(&pool), "--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with(r#"{"pool":""#) && out.ends_with("}\n"), "{out}");
-    assert!(out.contains(r#""clean":true,"objects":2,"units":2,"lanes":1,"#), "{out}");
+    assert!(out.contains(r#""clean":true,"objects":2,"units":4,"lanes":1,"#), "{out}");
     assert_fails(&nvs(&["ls", s(&pool), "--json", "--long"]), 2);
 }
 

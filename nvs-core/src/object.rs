@@ -180,6 +180,9 @@ pub struct LaneInfo {
     pub units: u64,
     /// The lane's last unit is an end-of-stream marker ([`crate::Pool::close_lane`]).
     pub closed: bool,
+    /// The lane's last unit is a detach marker ([`crate::Pool::detach_lane`]): its
+    /// writer ended cleanly without closing the stream.
+    pub detached: bool,
 }
 
 /// Facts about one committed object.

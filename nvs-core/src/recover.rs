@@ -225,6 +225,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                     truncate_seen = Some(truncate_seen.unwrap_or(0).max(h.reserved[0]));
                 } else {
                     lane.closed = h.flags == format::UNIT_END_OF_STREAM;
+                    lane.detached = h.flags == format::UNIT_DETACH;
                 }
             }
             lane = Lane {
@@ -235,6 +236,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                 seg_end,
                 next_seq,
                 closed: lane.closed,
+                detached: lane.detached,
             };
             if mutant::on(Mutant::ResumeAtSegmentStart) {
                 lane.tail = seg_off + LINE;

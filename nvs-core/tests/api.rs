@@ -365,15 +365,35 @@ fn close_lane_marks_end_of_stream() {
     pool.put(1, Object::vectored(b"a", &[b"one"])).unwrap();
     pool.put(0, Object::new(b"b", b"zero")).unwrap();
     pool.close_lane(1).unwrap();
-    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true, detached: false }));
     drop(pool);
     let mut pool = open(&mut ram).unwrap();
-    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true }));
-    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 1, closed: false }));
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 2, closed: true, detached: false }));
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 1, closed: false, detached: false }));
     assert_eq!(pool.stats().objects, 2);
     pool.put(1, Object::vectored(b"a", &[b"two"])).unwrap();
     drop(pool);
     let pool = open(&mut ram).unwrap();
-    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 3, closed: false }));
+    assert_eq!(pool.lane_info(1), Some(nvs_core::LaneInfo { units: 3, closed: false, detached: false }));
     assert_eq!(pool.latest(b"a"), Ok(2));
+}
+
+/// A detach marker (format 2): the lane's writer ended cleanly without closing; it
+/// survives a reopen, is not a close, and a later put on the lane continues it.
+#[test]
+fn detach_lane_marks_a_clean_exit() {
+    let mut ram = Ram::new(256 << 10, 0x11);
+    let mut pool = format(&mut ram, 16 << 10);
+    pool.put(0, Object::new(b"a", b"one")).unwrap();
+    pool.detach_lane(0).unwrap();
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 2, closed: false, detached: true }));
+    drop(pool);
+    let mut pool = open(&mut ram).unwrap();
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 2, closed: false, detached: true }));
+    assert_eq!(pool.put(0, Object::new(b"a", b"two")).map(|p| p.version), Ok(2));
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 3, closed: false, detached: false }));
+    pool.close_lane(0).unwrap();
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 4, closed: true, detached: false }));
 }

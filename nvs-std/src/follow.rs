@@ -146,8 +146,10 @@ impl Follower {
         if !lanes.is_empty() && lanes.iter().all(|l| l.closed) && expected_closed {
             return Some(Followed::EndOfStream);
         }
-        // No lane joined yet: no writer has been here to die; wait for one.
-        if !lanes.is_empty() && !self.pool.writer_alive() {
+        // No lane joined yet: no writer has been here to die; wait for one. Lanes whose
+        // writer detached cleanly (or closed) wait for the next writer too.
+        let dangling = lanes.iter().any(|l| !l.closed && !l.detached);
+        if dangling && !self.pool.writer_alive() {
             return Some(Followed::WriterGone);
         }
         None

@@ -577,6 +577,19 @@ impl FilePool {
         writer_alive(&self.file)
     }
 
+    /// Detach from every lane that joined and is neither closed nor detached, without
+    /// closing their streams: followers see that the writer ended cleanly and go on
+    /// waiting for the next one (`nvs put` does this at exit), where after a death they
+    /// report it gone.
+    pub fn detach(&mut self) -> Result<()> {
+        for lane in 0..self.layout().lanes_max {
+            if self.lane_info(lane).is_some_and(|i| !i.closed && !i.detached) {
+                self.write(|p| p.detach_lane(lane))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Close `lane`'s stream: followers see its end (a later put reopens it).
     pub fn close_lane(&mut self, lane: u32) -> Result<()> {
         self.write(|p| p.close_lane(lane))

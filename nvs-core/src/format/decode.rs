@@ -139,7 +139,7 @@ pub fn decode_unit<M: Media + ?Sized>(
 fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bool {
     let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
     (h.flags == 0) == (h.object_count >= 1)
-        && matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE)
+        && (matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE) || h.flags == UNIT_DETACH && sb.spans())
         && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
         && (h.flags == 0 || h.unit_len == LINE)
         && h.reserved[1] == 0

@@ -65,6 +65,11 @@ pub const UNIT_END_OF_STREAM: u64 = 1;
 /// `reserved[0]` (retention); a unit of no objects. Recovery skips those segments.
 pub const UNIT_TRUNCATE: u64 = 2;
 
+/// Unit header flag (format 2): the lane's writer detached cleanly — its process ended
+/// without closing the stream, and a later writer may go on with it; a unit of no
+/// objects. Followers wait for it instead of reporting the writer gone.
+pub const UNIT_DETACH: u64 = 4;
+
 /// Superblock flag: every object carries a payload checksum, verified on read.
 pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
 /// Superblock flag: objects may be deltas ([`OBJECT_DELTA`]). Set by every format of

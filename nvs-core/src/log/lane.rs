@@ -18,6 +18,8 @@ pub struct Lane {
     pub next_seq: u64,
     /// The last committed unit was an end-of-stream marker.
     pub closed: bool,
+    /// The last committed unit was a detach marker.
+    pub detached: bool,
 }
 
 /// A lane's write position, touched only by whoever writes the lane: the `&mut Pool`,

@@ -264,7 +264,9 @@ impl<M: Media> Writer<'_, M> {
         if !mutant::on(Mutant::JoinUnfenced) {
             self.media.fence();
         }
-        shared.with(|s| s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false }));
+        shared.with(|s| {
+            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false, detached: false })
+        });
         Ok(())
     }
 }

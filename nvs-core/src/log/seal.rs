@@ -128,9 +128,8 @@ impl<M: Media> Writer<'_, M> {
         l.tail = unit_off + unit_len;
         l.next_seq = seq + 1;
         match kind.flags {
-            format::UNIT_END_OF_STREAM => l.closed = true,
             format::UNIT_TRUNCATE => {}
-            _ => l.closed = false,
+            flags => (l.closed, l.detached) = (flags == format::UNIT_END_OF_STREAM, flags == format::UNIT_DETACH),
         }
         Ok((unit_off, seq))
     }
@@ -174,7 +173,7 @@ impl<M: Media> Writer<'_, M> {
         self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {})?;
         shared.with(|s| {
             s.stats.units += 1;
-            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed });
+            s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed, detached: l.detached });
         });
         Ok(())
     }

@@ -128,6 +128,7 @@ pub(crate) fn claim<M: Media>(
         seg_end: seg_off + span as u64 * sb.segment_len,
         next_seq: old.next_seq,
         closed: false,
+        detached: false,
     })
 }
 

@@ -181,6 +181,6 @@ impl<M: Media> Writer<'_, M> {
         }
         s.stats.units += 1;
         s.pending_entries -= plan.len();
-        s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false });
+        s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false, detached: false });
     }
 }

@@ -276,7 +276,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         shared.name_hints = [NONE; BATCH_MAX];
         for (i, (cell, l)) in self.lanes.iter_mut().zip(lanes).enumerate() {
             *cell.get_mut() = l;
-            shared.lane_infos[i] = l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed });
+            shared.lane_infos[i] =
+                l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed, detached: l.detached });
         }
         Ok(())
     }

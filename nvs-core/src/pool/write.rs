@@ -2,7 +2,7 @@
 
 use super::Pool;
 use crate::error::{Error, Result};
-use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
+use crate::format::{BATCH_MAX, UNIT_DETACH, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
 use crate::log::plan::{Plan, PlanBuf, Planned, SlotPlan};
 use crate::log::seal::UnitKind;
@@ -44,6 +44,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let (w, lanes, shared) = self.split_mut();
         w.check_lane(lane)?;
         let kind = UnitKind { flags: UNIT_END_OF_STREAM, base: 0 };
+        w.marker_unit(&mut Own(shared), lanes[lane as usize].get_mut(), lane, kind)
+    }
+
+    /// Detach from `lane` without closing its stream: commit a detach marker, which
+    /// tells followers that the writer ended cleanly (they go on waiting for a later
+    /// writer, instead of reporting it gone). A later put on the lane continues it.
+    pub fn detach_lane(&mut self, lane: u32) -> Result<()> {
+        let (w, lanes, shared) = self.split_mut();
+        w.check_lane(lane)?;
+        let kind = UnitKind { flags: UNIT_DETACH, base: 0 };
         w.marker_unit(&mut Own(shared), lanes[lane as usize].get_mut(), lane, kind)
     }
 
