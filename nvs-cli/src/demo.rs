@@ -69,7 +69,7 @@ pub fn run(
     let opts = CreateOptions {
         segment_len: Some(seg),
         lanes_max: 1,
-        payload_checksum: false,
+        payload_checksum: true, // the default: every payload checksummed by its own copy
         durability,
         // Page faults would dominate both sides of the comparison; pay them up front.
         populate: true,
