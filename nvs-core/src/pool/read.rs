@@ -246,7 +246,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(ObjectInfo::of(self.lookup(&s, name.as_ref(), version)?))
     }
 
-    /// The metadata stored with version `version` of `name` ([`Object::meta`]), copied
+    /// The metadata stored with version `version` of `name` ([`crate::Object::meta`]), copied
     /// into `buf`; returns its length (0 if it has none). `BufferTooSmall` if `buf` is
     /// shorter than [`ObjectInfo::meta_len`].
     pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
