@@ -31,6 +31,7 @@ fn read(pool: &Pool<Region, HeapMemory>, name: &[u8], v: u64) -> Vec<u8> {
 /// every one reads back byte-exact, before and after a reopen, and the lane keeps
 /// writing into the rest of a span.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn objects_larger_than_a_segment_round_trip() {
     let mut ram = Ram::new((4096 + 64 * SEG) as usize, 0x5A);
     let sizes = [100usize, 5000, 300, 9000, 20, 40_000, 1, 4000, 12_000];
@@ -58,6 +59,7 @@ fn objects_larger_than_a_segment_round_trip() {
 
 /// A batch larger than a segment is one unit in one span, and commits as one.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn a_batch_larger_than_a_segment_is_one_unit() {
     let mut ram = Ram::new((4096 + 32 * SEG) as usize, 0);
     let mut pool = format(&mut ram, SEG);
@@ -76,6 +78,7 @@ fn a_batch_larger_than_a_segment_is_one_unit() {
 
 /// More than the free segments hold is `Full`; more than the pool holds is `TooLarge`.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn full_and_too_large() {
     let mut ram = Ram::new((4096 + 8 * SEG) as usize, 0);
     let mut pool = format(&mut ram, SEG);
@@ -92,6 +95,7 @@ fn full_and_too_large() {
 /// Free segments that are not side by side refuse a span with `Fragmented`, and
 /// nothing is written.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn fragmented_free_space_is_refused_cleanly() {
     let mut ram = Ram::new((4096 + 6 * SEG) as usize, 0);
     let mut pool = format(&mut ram, SEG);
@@ -118,6 +122,7 @@ fn fragmented_free_space_is_refused_cleanly() {
 /// Retention releases spans (their covered segments with them) and the freed run is
 /// reused by a later span; a reopen after that agrees.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn retention_releases_and_reuses_spans() {
     let mut ram = Ram::new((4096 + 16 * SEG) as usize, 0);
     let mut pool = format(&mut ram, SEG);
@@ -145,6 +150,7 @@ fn retention_releases_and_reuses_spans() {
 /// A delta of a large object: the parent spans segments, the delta goes into the rest
 /// of its span, and rebuilding reads the parent whole.
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn deltas_of_large_objects() {
     let mut ram = Ram::new((4096 + 32 * SEG) as usize, 0);
     let mut pool = format(&mut ram, SEG);
@@ -165,7 +171,7 @@ fn deltas_of_large_objects() {
 /// lives in the caller's slots; every object reads back after a reopen; too few slots
 /// is `BatchSize` and writes nothing.
 #[test]
-#[cfg_attr(miri, ignore = "10,000 objects: too slow under miri")]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn a_batch_of_ten_thousand_objects() {
     let mut ram = Ram::new((4096 + 64 * (64 << 10)) as usize, 0);
     let mut pool = format(&mut ram, 64 << 10);
@@ -193,6 +199,7 @@ fn a_batch_of_ten_thousand_objects() {
 /// A damaged header of a lane's last span is never silent: recovery reports the lost
 /// segment (its unit runs past the segment, so the check looks past it too).
 #[test]
+#[cfg_attr(miri, ignore = "objects of many segments: too slow under miri (pool logic, no new unsafe)")]
 fn a_damaged_span_header_is_reported() {
     let mut ram = Ram::new((4096 + 16 * SEG) as usize, 0);
     {
