@@ -357,6 +357,22 @@ impl FilePool {
         Ok(slots.iter().map(PlanSlot::version).collect())
     }
 
+    /// [`put_tracked`](Self::put_tracked) of many buffers at once: each `(name, buffer)`
+    /// the next version of its name, all committed together in one unit (one commit for
+    /// a whole time step). Returns their versions, in order.
+    pub fn put_batch_tracked(&mut self, lane: u32, items: &mut [(&[u8], &mut TrackedBuf)]) -> Result<Vec<u64>> {
+        let changes: Vec<_> = items.iter_mut().map(|(_, buf)| take_pending(buf)).collect();
+        let versions = {
+            let objects: Vec<Object<'_>> =
+                items.iter().zip(&changes).map(|((name, buf), c)| tracked_object(name, buf, c)).collect();
+            self.put_batch(lane, &objects)?
+        };
+        for ((_, buf), v) in items.iter_mut().zip(&versions) {
+            commit_pending(buf, *v);
+        }
+        Ok(versions)
+    }
+
     /// Take `lane` for writing from this thread: several threads, each with its own
     /// lane, put concurrently. Every put through it passes the same durability check as
     /// the pool's own (a failed msync refuses it and every later write). Taking a lane

@@ -1,0 +1,52 @@
+/* nvstream.h: the NVStream wrapper API over nvs, for codes already instrumented for
+ * NVStream (link with -lnvs). Written by hand, as NVStream declares it.
+ *
+ * One process is one rank. nvs_init(rank) opens the rank's pool, or creates it:
+ *   $NVS_DIR/$NVS_NAME.<rank>.pool   (defaults: NVS_DIR=/dev/shm, NVS_NAME=nvs)
+ *   NVS_POOL_SIZE  size of a new pool (default 256M; K, M, G, T suffixes)
+ *   NVS_DELTA=1    snapshots store only the pages written since the last one
+ *                  (objects live in OS-tracked memory: a userfaultfd each, or mprotect)
+ *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
+ *                  versions of each object, and tries once more
+ *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr
+ * A restarted rank appends: its next snapshot makes the next version of each object.
+ *
+ * nvs_alloc(n, name) returns zeroed memory for n bytes of the object `name` (NUL-
+ * terminated, 1 to 255 bytes), registered with the rank; NULL on failure (a name
+ * registered already, no nvs_init). nvs_snapshot(rank) puts every registered object as
+ * one batch: one commit, the next version of each, durable when it returns. Do not write
+ * the objects while a snapshot runs. nvs_free unregisters (and frees) one. nvs_finalize
+ * ends the rank's stream (followers see its end), closes the pool and frees every
+ * registered object.
+ *
+ * nvs_init and nvs_finalize return 0 or an NVS_E_* status (nvs.h). Every failure is
+ * printed on stderr and kept for nvs_last_error() (nvs.h). The calls are thread-safe.
+ *
+ * Fortran: the underscored entry points take their arguments by reference, as
+ * gfortran passes them; `alloc` wants a NUL-terminated name (trim(name)//c_null_char).
+ * The module in nvs.f90 declares them with iso_c_binding.
+ */
+#ifndef NVSTREAM_H
+#define NVSTREAM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int   nvs_init(int proc_id);
+void *nvs_alloc(unsigned long n, char *s);
+void  nvs_free(void *ptr);
+void  nvs_snapshot(int proc_id);
+int   nvs_finalize(void);
+/* Fortran callers (gfortran's trailing underscore, arguments by reference): */
+int   nvs_init_(int *proc_id);
+void *alloc(unsigned long *n, char *s);
+void  nvs_free_(void *ptr);
+void  nvs_snapshot_(int *proc_id);
+int   nvs_finalize_(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVSTREAM_H */

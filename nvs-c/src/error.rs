@@ -1,0 +1,223 @@
+//! Status codes, the per-thread last-error message, and the guard every entry point
+//! runs its body in (argument checks, error mapping, no panic across the boundary).
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Success.
+pub const NVS_OK: i32 = 0;
+/// A bad argument: a null handle or pointer, a null buffer with a non-zero length, an
+/// empty name, a lane out of range, conflicting fields of an `nvs_object`.
+pub const NVS_E_ARG: i32 = 1;
+/// No object of that name, or no such version of it.
+pub const NVS_E_NOT_FOUND: i32 = 2;
+/// The caller's buffer is too small; the length it needs was stored where the call
+/// returns lengths.
+pub const NVS_E_TOO_SMALL: i32 = 3;
+/// The pool has no room left (no free segment, no run of them long enough, or its index
+/// is full). Retention (`nvs_reclaim`) frees room.
+pub const NVS_E_FULL: i32 = 4;
+/// Larger than the pool allows: an object, a name (255 bytes) or metadata (1 KiB).
+pub const NVS_E_TOO_LARGE: i32 = 5;
+/// The pool's bytes are damaged, or the file is not an nvs pool.
+pub const NVS_E_CORRUPT: i32 = 6;
+/// Another writer holds the pool, or the lane is taken, or (for calls that need the
+/// whole pool) lanes taken with `nvs_lane_take` are still held.
+pub const NVS_E_BUSY: i32 = 7;
+/// The pool is open read-only (or has an older format, readable only).
+pub const NVS_E_READ_ONLY: i32 = 8;
+/// A system call failed (open, map, msync...), or the file cannot be a pool.
+pub const NVS_E_IO: i32 = 9;
+/// An explicit version not above the name's latest.
+pub const NVS_E_VERSION: i32 = 10;
+/// A delta put whose changed ranges are wrong (out of the object, or they missed a
+/// change).
+pub const NVS_E_DELTA: i32 = 11;
+/// A bug in nvs (a Rust panic, caught at the boundary). The handle it happened on must
+/// not be used again except to close it.
+pub const NVS_E_PANIC: i32 = 12;
+/// Anything else (the message says what).
+pub const NVS_E_OTHER: i32 = 13;
+
+thread_local! {
+    static LAST: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// The message of the last failed call on this thread (an empty string if none failed
+/// yet). Valid until the next nvs call on this thread. Thread-safe (per thread).
+#[no_mangle]
+pub extern "C" fn nvs_last_error() -> *const c_char {
+    LAST.with(|l| l.borrow().as_ptr())
+}
+
+/// The name of a status code (`"NVS_E_FULL"`, ...), a static string.
+#[no_mangle]
+pub extern "C" fn nvs_status_name(status: i32) -> *const c_char {
+    let s: &'static CStr = match status {
+        NVS_OK => c"NVS_OK",
+        NVS_E_ARG => c"NVS_E_ARG",
+        NVS_E_NOT_FOUND => c"NVS_E_NOT_FOUND",
+        NVS_E_TOO_SMALL => c"NVS_E_TOO_SMALL",
+        NVS_E_FULL => c"NVS_E_FULL",
+        NVS_E_TOO_LARGE => c"NVS_E_TOO_LARGE",
+        NVS_E_CORRUPT => c"NVS_E_CORRUPT",
+        NVS_E_BUSY => c"NVS_E_BUSY",
+        NVS_E_READ_ONLY => c"NVS_E_READ_ONLY",
+        NVS_E_IO => c"NVS_E_IO",
+        NVS_E_VERSION => c"NVS_E_VERSION",
+        NVS_E_DELTA => c"NVS_E_DELTA",
+        NVS_E_PANIC => c"NVS_E_PANIC",
+        NVS_E_OTHER => c"NVS_E_OTHER",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// A failed call: its status and message.
+pub(crate) struct Fail {
+    pub status: i32,
+    pub msg: String,
+}
+
+pub(crate) type Res<T = ()> = Result<T, Fail>;
+
+/// A bad argument.
+pub(crate) fn arg(msg: impl Into<String>) -> Fail {
+    Fail { status: NVS_E_ARG, msg: msg.into() }
+}
+
+impl From<nvs_std::Error> for Fail {
+    fn from(e: nvs_std::Error) -> Fail {
+        use nvs_std::Error as S;
+        let status = match &e {
+            S::NotFound { .. } => NVS_E_NOT_FOUND,
+            S::Locked { .. } => NVS_E_BUSY,
+            S::Io { .. } | S::Sync { .. } | S::System { .. } | S::Exists { .. } | S::Unsupported { .. } => NVS_E_IO,
+            S::DeltaMismatch { .. } => NVS_E_DELTA,
+            S::BadMeta { .. } => NVS_E_ARG,
+            S::Core { source, .. } => core_status(source),
+            _ => NVS_E_OTHER,
+        };
+        // Keep the message one line whatever a source said.
+        let msg = e.to_string().replace('\n', " ");
+        Fail { status, msg }
+    }
+}
+
+impl From<nvs_core::Error> for Fail {
+    fn from(e: nvs_core::Error) -> Fail {
+        Fail { status: core_status(&e), msg: e.to_string() }
+    }
+}
+
+fn core_status(e: &nvs_core::Error) -> i32 {
+    use nvs_core::Error as C;
+    match e {
+        C::NotFound => NVS_E_NOT_FOUND,
+        C::BufferTooSmall { .. } => NVS_E_TOO_SMALL,
+        C::Full | C::Fragmented { .. } | C::IndexFull { .. } => NVS_E_FULL,
+        C::TooLarge { .. } | C::NameTooLong { .. } | C::MetaTooLong { .. } | C::BatchSize { .. } => NVS_E_TOO_LARGE,
+        C::Corrupted { .. } | C::NotFormatted | C::UnsupportedVersion { .. } => NVS_E_CORRUPT,
+        C::LaneBusy { .. } => NVS_E_BUSY,
+        C::ReadOnly | C::OldFormat { .. } => NVS_E_READ_ONLY,
+        C::VersionNotIncreasing { .. } => NVS_E_VERSION,
+        C::DeltaRanges { .. } | C::ChangesInconsistent => NVS_E_DELTA,
+        C::NameEmpty | C::NoSuchLane { .. } | C::BadGeometry { .. } | C::DeltaOptions { .. } | C::ElementSize { .. } => {
+            NVS_E_ARG
+        }
+        _ => NVS_E_OTHER,
+    }
+}
+
+/// Record `msg` as this thread's last error.
+pub(crate) fn set_last(msg: &str) {
+    // A message with a NUL inside (from a name) is cut there.
+    let c = CString::new(msg).unwrap_or_else(|e| {
+        let at = e.nul_position();
+        let mut v = e.into_vec();
+        v.truncate(at);
+        CString::new(v).unwrap_or_default()
+    });
+    LAST.with(|l| *l.borrow_mut() = c);
+}
+
+/// Run an entry point's body: its error becomes a status and a message, a panic
+/// becomes [`NVS_E_PANIC`].
+pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => NVS_OK,
+        Ok(Err(f)) => {
+            set_last(&format!("{what}: {}", f.msg));
+            f.status
+        }
+        Err(p) => {
+            let why = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            set_last(&format!("{what}: nvs bug (please report): {why}"));
+            NVS_E_PANIC
+        }
+    }
+}
+
+/// Store `v` through `out` if it is not null.
+///
+/// # Safety
+/// `out` is null or valid for a write of `T`.
+pub(crate) unsafe fn put_out<T>(out: *mut T, v: T) {
+    if !out.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { out.write(v) }
+    }
+}
+
+/// A C string argument as bytes (without its NUL).
+///
+/// # Safety
+/// `s` is null or points to a NUL-terminated string valid for the call.
+pub(crate) unsafe fn cstr<'a>(s: *const c_char, what: &str) -> Res<&'a [u8]> {
+    if s.is_null() {
+        return Err(arg(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { CStr::from_ptr(s) }.to_bytes())
+}
+
+/// `(ptr, len)` as a byte slice: a null `ptr` is allowed only with `len == 0`.
+///
+/// # Safety
+/// `ptr` is null or valid for reads of `len` bytes for the call.
+pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Res<&'a [u8]> {
+    if ptr.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(arg(format!("{what} is NULL with a length of {len}"))) };
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// `(ptr, len)` as a mutable byte slice: a null `ptr` is allowed only with `len == 0`.
+///
+/// # Safety
+/// `ptr` is null or valid for writes of `len` bytes for the call.
+pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize, what: &str) -> Res<&'a mut [u8]> {
+    if ptr.is_null() {
+        return if len == 0 { Ok(&mut []) } else { Err(arg(format!("{what} is NULL with a length of {len}"))) };
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+}
+
+/// `(ptr, len)` as a slice of `T`: a null `ptr` is allowed only with `len == 0`.
+///
+/// # Safety
+/// `ptr` is null or valid for reads of `len` values of `T` for the call.
+pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Res<&'a [T]> {
+    if ptr.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(arg(format!("{what} is NULL with a count of {len}"))) };
+    }
+    // SAFETY: the caller's promise.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}

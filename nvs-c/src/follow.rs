@@ -1,0 +1,186 @@
+//! Followers: a reader (in this process or another) that sees every object as it
+//! commits, the end of the stream, and a writer that died.
+
+use crate::error::*;
+use crate::pool::get_from;
+use nvs_std::{Committed, Followed, Follower};
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+/// `nvs_follower_wait` returned a committed object.
+pub const NVS_EVENT_OBJECT: i32 = 1;
+/// Every lane that joined the stream (and every expected one) ended its stream, and
+/// nothing new remains.
+pub const NVS_EVENT_END_OF_STREAM: i32 = 2;
+/// No writer holds the pool, a lane was never ended, and nothing new remains: the writer
+/// died. (A pool no writer has written yet is waited on instead.)
+pub const NVS_EVENT_WRITER_GONE: i32 = 3;
+/// Nothing happened before the timeout.
+pub const NVS_EVENT_TIMEOUT: i32 = 4;
+
+/// A follower of a pool (opaque). Use it from one thread at a time.
+pub struct nvs_follower {
+    // `None` only inside `nvs_follower_expect_lane`, which takes it by value.
+    f: Option<Follower>,
+    queue: VecDeque<Committed>,
+}
+
+/// What `nvs_follower_wait` learnt.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nvs_event {
+    /// `NVS_EVENT_OBJECT`, `NVS_EVENT_END_OF_STREAM`, `NVS_EVENT_WRITER_GONE` or
+    /// `NVS_EVENT_TIMEOUT`; the other fields are set for `NVS_EVENT_OBJECT` only.
+    pub kind: i32,
+    /// The lane that committed the object.
+    pub lane: u32,
+    /// The sequence number (in its lane) of the unit that committed it.
+    pub seq: u64,
+    /// Its version.
+    pub version: u64,
+    /// Its length.
+    pub len: u64,
+    /// The name's length in bytes.
+    pub name_len: u32,
+    /// The name, NUL-terminated.
+    pub name: [c_char; 256],
+}
+
+/// # Safety
+/// `f` is NULL or a live handle.
+unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<&'a mut nvs_follower> {
+    // SAFETY: the caller's promise.
+    unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))
+}
+
+impl nvs_follower {
+    fn inner(&mut self) -> Res<&mut Follower> {
+        self.f.as_mut().ok_or_else(|| Fail { status: NVS_E_PANIC, msg: "follower lost by an earlier nvs bug".into() })
+    }
+}
+
+/// Follow the pool at `path` (opened read-only; it never writes and takes no lock).
+/// `only` (NULL: every name) follows one name. The first wait reports every object
+/// already committed.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `only` is NULL or one; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_open(
+    path: *const c_char,
+    only: *const c_char,
+    out: *mut *mut nvs_follower,
+) -> i32 {
+    guard("nvs_follower_open", || {
+        if out.is_null() {
+            return Err(arg("out is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let path = unsafe { cstr(path, "path")? };
+        let only = match only.is_null() {
+            true => None,
+            // SAFETY: the caller's promise.
+            false => Some(unsafe { cstr(only, "only")? }.to_vec()),
+        };
+        let f = Follower::open(std::path::Path::new(OsStr::from_bytes(path)), only)?;
+        let h = Box::new(nvs_follower { f: Some(f), queue: VecDeque::new() });
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(Box::into_raw(h)) };
+        Ok(())
+    })
+}
+
+/// Declare a lane the stream has: it ends only once that lane has joined and ended its
+/// stream too (a writer yet to start cannot be missed).
+///
+/// # Safety
+/// `f` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u32) -> i32 {
+    guard("nvs_follower_expect_lane", || {
+        // SAFETY: the caller's promise.
+        let h = unsafe { follower(f)? };
+        let inner = h.f.take().ok_or_else(|| Fail { status: NVS_E_PANIC, msg: "follower lost".into() })?;
+        h.f = Some(inner.expect_lanes([lane]));
+        Ok(())
+    })
+}
+
+/// Wait for the next event: an object (one per call, in lane order), the end of the
+/// stream, a writer gone, or the timeout. `timeout_ms` < 0 waits as long as it takes;
+/// 0 looks once.
+///
+/// # Safety
+/// `f` is NULL or a live handle; `ev` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64, ev: *mut nvs_event) -> i32 {
+    guard("nvs_follower_wait", || {
+        if ev.is_null() {
+            return Err(arg("ev is NULL"));
+        }
+        // SAFETY: the caller's promise.
+        let h = unsafe { follower(f)? };
+        let mut out = nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
+        if h.queue.is_empty() {
+            let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+            match h.inner()?.wait(timeout, Duration::from_millis(1))? {
+                Followed::Objects(objs) => h.queue.extend(objs),
+                Followed::EndOfStream => out.kind = NVS_EVENT_END_OF_STREAM,
+                Followed::WriterGone => out.kind = NVS_EVENT_WRITER_GONE,
+                Followed::Timeout => out.kind = NVS_EVENT_TIMEOUT,
+            }
+        }
+        if let Some(c) = h.queue.pop_front() {
+            out.kind = NVS_EVENT_OBJECT;
+            out.lane = c.lane;
+            out.seq = c.seq;
+            out.version = c.version;
+            out.len = c.len_bytes;
+            out.name_len = c.name.len() as u32;
+            for (d, s) in out.name.iter_mut().zip(&c.name) {
+                *d = *s as c_char;
+            }
+        }
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { ev.write(out) };
+        Ok(())
+    })
+}
+
+/// `nvs_get` on the follower's view of the pool (as of its last wait).
+///
+/// # Safety
+/// `f` is NULL or a live handle; the rest as for `nvs_get`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_get(
+    f: *mut nvs_follower,
+    name: *const c_char,
+    version: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    guard("nvs_follower_get", || {
+        // SAFETY: the caller's promises.
+        let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        get_from(h.inner()?.pool(), name, version, buf, len)
+    })
+}
+
+/// Stop following and free the handle. NULL is a no-op.
+///
+/// # Safety
+/// `f` is NULL or a live handle, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_close(f: *mut nvs_follower) -> i32 {
+    if f.is_null() {
+        return NVS_OK;
+    }
+    guard("nvs_follower_close", || {
+        // SAFETY: the caller's promise.
+        drop(unsafe { Box::from_raw(f) });
+        Ok(())
+    })
+}

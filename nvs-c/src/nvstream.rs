@@ -1,0 +1,399 @@
+//! The NVStream wrapper API (`include/nvstream.h`), for codes already instrumented for
+//! NVStream: `nvs_init(rank)` opens the rank's pool, `nvs_alloc(n, name)` returns memory
+//! for a named object the application computes in, `nvs_snapshot(rank)` puts every
+//! registered object as one batch (one commit; the next version of each), `nvs_free`
+//! unregisters, `nvs_finalize` ends the rank's stream and closes the pool.
+//!
+//! One process is one rank. Its pool is `$NVS_DIR/$NVS_NAME.<rank>.pool` (defaults
+//! `/dev/shm` and `nvs`), created with `$NVS_POOL_SIZE` bytes (default 256M; K, M, G
+//! suffixes) when missing, else opened: a restarted rank appends after its last
+//! committed snapshot. `NVS_DELTA=1`: objects live in OS-tracked memory and a snapshot
+//! stores only the pages written since the last one. `NVS_KEEP=K`: when the pool is
+//! full, retention keeps the K newest versions of each object and the snapshot is
+//! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored.
+//!
+//! Failures are printed on stderr (`nvs_snapshot` returns nothing) and left for
+//! `nvs_last_error`. The calls are thread-safe (one lock per process).
+
+use crate::error::*;
+use nvs_core::Object;
+use nvs_std::dirty::TrackedBuf;
+use nvs_std::{Access, CreateOptions, FilePool};
+use std::alloc::Layout;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{c_char, c_int, c_ulong, c_void};
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One registered object's memory.
+enum Mem {
+    /// Plain zeroed heap memory, 64-byte aligned.
+    Plain { ptr: NonNull<u8>, layout: Layout },
+    /// OS-tracked memory (`NVS_DELTA=1`).
+    Tracked(TrackedBuf),
+}
+
+// SAFETY: the memory is owned by its registration (like a `Box<[u8]>`); it is read by
+// snapshots under the process's lock, written by the application as it pleases (the
+// contract of `nvs_alloc`, as in NVStream).
+unsafe impl Send for Mem {}
+
+impl Mem {
+    fn ptr(&mut self) -> *mut u8 {
+        match self {
+            Mem::Plain { ptr, .. } => ptr.as_ptr(),
+            Mem::Tracked(b) => b.as_mut_ptr(),
+        }
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        if let Mem::Plain { ptr, layout } = self {
+            // SAFETY: allocated with this layout by `alloc_zeroed`, freed once.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), *layout) }
+        }
+    }
+}
+
+struct Registered {
+    name: Vec<u8>,
+    len: usize,
+    mem: Mem,
+}
+
+/// The rank this process is.
+struct Rank {
+    id: c_int,
+    pool: FilePool,
+    /// Registration order (snapshots put objects in it).
+    objects: BTreeMap<u64, Registered>,
+    by_ptr: HashMap<usize, u64>,
+    by_name: HashMap<Vec<u8>, u64>,
+    next: u64,
+    delta: bool,
+    keep: Option<u32>,
+    stats: Stats,
+}
+
+#[derive(Default)]
+struct Stats {
+    snapshots: u64,
+    objects: u64,
+    bytes: u64,
+    time: Duration,
+    reclaimed: u32,
+}
+
+static RANK: Mutex<Option<Rank>> = Mutex::new(None);
+
+fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
+    // A panic inside a call (caught at the boundary) leaves the state as consistent as
+    // the pool's own: every field is updated after the call it follows succeeded.
+    RANK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `256M`, `1G`, `4096`: bytes.
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&s[..i], 1 << 20),
+        (i, 'g' | 'G') => (&s[..i], 1 << 30),
+        (i, 't' | 'T') => (&s[..i], 1 << 40),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// Where rank `id`'s pool lives.
+fn pool_path(id: c_int) -> PathBuf {
+    let dir = env("NVS_DIR").unwrap_or_else(|| "/dev/shm".into());
+    let name = env("NVS_NAME").unwrap_or_else(|| "nvs".into());
+    PathBuf::from(dir).join(format!("{name}.{id}.pool"))
+}
+
+/// Run a wrapper call: its failure is printed (and kept for `nvs_last_error`).
+fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
+    let status = guard(what, body);
+    if status != NVS_OK {
+        // SAFETY: nvs_last_error returns a valid NUL-terminated string.
+        let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) };
+        eprintln!("nvs: {}", msg.to_string_lossy());
+    }
+    status
+}
+
+fn init(proc_id: c_int) -> Res {
+    let mut r = rank_lock();
+    if let Some(rank) = r.as_ref() {
+        return Err(Fail {
+            status: NVS_E_BUSY,
+            msg: format!("this process is rank {} already (nvs_finalize first)", rank.id),
+        });
+    }
+    if proc_id < 0 {
+        return Err(arg(format!("proc_id {proc_id} is negative")));
+    }
+    let path = pool_path(proc_id);
+    let pool = if path.exists() {
+        FilePool::open(&path, Access::ReadWrite)?
+    } else {
+        let size_s = env("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
+        let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
+        FilePool::create(&path, size, &CreateOptions::new())?
+    };
+    let delta = env("NVS_DELTA").is_some_and(|v| v != "0");
+    let keep = match env("NVS_KEEP") {
+        None => None,
+        Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
+    };
+    *r = Some(Rank {
+        id: proc_id,
+        pool,
+        objects: BTreeMap::new(),
+        by_ptr: HashMap::new(),
+        by_name: HashMap::new(),
+        next: 0,
+        delta,
+        keep,
+        stats: Stats::default(),
+    });
+    Ok(())
+}
+
+fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
+    let mut r = rank_lock();
+    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    if name.is_empty() || name.len() > nvs_core::NAME_MAX {
+        return Err(arg(format!("a name of {} bytes (1 to {} allowed)", name.len(), nvs_core::NAME_MAX)));
+    }
+    if rank.by_name.contains_key(name) {
+        let shown = nvs_std::show_name(name);
+        return Err(arg(format!("{shown} is registered already (nvs_free it first)")));
+    }
+    let mut mem = if rank.delta {
+        Mem::Tracked(TrackedBuf::best(n.max(1)).map_err(|e| Fail {
+            status: NVS_E_IO,
+            msg: format!("cannot track the memory of {} (NVS_DELTA=1): {e}", nvs_std::show_name(name)),
+        })?)
+    } else {
+        let layout = Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .ok_or_else(|| Fail { status: NVS_E_OTHER, msg: format!("out of memory for {n} bytes") })?;
+        Mem::Plain { ptr, layout }
+    };
+    let ptr = mem.ptr();
+    let key = rank.next;
+    rank.next += 1;
+    rank.by_ptr.insert(ptr as usize, key);
+    rank.by_name.insert(name.to_vec(), key);
+    rank.objects.insert(key, Registered { name: name.to_vec(), len: n, mem });
+    Ok(ptr.cast())
+}
+
+fn free(ptr: *mut c_void) -> Res {
+    let mut r = rank_lock();
+    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    if ptr.is_null() {
+        return Ok(());
+    }
+    let key = rank.by_ptr.remove(&(ptr as usize)).ok_or_else(|| arg("the pointer is not one nvs_alloc returned"))?;
+    if let Some(o) = rank.objects.remove(&key) {
+        rank.by_name.remove(&o.name);
+    }
+    Ok(())
+}
+
+fn snapshot(proc_id: c_int) -> Res {
+    let mut r = rank_lock();
+    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    if rank.id != proc_id {
+        return Err(arg(format!("this process is rank {}, not {proc_id}", rank.id)));
+    }
+    let start = Instant::now();
+    let mut retried = false;
+    let versions = loop {
+        match put_all(rank) {
+            Err(e) if !retried && e.core().is_some_and(|c| matches!(c, nvs_core::Error::Full)) && rank.keep.is_some() => {
+                retried = true;
+                rank.stats.reclaimed += rank.pool.reclaim(rank.keep.unwrap_or(1))?;
+            }
+            r => break r?,
+        }
+    };
+    rank.stats.snapshots += 1;
+    rank.stats.objects += versions as u64;
+    rank.stats.bytes += rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+    rank.stats.time += start.elapsed();
+    Ok(())
+}
+
+/// One batch of every registered object; returns how many.
+fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
+    if rank.delta {
+        let mut items: Vec<(&[u8], &mut TrackedBuf)> = rank
+            .objects
+            .values_mut()
+            .filter_map(|o| match &mut o.mem {
+                Mem::Tracked(b) => Some((o.name.as_slice(), b)),
+                Mem::Plain { .. } => None,
+            })
+            .collect();
+        return rank.pool.put_batch_tracked(0, &mut items).map(|v| v.len());
+    }
+    let objects: Vec<Object<'_>> = rank
+        .objects
+        .values_mut()
+        .map(|o| {
+            let ptr = o.mem.ptr();
+            // SAFETY: `ptr` holds `len` bytes (allocated so); the application does not
+            // write them during the snapshot (NVStream's contract).
+            Object::new(o.name.as_slice(), unsafe { std::slice::from_raw_parts(ptr, o.len) })
+        })
+        .collect();
+    rank.pool.put_batch(0, &objects).map(|v| v.len())
+}
+
+fn finalize() -> Res {
+    let mut r = rank_lock();
+    let rank = r.take().ok_or_else(|| arg("nvs_init was not called"))?;
+    if env("NVS_STATS").is_some_and(|v| v != "0") {
+        let s = &rank.stats;
+        eprintln!(
+            "nvs: rank {}: {} snapshots, {} objects, {} bytes in {:.3} s ({:.1} MB/s); {} segments reclaimed; pool {}",
+            rank.id,
+            s.snapshots,
+            s.objects,
+            s.bytes,
+            s.time.as_secs_f64(),
+            s.bytes as f64 / s.time.as_secs_f64().max(1e-9) / 1e6,
+            s.reclaimed,
+            rank.pool.path().display()
+        );
+    }
+    Ok(rank.pool.close()?)
+}
+
+/// Open (or create) this rank's pool. Returns 0, or an `NVS_E_*` status.
+#[no_mangle]
+pub extern "C" fn nvs_init(proc_id: c_int) -> c_int {
+    wrap("nvs_init", || init(proc_id))
+}
+
+/// Memory for `n` bytes of the object `s` (a NUL-terminated name), registered with
+/// this rank: every snapshot stores it. NULL on failure.
+///
+/// # Safety
+/// `s` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_alloc(n: c_ulong, s: *mut c_char) -> *mut c_void {
+    let mut out = std::ptr::null_mut();
+    wrap("nvs_alloc", || {
+        // SAFETY: the caller's promise.
+        let name = unsafe { cstr(s, "name")? };
+        let n = usize::try_from(n).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+        out = alloc_named(n, name)?;
+        Ok(())
+    });
+    out
+}
+
+/// Unregister (and free) memory from `nvs_alloc`. NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn nvs_free(ptr: *mut c_void) {
+    wrap("nvs_free", || free(ptr));
+}
+
+/// Put every registered object of the rank as one batch: one commit, the next version
+/// of each. Durable when it returns; failures are printed.
+#[no_mangle]
+pub extern "C" fn nvs_snapshot(proc_id: c_int) {
+    wrap("nvs_snapshot", || snapshot(proc_id));
+}
+
+/// End the rank's stream (followers see its end), close its pool, forget every
+/// registration (their memory is freed). Returns 0, or an `NVS_E_*` status.
+#[no_mangle]
+pub extern "C" fn nvs_finalize() -> c_int {
+    wrap("nvs_finalize", finalize)
+}
+
+/// `nvs_init` for Fortran (argument by reference).
+///
+/// # Safety
+/// `proc_id` is valid for a read.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
+    // SAFETY: the caller's promise.
+    match unsafe { proc_id.as_ref() } {
+        Some(id) => nvs_init(*id),
+        None => wrap("nvs_init_", || Err(arg("proc_id is NULL"))),
+    }
+}
+
+/// `nvs_alloc` for Fortran: `n` by reference; `s` NUL-terminated (`trim(name)//c_null_char`).
+///
+/// # Safety
+/// `n` is valid for a read; `s` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *mut c_char) -> *mut c_void {
+    // SAFETY: the caller's promise for `n`.
+    match unsafe { n.as_ref() } {
+        // SAFETY: the caller's promise for `s`.
+        Some(n) => unsafe { nvs_alloc(*n, s) },
+        None => {
+            wrap("alloc", || Err(arg("n is NULL")));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `nvs_free` for Fortran (the array itself is passed, which is its address).
+#[no_mangle]
+pub extern "C" fn nvs_free_(ptr: *mut c_void) {
+    nvs_free(ptr)
+}
+
+/// `nvs_snapshot` for Fortran (argument by reference).
+///
+/// # Safety
+/// `proc_id` is valid for a read.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_snapshot_(proc_id: *mut c_int) {
+    // SAFETY: the caller's promise.
+    match unsafe { proc_id.as_ref() } {
+        Some(id) => nvs_snapshot(*id),
+        None => {
+            wrap("nvs_snapshot_", || Err(arg("proc_id is NULL")));
+        }
+    }
+}
+
+/// `nvs_finalize` for Fortran.
+#[no_mangle]
+pub extern "C" fn nvs_finalize_() -> c_int {
+    nvs_finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("256M"), Some(256 << 20));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("99999999999T"), None);
+    }
+}

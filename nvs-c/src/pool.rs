@@ -1,0 +1,862 @@
+//! Pools, lanes, puts and gets.
+//!
+//! A pool handle is shared by every thread of the caller: calls that read (gets, the
+//! listing calls) run side by side; calls that write the pool as a whole (`nvs_put` and
+//! friends while no lane handle is held, `nvs_reclaim`, `nvs_pool_refresh`) take it for
+//! themselves for the call. A lane handle (`nvs_lane_take`) lets one thread put on its
+//! lane with no lock at all, beside the other threads' lanes; while any is held, the
+//! pool's own puts go through the lane they name the same way, and the calls that need
+//! the whole pool (`nvs_reclaim`, `nvs_pool_refresh`, `nvs_pool_close`) return
+//! `NVS_E_BUSY`.
+
+use crate::error::*;
+use nvs_core::{Changes, Object};
+use nvs_std::{Access, CreateOptions, FileLane, FilePool};
+use std::cell::UnsafeCell;
+use std::ffi::{c_char, c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// "The latest version", where a call takes a version to read.
+pub const NVS_LATEST: u64 = 0;
+/// Open for writing (one writer process at a time: the pool's writer lock).
+pub const NVS_OPEN_READ_WRITE: i32 = 0;
+/// Open read-only: any number of readers, beside a live writer in another process.
+pub const NVS_OPEN_READ_ONLY: i32 = 1;
+/// The longest name, in bytes.
+pub const NVS_NAME_MAX: usize = 255;
+/// The most metadata an object carries, in bytes.
+pub const NVS_META_MAX: usize = 1024;
+const _: () = assert!(NVS_NAME_MAX == nvs_core::NAME_MAX && NVS_META_MAX == nvs_core::META_MAX);
+
+/// An open pool (opaque). Thread-safe: share it between threads.
+pub struct nvs_pool {
+    /// Shared for reads and lane takes, exclusive for the calls that need `&mut`.
+    lock: RwLock<()>,
+    pool: UnsafeCell<FilePool>,
+    /// Lane handles alive: while there are any, nothing takes `&mut` of the pool.
+    lanes: AtomicUsize,
+}
+
+// SAFETY: the pool inside is reached only through `shared` (a read guard, `&FilePool`,
+// which is `Sync`) or `exclusive` (the write guard with no lane handle alive, so no
+// other reference to it exists).
+unsafe impl Sync for nvs_pool {}
+
+/// One lane taken for writing by one thread (opaque). Use it from one thread at a time
+/// (it may move between threads); release it before closing its pool.
+pub struct nvs_lane {
+    pool: *const nvs_pool,
+    // `'static` stands for "as long as `pool`": the pool cannot be closed, nor taken for
+    // `&mut`, while this handle lives (`nvs_pool::lanes`).
+    w: Option<FileLane<'static>>,
+}
+
+/// How `nvs_pool_create` formats a pool. All zero (or a NULL pointer) means the
+/// defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct nvs_create_options {
+    /// Segment size in bytes (a multiple of 64, 4 KiB to 1 TiB); 0: the default (the
+    /// largest power of two not above 1/16 of the pool, 4 KiB to 64 MiB).
+    pub segment_len: u64,
+    /// Writer lanes, 1 to 256; 0: 64.
+    pub lanes_max: u32,
+    /// Non-zero: no payload checksums (they are on by default).
+    pub no_payload_checksum: i32,
+}
+
+/// One part of a vectored object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nvs_iovec {
+    /// The part's bytes (NULL only with `len` 0).
+    pub base: *const c_void,
+    /// Its length.
+    pub len: usize,
+}
+
+/// A byte range of an object that changed since its parent (delta puts).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nvs_range {
+    /// First byte.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// One object to put. Zero-initialise it and set what you need: `name`, and either
+/// `data`/`len` or `parts`/`parts_len`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nvs_object {
+    /// Its name, NUL-terminated (1 to 255 bytes).
+    pub name: *const c_char,
+    /// Its bytes (NULL only with `len` 0).
+    pub data: *const c_void,
+    /// Their length.
+    pub len: usize,
+    /// Or its bytes in parts, stored one after the other (NULL: use `data`).
+    pub parts: *const nvs_iovec,
+    /// How many parts.
+    pub parts_len: usize,
+    /// An explicit version (above the name's latest); 0: the next one.
+    pub version: u64,
+    /// Metadata stored with it (for example `dtype=<f8\nshape=64,64\n`), NULL: none.
+    pub meta: *const c_void,
+    /// Its length (at most `NVS_META_MAX`).
+    pub meta_len: usize,
+    /// Non-zero: a delta put against this version of the name, storing only the ranges
+    /// in `changes` (nvs stores a full version when a delta would not pay).
+    pub parent: u64,
+    /// The ranges that differ from `parent`, ascending by offset.
+    pub changes: *const nvs_range,
+    /// How many ranges.
+    pub changes_len: usize,
+}
+
+/// What a put committed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct nvs_put_result {
+    /// The version the object got.
+    pub version: u64,
+    /// Payload bytes written (less than the object's length for a delta).
+    pub stored_bytes: u64,
+    /// 1 if stored as a delta.
+    pub delta: i32,
+}
+
+/// Facts about one committed version.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct nvs_object_info {
+    /// Its version.
+    pub version: u64,
+    /// Its length (what a get returns).
+    pub len: u64,
+    /// Payload bytes on the media (less than `len` for a delta).
+    pub stored_bytes: u64,
+    /// 0 for a full version; for a delta, the deltas between it and its full version.
+    pub depth: u32,
+    /// The lane that committed it.
+    pub lane: u32,
+    /// Bytes of metadata stored with it.
+    pub meta_len: u32,
+}
+
+/// Called by `nvs_names` for each name: the name (NUL-terminated; `len` bytes before
+/// the NUL), its latest version and its number of versions, and the caller's `ctx`.
+/// Return 0 to go on, anything else to stop. It must return (no `longjmp` out of it);
+/// it may call nvs, the pool included.
+pub type nvs_name_fn =
+    Option<unsafe extern "C" fn(name: *const c_char, len: usize, latest: u64, versions: u32, ctx: *mut c_void) -> i32>;
+
+impl nvs_pool {
+    fn new(pool: FilePool) -> *mut nvs_pool {
+        Box::into_raw(Box::new(nvs_pool { lock: RwLock::new(()), pool: UnsafeCell::new(pool), lanes: AtomicUsize::new(0) }))
+    }
+
+    /// The pool for reading (and for lane takes), with its read guard.
+    fn shared(&self) -> Res<(RwLockReadGuard<'_, ()>, &FilePool)> {
+        let g = self.lock.read().map_err(|_| poisoned())?;
+        // SAFETY: a read guard is held, so no `&mut` exists (see `exclusive`).
+        Ok((g, unsafe { &*self.pool.get() }))
+    }
+
+    /// The pool for a call that needs all of it, if no lane handle is alive.
+    // `&mut` from `&self`: the write guard returned with it makes it the only reference.
+    #[allow(clippy::mut_from_ref)]
+    fn exclusive(&self) -> Res<Option<(RwLockWriteGuard<'_, ()>, &mut FilePool)>> {
+        let g = self.lock.write().map_err(|_| poisoned())?;
+        if self.lanes.load(Ordering::Acquire) != 0 {
+            return Ok(None);
+        }
+        // SAFETY: the write guard excludes every `shared` user, and no lane handle (the
+        // only reference that outlives a guard) is alive: lane handles are counted under
+        // a read guard, so none can appear while this guard is held.
+        Ok(Some((g, unsafe { &mut *self.pool.get() })))
+    }
+
+    /// Like `exclusive`, but lane handles alive are an error.
+    fn whole(&self) -> Res<(RwLockWriteGuard<'_, ()>, &mut FilePool)> {
+        self.exclusive()?.ok_or_else(|| Fail {
+            status: NVS_E_BUSY,
+            msg: "lanes taken with nvs_lane_take are still held: release them first".into(),
+        })
+    }
+
+    /// Run a write on `lane`: through the whole pool when no lane handle is alive (the
+    /// faster path), else through the lane, beside the lane handles.
+    fn on_lane<T>(
+        &self,
+        lane: u32,
+        whole: impl FnOnce(&mut FilePool) -> nvs_std::Result<T>,
+        one: impl FnOnce(&mut FileLane<'_>) -> nvs_std::Result<T>,
+    ) -> Res<T> {
+        if let Some((_g, p)) = self.exclusive()? {
+            return Ok(whole(p)?);
+        }
+        let (_g, p) = self.shared()?;
+        let mut w = p.lane(lane)?;
+        Ok(one(&mut w)?)
+    }
+}
+
+fn poisoned() -> Fail {
+    Fail { status: NVS_E_PANIC, msg: "the pool is unusable after an earlier nvs bug (NVS_E_PANIC); close it".into() }
+}
+
+/// # Safety
+/// `p` is null or a live handle from `nvs_pool_create`/`nvs_pool_open`.
+unsafe fn pool_ref<'a>(p: *const nvs_pool) -> Res<&'a nvs_pool> {
+    // SAFETY: the caller's promise.
+    unsafe { p.as_ref() }.ok_or_else(|| arg("pool is NULL"))
+}
+
+/// # Safety
+/// `l` is null or a live handle from `nvs_lane_take`.
+unsafe fn lane_mut<'a>(l: *mut nvs_lane) -> Res<&'a mut FileLane<'static>> {
+    // SAFETY: the caller's promise.
+    let l = unsafe { l.as_mut() }.ok_or_else(|| arg("lane is NULL"))?;
+    l.w.as_mut().ok_or_else(|| arg("lane was released"))
+}
+
+fn path_of(bytes: &[u8]) -> &std::path::Path {
+    std::path::Path::new(OsStr::from_bytes(bytes))
+}
+
+/// Create a pool file of `size` bytes at `path` (refused if it exists) and open it for
+/// writing; `opts` may be NULL (the defaults). On success `*out` is the new handle.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `opts` is NULL or valid; `out` is valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_create(
+    path: *const c_char,
+    size: u64,
+    opts: *const nvs_create_options,
+    out: *mut *mut nvs_pool,
+) -> i32 {
+    guard("nvs_pool_create", || {
+        if out.is_null() {
+            return Err(arg("out is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let (path, o) = unsafe { (cstr(path, "path")?, opts.as_ref().copied().unwrap_or_default()) };
+        let mut co = CreateOptions::new().payload_checksum(o.no_payload_checksum == 0);
+        if o.segment_len != 0 {
+            co = co.segment_len(o.segment_len);
+        }
+        if o.lanes_max != 0 {
+            co = co.lanes_max(o.lanes_max);
+        }
+        let pool = FilePool::create(path_of(path), size, &co)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(nvs_pool::new(pool)) };
+        Ok(())
+    })
+}
+
+/// Open the pool at `path`; `mode` is `NVS_OPEN_READ_WRITE` or `NVS_OPEN_READ_ONLY`.
+/// Recovery runs: every committed object is there, nothing else.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_open(path: *const c_char, mode: i32, out: *mut *mut nvs_pool) -> i32 {
+    guard("nvs_pool_open", || {
+        if out.is_null() {
+            return Err(arg("out is NULL"));
+        }
+        let access = match mode {
+            NVS_OPEN_READ_WRITE => Access::ReadWrite,
+            NVS_OPEN_READ_ONLY => Access::ReadOnly,
+            m => return Err(arg(format!("mode {m} is neither NVS_OPEN_READ_WRITE nor NVS_OPEN_READ_ONLY"))),
+        };
+        // SAFETY: the caller's promise.
+        let path = unsafe { cstr(path, "path")? };
+        let pool = FilePool::open(path_of(path), access)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(nvs_pool::new(pool)) };
+        Ok(())
+    })
+}
+
+/// Close the pool: end the stream of every lane that joined it (followers see the end
+/// of stream), unmap, unlock, free the handle. `NVS_E_BUSY` (and the pool stays open)
+/// while lane handles are held. NULL is a no-op.
+///
+/// # Safety
+/// `pool` is NULL or a live handle, not used again after a successful close.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_close(pool: *mut nvs_pool) -> i32 {
+    // SAFETY: the caller's promise.
+    unsafe { close(pool, "nvs_pool_close", false) }
+}
+
+/// Close the pool without ending its streams: each lane that joined gets a detach
+/// marker, so followers know this writer ended cleanly and wait for the next one (a
+/// writer that restarts appends after the last committed version). Otherwise as
+/// `nvs_pool_close`.
+///
+/// # Safety
+/// As `nvs_pool_close`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_close_detached(pool: *mut nvs_pool) -> i32 {
+    // SAFETY: the caller's promise.
+    unsafe { close(pool, "nvs_pool_close_detached", true) }
+}
+
+/// # Safety
+/// As `nvs_pool_close`.
+unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
+    if pool.is_null() {
+        return NVS_OK;
+    }
+    guard(what, || {
+        // SAFETY: the caller's promise.
+        let p = unsafe { &*pool };
+        drop(p.whole()?);
+        // SAFETY: no lane handle is alive and the caller gives the handle up.
+        let p = unsafe { Box::from_raw(pool) };
+        let mut fp = p.pool.into_inner();
+        if detach && fp.is_writable() {
+            fp.detach()?;
+            drop(fp);
+            return Ok(());
+        }
+        Ok(fp.close()?)
+    })
+}
+
+/// Catch up with the writer of a pool opened read-only (recovery again).
+/// `NVS_E_BUSY` while lane handles are held.
+///
+/// # Safety
+/// `pool` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_refresh(pool: *mut nvs_pool) -> i32 {
+    guard("nvs_pool_refresh", || {
+        // SAFETY: the caller's promise.
+        let (_g, p) = unsafe { pool_ref(pool)? }.whole()?;
+        Ok(p.refresh()?)
+    })
+}
+
+/// Take `lane` for writing from this thread: threads each holding their own lane put
+/// side by side with no lock. `NVS_E_BUSY` if the lane is held already.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_take(pool: *mut nvs_pool, lane: u32, out: *mut *mut nvs_lane) -> i32 {
+    guard("nvs_lane_take", || {
+        if out.is_null() {
+            return Err(arg("out is NULL"));
+        }
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        let (_g, fp) = p.shared()?;
+        p.lanes.fetch_add(1, Ordering::AcqRel);
+        let w = match fp.lane(lane) {
+            Ok(w) => w,
+            Err(e) => {
+                p.lanes.fetch_sub(1, Ordering::AcqRel);
+                return Err(e.into());
+            }
+        };
+        // SAFETY: only the lifetime changes: the pool outlives the handle (it cannot be
+        // closed or taken for `&mut` while `lanes` counts it).
+        let w: FileLane<'static> = unsafe { std::mem::transmute::<FileLane<'_>, FileLane<'static>>(w) };
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(Box::into_raw(Box::new(nvs_lane { pool, w: Some(w) }))) };
+        Ok(())
+    })
+}
+
+/// Give the lane back (its stream goes on: `nvs_lane_end_stream` ends it) and free the
+/// handle. NULL is a no-op.
+///
+/// # Safety
+/// `lane` is NULL or a live handle, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_release(lane: *mut nvs_lane) -> i32 {
+    if lane.is_null() {
+        return NVS_OK;
+    }
+    guard("nvs_lane_release", || {
+        // SAFETY: the caller's promise.
+        let mut l = unsafe { Box::from_raw(lane) };
+        drop(l.w.take());
+        // SAFETY: the pool outlives its lane handles.
+        unsafe { &*l.pool }.lanes.fetch_sub(1, Ordering::AcqRel);
+        Ok(())
+    })
+}
+
+/// An `nvs_object` as Rust values (its parts and ranges borrowed from the caller).
+struct Spec<'a> {
+    name: &'a [u8],
+    parts: Vec<&'a [u8]>,
+    version: u64,
+    meta: &'a [u8],
+    parent: u64,
+    changes: Ranges<'a>,
+}
+
+/// The caller's changed ranges, as nvs-core asks for them.
+struct Ranges<'a>(&'a [nvs_range]);
+
+impl Changes for Ranges<'_> {
+    fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
+        self.0.iter().for_each(|r| f(r.offset, r.len));
+    }
+}
+
+impl<'a> Spec<'a> {
+    /// # Safety
+    /// Every pointer of `o` is NULL or valid for its length, for `'a`.
+    unsafe fn of(o: &nvs_object) -> Res<Spec<'a>> {
+        // SAFETY: the caller's promise, for each field.
+        unsafe {
+            let name = cstr(o.name, "object name")?;
+            let parts = if o.parts.is_null() {
+                vec![bytes(o.data.cast(), o.len, "object data")?]
+            } else {
+                if !o.data.is_null() || o.len != 0 {
+                    return Err(arg("an object has both data and parts: set one"));
+                }
+                let parts = slice(o.parts, o.parts_len, "object parts")?;
+                parts.iter().map(|p| bytes(p.base.cast(), p.len, "a part's base")).collect::<Res<Vec<_>>>()?
+            };
+            let meta = bytes(o.meta.cast(), o.meta_len, "object meta")?;
+            let changes = Ranges(slice(o.changes, o.changes_len, "object changes")?);
+            if o.parent == 0 && o.changes_len != 0 {
+                return Err(arg("changed ranges without a parent version: set parent for a delta put"));
+            }
+            Ok(Spec { name, parts, version: o.version, meta, parent: o.parent, changes })
+        }
+    }
+
+    fn object(&self) -> Object<'_> {
+        let mut o = Object::vectored(self.name, &self.parts);
+        if self.version != 0 {
+            o = o.version(self.version);
+        }
+        if !self.meta.is_empty() {
+            o = o.meta(self.meta);
+        }
+        if self.parent != 0 {
+            o = o.delta(self.parent, &self.changes);
+        }
+        o
+    }
+}
+
+fn result_of(p: nvs_core::Put) -> nvs_put_result {
+    nvs_put_result { version: p.version, stored_bytes: p.stored_bytes, delta: p.delta as i32 }
+}
+
+/// Put `len` bytes at `data` as the next version of `name` on `lane`; `*version` (if
+/// not NULL) gets its version. Returns once the put is durable.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `data` is NULL
+/// or valid for `len` bytes; `version` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_put(
+    pool: *mut nvs_pool,
+    lane: u32,
+    name: *const c_char,
+    data: *const c_void,
+    len: usize,
+    version: *mut u64,
+) -> i32 {
+    guard("nvs_put", || {
+        // SAFETY: the caller's promises.
+        let (p, name, data) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes(data.cast(), len, "data")?) };
+        let obj = Object::new(name, data);
+        let put = p.on_lane(lane, |fp| fp.put(lane, obj), |w| w.put(obj))?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(version, put.version) };
+        Ok(())
+    })
+}
+
+/// Put one object described by `obj` (vectored, explicit version, metadata, delta) on
+/// `lane`; `*result` (if not NULL) says what was committed.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `obj` is valid, and its pointers are NULL or valid
+/// for their lengths; `result` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_put_object(
+    pool: *mut nvs_pool,
+    lane: u32,
+    obj: *const nvs_object,
+    result: *mut nvs_put_result,
+) -> i32 {
+    guard("nvs_put_object", || {
+        // SAFETY: the caller's promises.
+        let (p, spec) = unsafe { (pool_ref(pool)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
+        let put = p.on_lane(lane, |fp| fp.put(lane, spec.object()), |w| w.put(spec.object()))?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(result, result_of(put)) };
+        Ok(())
+    })
+}
+
+/// The objects of a batch, checked, and the versions array they go to.
+///
+/// # Safety
+/// As `nvs_put_batch`.
+unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Res<(Vec<Spec<'a>>, &'a mut [u64])> {
+    // SAFETY: the caller's promises.
+    unsafe {
+        let objs = slice(objs, n, "objs")?;
+        let specs = objs.iter().map(|o| Spec::of(o)).collect::<Res<Vec<_>>>()?;
+        let out: &mut [u64] = if versions.is_null() { &mut [] } else { std::slice::from_raw_parts_mut(versions, n) };
+        Ok((specs, out))
+    }
+}
+
+/// Commit the `n` objects at `objs` together on `lane`, in one unit: after a crash all
+/// of them or none are there. Any number of objects, up to what the pool holds.
+/// `versions` (if not NULL) gets their `n` versions, in order.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `objs` is valid for `n` objects (each as for
+/// `nvs_put_object`); `versions` is NULL or valid for `n` writes.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_put_batch(
+    pool: *mut nvs_pool,
+    lane: u32,
+    objs: *const nvs_object,
+    n: usize,
+    versions: *mut u64,
+) -> i32 {
+    guard("nvs_put_batch", || {
+        // SAFETY: the caller's promises.
+        let (p, (specs, out)) = unsafe { (pool_ref(pool)?, batch(objs, n, versions)?) };
+        let objects: Vec<Object<'_>> = specs.iter().map(Spec::object).collect();
+        let v = p.on_lane(lane, |fp| fp.put_batch(lane, &objects), |w| w.put_batch(&objects))?;
+        out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
+        Ok(())
+    })
+}
+
+/// End `lane`'s stream: followers see its end of stream (a later put reopens it).
+///
+/// # Safety
+/// `pool` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_end_stream(pool: *mut nvs_pool, lane: u32) -> i32 {
+    guard("nvs_end_stream", || {
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        p.on_lane(lane, |fp| fp.close_lane(lane), |w| w.close())
+    })
+}
+
+/// `nvs_put` on a lane handle.
+///
+/// # Safety
+/// `lane` is NULL or a live handle; the rest as for `nvs_put`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_put(
+    lane: *mut nvs_lane,
+    name: *const c_char,
+    data: *const c_void,
+    len: usize,
+    version: *mut u64,
+) -> i32 {
+    guard("nvs_lane_put", || {
+        // SAFETY: the caller's promises.
+        let (w, name, data) = unsafe { (lane_mut(lane)?, cstr(name, "name")?, bytes(data.cast(), len, "data")?) };
+        let put = w.put(Object::new(name, data))?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(version, put.version) };
+        Ok(())
+    })
+}
+
+/// `nvs_put_object` on a lane handle.
+///
+/// # Safety
+/// `lane` is NULL or a live handle; the rest as for `nvs_put_object`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_put_object(
+    lane: *mut nvs_lane,
+    obj: *const nvs_object,
+    result: *mut nvs_put_result,
+) -> i32 {
+    guard("nvs_lane_put_object", || {
+        // SAFETY: the caller's promises.
+        let (w, spec) = unsafe { (lane_mut(lane)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
+        let put = w.put(spec.object())?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(result, result_of(put)) };
+        Ok(())
+    })
+}
+
+/// `nvs_put_batch` on a lane handle.
+///
+/// # Safety
+/// `lane` is NULL or a live handle; the rest as for `nvs_put_batch`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_put_batch(
+    lane: *mut nvs_lane,
+    objs: *const nvs_object,
+    n: usize,
+    versions: *mut u64,
+) -> i32 {
+    guard("nvs_lane_put_batch", || {
+        // SAFETY: the caller's promises.
+        let (w, (specs, out)) = unsafe { (lane_mut(lane)?, batch(objs, n, versions)?) };
+        let objects: Vec<Object<'_>> = specs.iter().map(Spec::object).collect();
+        let v = w.put_batch(&objects)?;
+        out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
+        Ok(())
+    })
+}
+
+/// End the lane's stream (the handle stays taken; release it after).
+///
+/// # Safety
+/// `lane` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_lane_end_stream(lane: *mut nvs_lane) -> i32 {
+    guard("nvs_lane_end_stream", || {
+        // SAFETY: the caller's promise.
+        Ok(unsafe { lane_mut(lane)? }.close()?)
+    })
+}
+
+/// Copy `version` of `name` (`NVS_LATEST`: the latest) of `pool` into `buf`.
+pub(crate) fn get_from(fp: &FilePool, name: &[u8], version: u64, buf: &mut [u8], len: *mut usize) -> Res {
+    let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
+    let need = fp.stat(name, version)?.len_bytes;
+    let need_usize = usize::try_from(need).map_err(|_| arg("object larger than this address space"))?;
+    // SAFETY: the caller's promise (len is NULL or valid).
+    unsafe { put_out(len, need_usize) };
+    if buf.len() < need_usize {
+        if buf.is_empty() {
+            return Ok(()); // a size query
+        }
+        return Err(Fail {
+            status: NVS_E_TOO_SMALL,
+            msg: format!("the buffer holds {} bytes, the object has {need}", buf.len()),
+        });
+    }
+    let n = fp.get(name, version, buf)?;
+    // SAFETY: as above.
+    unsafe { put_out(len, n) };
+    Ok(())
+}
+
+/// Copy version `version` of `name` (`NVS_LATEST`: the latest) into `buf`, which holds
+/// `cap` bytes; `*len` gets the object's length. A size query: `buf` NULL and `cap` 0
+/// store the length and return `NVS_OK`. A buffer too small: `NVS_E_TOO_SMALL`, `*len`
+/// the length it needs.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `buf` is NULL or
+/// valid for `cap` bytes; `len` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_get(
+    pool: *const nvs_pool,
+    name: *const c_char,
+    version: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    guard("nvs_get", || {
+        // SAFETY: the caller's promises.
+        let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let (_g, fp) = p.shared()?;
+        get_from(fp, name, version, buf, len)
+    })
+}
+
+/// The metadata stored with version `version` of `name` (`NVS_LATEST`: the latest),
+/// into `buf` of `cap` bytes; `*len` its length. Size query and `NVS_E_TOO_SMALL` as
+/// for `nvs_get`.
+///
+/// # Safety
+/// As `nvs_get`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_get_meta(
+    pool: *const nvs_pool,
+    name: *const c_char,
+    version: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    guard("nvs_get_meta", || {
+        // SAFETY: the caller's promises.
+        let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let (_g, fp) = p.shared()?;
+        let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
+        let meta = fp.meta(name, version)?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(len, meta.len()) };
+        if buf.len() < meta.len() && !buf.is_empty() {
+            let msg = format!("the buffer holds {} bytes, the metadata has {}", buf.len(), meta.len());
+            return Err(Fail { status: NVS_E_TOO_SMALL, msg });
+        }
+        if let Some(b) = buf.get_mut(..meta.len()) {
+            b.copy_from_slice(&meta);
+        }
+        Ok(())
+    })
+}
+
+/// Facts about version `version` of `name` (`NVS_LATEST`: the latest).
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `info` is valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_stat(
+    pool: *const nvs_pool,
+    name: *const c_char,
+    version: u64,
+    info: *mut nvs_object_info,
+) -> i32 {
+    guard("nvs_stat", || {
+        if info.is_null() {
+            return Err(arg("info is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
+        let (_g, fp) = p.shared()?;
+        let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
+        let i = fp.stat(name, version)?;
+        let out = nvs_object_info {
+            version: i.version,
+            len: i.len_bytes,
+            stored_bytes: i.stored_bytes,
+            depth: i.depth,
+            lane: i.lane,
+            meta_len: u32::from(i.meta_len),
+        };
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { info.write(out) };
+        Ok(())
+    })
+}
+
+/// The latest version of `name`.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `version` is
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_latest(pool: *const nvs_pool, name: *const c_char, version: *mut u64) -> i32 {
+    guard("nvs_latest", || {
+        if version.is_null() {
+            return Err(arg("version is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
+        let (_g, fp) = p.shared()?;
+        let v = fp.latest(name)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { version.write(v) };
+        Ok(())
+    })
+}
+
+/// The versions of `name`, ascending, into `out` (room for `cap`); `*count` gets how
+/// many there are. A size query: `out` NULL and `cap` 0. Room for fewer:
+/// `NVS_E_TOO_SMALL`, the first `cap` stored.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `out` is NULL
+/// or valid for `cap` writes; `count` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_versions(
+    pool: *const nvs_pool,
+    name: *const c_char,
+    out: *mut u64,
+    cap: usize,
+    count: *mut usize,
+) -> i32 {
+    guard("nvs_versions", || {
+        if count.is_null() {
+            return Err(arg("count is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
+        if out.is_null() && cap != 0 {
+            return Err(arg(format!("out is NULL with a capacity of {cap}")));
+        }
+        let (_g, fp) = p.shared()?;
+        let versions: Vec<u64> = fp.versions(name)?.map(|i| i.version).collect();
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { count.write(versions.len()) };
+        for (i, v) in versions.iter().take(cap).enumerate() {
+            // SAFETY: `i < cap`; the caller's promise.
+            unsafe { out.add(i).write(*v) };
+        }
+        if cap != 0 && cap < versions.len() {
+            let msg = format!("room for {cap} versions, the name has {}", versions.len());
+            return Err(Fail { status: NVS_E_TOO_SMALL, msg });
+        }
+        Ok(())
+    })
+}
+
+/// Call `cb` for each name in the pool, in no particular order. The names are taken
+/// when the call starts; `cb` may call nvs (the pool included).
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `cb` is a valid function; `ctx` is passed through.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_names(pool: *const nvs_pool, cb: nvs_name_fn, ctx: *mut c_void) -> i32 {
+    guard("nvs_names", || {
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        let cb = cb.ok_or_else(|| arg("cb is NULL"))?;
+        let names: Vec<(Vec<u8>, u64, u32)> = {
+            let (_g, fp) = p.shared()?;
+            let mut buf = [0u8; nvs_core::NAME_MAX];
+            fp.names().map(|n| (fp.name_bytes(n.id, &mut buf).to_vec(), n.latest, n.versions)).collect()
+        };
+        for (name, latest, versions) in names.into_iter().filter(|n| !n.0.is_empty()) {
+            let len = name.len();
+            let mut z = name;
+            z.push(0);
+            // SAFETY: a NUL-terminated name; the caller's promise for `cb` and `ctx`.
+            if unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) } != 0 {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Retention: release the oldest segments whose objects all have at least `keep` newer
+/// versions; `*freed` (if not NULL) gets how many segments were freed. `NVS_E_BUSY`
+/// while lane handles are held.
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `freed` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_reclaim(pool: *mut nvs_pool, keep: u32, freed: *mut u32) -> i32 {
+    guard("nvs_reclaim", || {
+        // SAFETY: the caller's promise.
+        let (_g, fp) = unsafe { pool_ref(pool)? }.whole()?;
+        let n = fp.reclaim(keep)?;
+        // SAFETY: the caller's promise.
+        unsafe { put_out(freed, n) };
+        Ok(())
+    })
+}
