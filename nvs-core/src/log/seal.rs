@@ -5,7 +5,7 @@
 //! same path as puts.
 
 use super::lane::Lane;
-use super::plan::Planned;
+use super::plan::PlanSlot;
 use super::Writer;
 use crate::error::Result;
 use crate::format::{self, commit_word, UnitHeader, LINE};
@@ -142,9 +142,9 @@ impl<M: Media> Writer<'_, M> {
         l: &mut Lane,
         lane: u32,
         objects: &[Object<'_>],
-        plan: &mut [Planned],
+        plan: &mut [PlanSlot],
         unit_len: u64,
-        early_publish: impl FnOnce(u64, u64, &[Planned]),
+        early_publish: impl FnOnce(u64, u64, &[PlanSlot]),
     ) -> Result<(u64, u64)> {
         let plan = core::cell::RefCell::new(plan);
         self.seal(
