@@ -72,7 +72,7 @@ pub use format::Geometry;
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
 pub use limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
-pub use log::plan::Planned as PlanSlot;
+pub use log::plan::PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
 pub use object::{LaneInfo, NameInfo, Object, ObjectInfo, Put, RecoveryStats, Versions};

@@ -37,7 +37,37 @@ fn code(text: &str) -> String {
     text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
 }
 
-/// Every `crate::x::y` or `super::x` path in `code`, as module paths from the root.
+/// The paths of `s` (the text after a `crate::` or `super::`) under `base`, a use-group
+/// `{a, b::{c, d}}` expanded into one path per item.
+fn expand(base: Module, s: &str, out: &mut Vec<Module>) {
+    let s = s.trim_start();
+    let tail: String = s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+    let mut p = base;
+    p.extend(tail.split("::").filter(|s| !s.is_empty()).map(str::to_string));
+    let Some(group) =
+        s[tail.len()..].trim_start().strip_prefix('{').filter(|_| tail.is_empty() || tail.ends_with("::"))
+    else {
+        return out.push(p);
+    };
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth > 0 => depth -= 1,
+            '}' | ',' if depth == 0 => {
+                expand(p.clone(), &group[start..i], out);
+                if c == '}' {
+                    return;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every `crate::x::y` or `super::x` path in `code` (use-groups expanded), as module
+/// paths from the root.
 fn paths(me: &Module, code: &str) -> Vec<Module> {
     let mut out = Vec::new();
     let bytes = code.as_bytes();
@@ -49,16 +79,12 @@ fn paths(me: &Module, code: &str) -> Vec<Module> {
             if i > 0 && (bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_') {
                 continue;
             }
-            let rest = &code[i + start.len()..];
-            let tail: String =
-                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
-            let mut p: Module = if start == "crate::" {
+            let base: Module = if start == "crate::" {
                 Vec::new()
             } else {
                 me[..me.len().saturating_sub(1)].to_vec() // the parent module
             };
-            p.extend(tail.split("::").filter(|s| !s.is_empty()).map(str::to_string));
-            out.push(p);
+            expand(base, &code[i + start.len()..], &mut out);
         }
     }
     out

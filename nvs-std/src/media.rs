@@ -125,7 +125,7 @@ impl MappedMedia {
 
     /// Start a helper thread that fills the page tables of the mapping from its end
     /// backwards, 2 MiB at a time (`MADV_POPULATE_READ`), until [`Self::stop_prefault`].
-    /// Recovery reads one header per record from the front: on a fresh mapping nearly
+    /// Recovery reads one unit header per unit from the front: on a fresh mapping nearly
     /// all of its time is page faults (each also maps the pages around it), and the two
     /// meet in the middle. Only for tmpfs files (no disk reads), and only over the
     /// file's data (`SEEK_DATA`/`SEEK_HOLE`: a read fault on a tmpfs hole would allocate

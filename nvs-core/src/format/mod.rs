@@ -134,7 +134,7 @@ pub struct UnitHeader {
     pub unit_len: u64,
     pub object_count: u32,
     pub lane: u32,
-    /// `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`, or 0.
+    /// `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`, `UNIT_DETACH` (format 2), or 0.
     pub flags: u64,
     pub reserved: [u64; 2],
     /// `nvs-hash64(pool_id, bytes 8..56)`.

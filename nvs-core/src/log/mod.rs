@@ -44,7 +44,7 @@ pub(crate) struct Writer<'a, M: Media> {
 
 impl<M: Media> Writer<'_, M> {
     /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
-    /// empty on entry and holds one [`Planned`] per object on success; on error nothing
+    /// empty on entry and holds one [`PlanSlot`] per object on success; on error nothing
     /// was committed, and nothing was written except, for a lone put refused in planning,
     /// its payload past the lane's log end ([`Self::store_payload_ahead`]).
     ///

@@ -13,11 +13,11 @@ use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
 use crate::shared::{Shared, SharedAccess};
 
-/// What validation decided for one object of a unit being written. Public as
-/// [`crate::PlanSlot`]: the caller's room for the plan of a batch larger than
-/// [`crate::BATCH_MAX`] objects ([`crate::Pool::put_batch_in`]).
+/// What validation decided for one object of a unit being written: the caller's room
+/// for the plan of a batch larger than [`crate::BATCH_MAX`] objects
+/// ([`crate::Pool::put_batch_in`]).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Planned {
+pub struct PlanSlot {
     /// `name_hash` of its name.
     pub(crate) hash: u64,
     pub(crate) version: u64,
@@ -35,7 +35,7 @@ pub struct Planned {
     pub(crate) payload_stored: bool,
 }
 
-impl Planned {
+impl PlanSlot {
     /// The version this object was committed with (after a successful put).
     pub fn version(&self) -> u64 {
         self.version
@@ -43,47 +43,47 @@ impl Planned {
 }
 
 /// The plan of a unit of at most `N` objects (1 for a put, `BATCH_MAX` for a batch).
-pub(crate) type Plan<const N: usize> = heapless::Vec<Planned, N>;
+pub(crate) type Plan<const N: usize> = heapless::Vec<PlanSlot, N>;
 
 /// Where a unit's plan is kept: a [`Plan`] on the stack, or the caller's slots for a
 /// batch of any size ([`SlotPlan`]). Empty when a unit starts.
-pub(crate) trait PlanBuf: core::ops::DerefMut<Target = [Planned]> {
+pub(crate) trait PlanBuf: core::ops::DerefMut<Target = [PlanSlot]> {
     /// How many objects it can plan.
     fn capacity(&self) -> usize;
     /// One more object; the caller checked the capacity.
-    fn push(&mut self, p: Planned);
+    fn push(&mut self, p: PlanSlot);
 }
 
 impl<const N: usize> PlanBuf for Plan<N> {
     fn capacity(&self) -> usize {
         N
     }
-    fn push(&mut self, p: Planned) {
+    fn push(&mut self, p: PlanSlot) {
         let _ = heapless::Vec::push(self, p);
     }
 }
 
 /// A plan in the caller's slots.
 pub(crate) struct SlotPlan<'a> {
-    slots: &'a mut [Planned],
+    slots: &'a mut [PlanSlot],
     len: usize,
 }
 
 impl<'a> SlotPlan<'a> {
-    pub fn new(slots: &'a mut [Planned]) -> Self {
+    pub fn new(slots: &'a mut [PlanSlot]) -> Self {
         SlotPlan { slots, len: 0 }
     }
 }
 
 impl core::ops::Deref for SlotPlan<'_> {
-    type Target = [Planned];
-    fn deref(&self) -> &[Planned] {
+    type Target = [PlanSlot];
+    fn deref(&self) -> &[PlanSlot] {
         self.slots.get(..self.len).unwrap_or(&[])
     }
 }
 
 impl core::ops::DerefMut for SlotPlan<'_> {
-    fn deref_mut(&mut self) -> &mut [Planned] {
+    fn deref_mut(&mut self) -> &mut [PlanSlot] {
         let len = self.len;
         self.slots.get_mut(..len).unwrap_or(&mut [])
     }
@@ -93,7 +93,7 @@ impl PlanBuf for SlotPlan<'_> {
     fn capacity(&self) -> usize {
         self.slots.len()
     }
-    fn push(&mut self, p: Planned) {
+    fn push(&mut self, p: PlanSlot) {
         if let Some(slot) = self.slots.get_mut(self.len) {
             *slot = p;
             self.len += 1;
@@ -169,9 +169,9 @@ impl<M: Media> Writer<'_, M> {
         l: &Lane,
         objects: &[Object<'_>],
         i: usize,
-        plan: &[Planned],
+        plan: &[PlanSlot],
         seen: &mut [u64; 8],
-    ) -> Result<(Planned, bool)> {
+    ) -> Result<(PlanSlot, bool)> {
         let o = &objects[i];
         if o.name.is_empty() {
             return Err(Error::NameEmpty);
@@ -229,7 +229,7 @@ impl<M: Media> Writer<'_, M> {
             None => None,
         };
         let stored = delta.map_or(len, |d| d.stored_bytes());
-        let p = Planned { hash, version, len, stored, name_id, payload_sum: 0, delta, payload_stored: false };
+        let p = PlanSlot { hash, version, len, stored, name_id, payload_sum: 0, delta, payload_stored: false };
         Ok((p, new_name))
     }
 

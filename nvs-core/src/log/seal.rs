@@ -1,11 +1,11 @@
 //! Sealing a unit: steps 3–6 of the commit protocol, for every kind of unit (a put, a
-//! batch, an end-of-stream or a truncate marker). [`Writer::seal`] is the only code in
+//! batch, an end-of-stream, truncate or detach marker). [`Writer::seal`] is the only code in
 //! nvs that stores a unit's header and commit word and the fences between them; every
 //! commit-sequence mutant hooks here, so the verifier checks marker units through the
 //! same path as puts.
 
 use super::lane::Lane;
-use super::plan::Planned;
+use super::plan::PlanSlot;
 use super::Writer;
 use crate::error::Result;
 use crate::format::{self, commit_word, UnitHeader, LINE};
@@ -19,7 +19,8 @@ use crate::shared::SharedAccess;
 /// What a unit is, besides its objects.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct UnitKind {
-    /// Unit header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`.
+    /// Unit header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`,
+    /// `UNIT_DETACH`.
     pub flags: u64,
     /// The retention base of a truncate unit (`reserved[0]`), else 0.
     pub base: u64,
@@ -141,9 +142,9 @@ impl<M: Media> Writer<'_, M> {
         l: &mut Lane,
         lane: u32,
         objects: &[Object<'_>],
-        plan: &mut [Planned],
+        plan: &mut [PlanSlot],
         unit_len: u64,
-        early_publish: impl FnOnce(u64, u64, &[Planned]),
+        early_publish: impl FnOnce(u64, u64, &[PlanSlot]),
     ) -> Result<(u64, u64)> {
         let plan = core::cell::RefCell::new(plan);
         self.seal(
@@ -157,7 +158,7 @@ impl<M: Media> Writer<'_, M> {
         )
     }
 
-    /// A unit of no objects (an end-of-stream or a truncate marker) at the lane's tail,
+    /// A unit of no objects (an end-of-stream, truncate or detach marker) at the lane's tail,
     /// claiming a segment first if the lane has no room for it.
     pub(crate) fn marker_unit<X: IndexMemory>(
         &self,

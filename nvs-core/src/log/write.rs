@@ -2,7 +2,7 @@
 //! payload even before its unit is planned), and the index learning a committed unit.
 
 use super::lane::Lane;
-use super::plan::Planned;
+use super::plan::PlanSlot;
 use super::Writer;
 use crate::delta;
 use crate::error::Result;
@@ -81,7 +81,7 @@ impl<M: Media> Writer<'_, M> {
     /// header and name (the order of NT stores before a fence does not matter: all of
     /// them are pending until it). The header checksums are computed while the payload
     /// drains.
-    pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [Planned], unit_off: u64) -> Result<()> {
+    pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [PlanSlot], unit_off: u64) -> Result<()> {
         let pool_id = self.sb.pool_id;
         let mut obj_off = unit_off + LINE;
         for (o, p) in objects.iter().zip(plan) {
@@ -146,7 +146,7 @@ impl<M: Media> Writer<'_, M> {
         unit_off: u64,
         seq: u64,
         objects: &[Object<'_>],
-        plan: &[Planned],
+        plan: &[PlanSlot],
     ) {
         let mut obj_off = unit_off + LINE;
         for (i, (p, o)) in plan.iter().zip(objects).enumerate() {

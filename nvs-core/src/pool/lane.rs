@@ -5,7 +5,7 @@ use super::Pool;
 use crate::error::Result;
 use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
-use crate::log::plan::{Plan, PlanBuf, Planned, SlotPlan};
+use crate::log::plan::{Plan, PlanBuf, PlanSlot, SlotPlan};
 use crate::log::seal::UnitKind;
 use crate::media::Media;
 use crate::object::{Object, Put, Versions};
@@ -41,7 +41,7 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     }
 
     /// A batch of any size, its plan in `slots` ([`Pool::put_batch_in`]).
-    pub fn put_batch_in(&mut self, objects: &[Object<'_>], slots: &mut [Planned]) -> Result<usize> {
+    pub fn put_batch_in(&mut self, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
         let mut plan = SlotPlan::new(slots);
         self.commit(objects, &mut plan)?;
         Ok(plan.len())

@@ -4,7 +4,7 @@ use super::Pool;
 use crate::error::{Error, Result};
 use crate::format::{BATCH_MAX, UNIT_DETACH, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
-use crate::log::plan::{Plan, PlanBuf, Planned, SlotPlan};
+use crate::log::plan::{Plan, PlanBuf, PlanSlot, SlotPlan};
 use crate::log::seal::UnitKind;
 use crate::media::Media;
 use crate::object::{Object, Put, Versions};
@@ -31,7 +31,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `PlanSlot::default()`; a batch of up to [`BATCH_MAX`] needs none: `put_batch`).
     /// Returns how many objects were committed; `slots[i].version()` is object `i`'s
     /// version. Fewer slots than objects is `BatchSize`.
-    pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [Planned]) -> Result<usize> {
+    pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
         let mut plan = SlotPlan::new(slots);
         self.commit(lane, objects, &mut plan)?;
         Ok(plan.len())
@@ -67,7 +67,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 }
 
 /// What the single object of a put's plan became.
-pub(super) fn put_of(plan: &[Planned]) -> Put {
+pub(super) fn put_of(plan: &[PlanSlot]) -> Put {
     plan.first().map_or(Put { version: 0, stored_bytes: 0, delta: false }, |p| Put {
         version: p.version,
         stored_bytes: p.stored,
@@ -76,7 +76,7 @@ pub(super) fn put_of(plan: &[Planned]) -> Put {
 }
 
 /// The versions of a batch's plan.
-pub(super) fn versions_of(plan: &[Planned]) -> Versions {
+pub(super) fn versions_of(plan: &[PlanSlot]) -> Versions {
     let mut v = Versions::default();
     plan.iter().for_each(|p| v.push(p.version));
     v
