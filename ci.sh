@@ -34,6 +34,12 @@ step "loom: every interleaving of the concurrent pool paths (preemption bound 3;
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-core --test loom
 step "loom x crash: every crash image of the interleavings of 2 lane writers x 2 puts (preemption bound 2)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-verify --test loom_crash -- --nocapture
+step "C ABI: the Fortran example (gfortran) and the MPI example (mpicc, mpirun -np 2 twice)"
+if command -v gfortran >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+  nvs-c/examples/run.sh
+else
+  echo "SKIPPED: gfortran or MPI missing (.ci/run installs gfortran, mpich, libmpich-dev)"
+fi
 step "no_std: nvs-core for x86_64-unknown-none"
 cargo build -p nvs-core --target x86_64-unknown-none
 cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings

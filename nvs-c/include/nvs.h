@@ -349,7 +349,7 @@ int32_t nvs_put_object(struct nvs_pool *pool,
                        struct nvs_put_result *result);
 
 // Commit the `n` objects at `objs` together on `lane`, in one unit: after a crash all
-// of them or none are there. Any number of objects, up to what the pool holds.
+// of them or none are there. Any number of objects from 1, up to what the pool holds.
 // `versions` (if not NULL) gets their `n` versions, in order.
 //
 // # Safety

@@ -123,9 +123,11 @@ fn core_status(e: &nvs_core::Error) -> i32 {
         C::ReadOnly | C::OldFormat { .. } => NVS_E_READ_ONLY,
         C::VersionNotIncreasing { .. } => NVS_E_VERSION,
         C::DeltaRanges { .. } | C::ChangesInconsistent => NVS_E_DELTA,
-        C::NameEmpty | C::NoSuchLane { .. } | C::BadGeometry { .. } | C::DeltaOptions { .. } | C::ElementSize { .. } => {
-            NVS_E_ARG
-        }
+        C::NameEmpty
+        | C::NoSuchLane { .. }
+        | C::BadGeometry { .. }
+        | C::DeltaOptions { .. }
+        | C::ElementSize { .. } => NVS_E_ARG,
         _ => NVS_E_OTHER,
     }
 }

@@ -122,7 +122,8 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
         }
         // SAFETY: the caller's promise.
         let h = unsafe { follower(f)? };
-        let mut out = nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
+        let mut out =
+            nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
         if h.queue.is_empty() {
             let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
             match h.inner()?.wait(timeout, Duration::from_millis(1))? {

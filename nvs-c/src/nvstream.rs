@@ -184,7 +184,8 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
             msg: format!("cannot track the memory of {} (NVS_DELTA=1): {e}", nvs_std::show_name(name)),
         })?)
     } else {
-        let layout = Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+        let layout =
+            Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .ok_or_else(|| Fail { status: NVS_E_OTHER, msg: format!("out of memory for {n} bytes") })?;
@@ -222,7 +223,9 @@ fn snapshot(proc_id: c_int) -> Res {
     let mut retried = false;
     let versions = loop {
         match put_all(rank) {
-            Err(e) if !retried && e.core().is_some_and(|c| matches!(c, nvs_core::Error::Full)) && rank.keep.is_some() => {
+            Err(e)
+                if !retried && e.core().is_some_and(|c| matches!(c, nvs_core::Error::Full)) && rank.keep.is_some() =>
+            {
                 retried = true;
                 rank.stats.reclaimed += rank.pool.reclaim(rank.keep.unwrap_or(1))?;
             }

@@ -156,7 +156,11 @@ pub type nvs_name_fn =
 
 impl nvs_pool {
     fn new(pool: FilePool) -> *mut nvs_pool {
-        Box::into_raw(Box::new(nvs_pool { lock: RwLock::new(()), pool: UnsafeCell::new(pool), lanes: AtomicUsize::new(0) }))
+        Box::into_raw(Box::new(nvs_pool {
+            lock: RwLock::new(()),
+            pool: UnsafeCell::new(pool),
+            lanes: AtomicUsize::new(0),
+        }))
     }
 
     /// The pool for reading (and for lane takes), with its read guard.
@@ -517,6 +521,9 @@ pub unsafe extern "C" fn nvs_put_object(
 unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Res<(Vec<Spec<'a>>, &'a mut [u64])> {
     // SAFETY: the caller's promises.
     unsafe {
+        if n == 0 {
+            return Err(arg("an empty batch (n is 0)"));
+        }
         let objs = slice(objs, n, "objs")?;
         let specs = objs.iter().map(|o| Spec::of(o)).collect::<Res<Vec<_>>>()?;
         let out: &mut [u64] = if versions.is_null() { &mut [] } else { std::slice::from_raw_parts_mut(versions, n) };
@@ -525,7 +532,7 @@ unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Re
 }
 
 /// Commit the `n` objects at `objs` together on `lane`, in one unit: after a crash all
-/// of them or none are there. Any number of objects, up to what the pool holds.
+/// of them or none are there. Any number of objects from 1, up to what the pool holds.
 /// `versions` (if not NULL) gets their `n` versions, in order.
 ///
 /// # Safety

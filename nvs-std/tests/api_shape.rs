@@ -150,6 +150,29 @@ fn a_tracked_put_that_fails_keeps_its_ranges_for_the_next() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "page tracking")]
+fn a_tracked_batch_commits_each_buffer_as_a_delta_of_its_written_pages() {
+    use nvs_std::dirty::TrackedBuf;
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("b.pool"), 8 << 20, &CreateOptions::default()).expect("create");
+    let mut a = TrackedBuf::best(64 << 10).expect("tracked memory");
+    let mut b = TrackedBuf::best(16 << 10).expect("tracked memory");
+    a[100] = 1;
+    b[200] = 2;
+    let v = pool.put_batch_tracked(0, &mut [(b"a", &mut a), (b"b", &mut b)]).expect("first batch");
+    assert_eq!(v, [1, 1]);
+    a[5 * 4096] = 3; // one page of a; nothing of b
+    let v = pool.put_batch_tracked(0, &mut [(b"a", &mut a), (b"b", &mut b)]).expect("second batch");
+    assert_eq!(v, [2, 2]);
+    let (sa, sb) = (pool.stat("a", 2).unwrap(), pool.stat("b", 2).unwrap());
+    assert!(sa.depth == 1 && sa.stored_bytes < 2 * 4096, "{sa:?}");
+    assert!(sb.stored_bytes < 4096, "{sb:?}: b was not written");
+    assert_eq!(pool.get_vec("a", 2).unwrap(), &a[..]);
+    assert_eq!(pool.get_vec("b", 2).unwrap(), &b[..]);
+    assert_eq!(pool.get_vec("a", 1).unwrap()[5 * 4096], 0, "version 1 is as it was");
+}
+
+#[test]
 fn close_ends_every_joined_lane_and_the_builder_sets_what_it_says() {
     use nvs_std::{Followed, Follower};
     let dir = tempfile::tempdir().unwrap();

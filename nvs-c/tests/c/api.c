@@ -198,7 +198,7 @@ static void objects(void) {
 
   /* A batch of 3000 objects, one commit. */
   enum { N = 3000 };
-  static char names[N][16];
+  static char names[N][24];
   static unsigned char data[N][64];
   static nvs_object batch[N];
   static uint64_t versions[N];
@@ -223,7 +223,7 @@ static void objects(void) {
   OK(nvs_names(p, stop_at_first, &n));
   CHECK(n == 1);
   IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 2, versions));
-  OK(nvs_put_batch(p, 3, NULL, 0, NULL)); /* an empty batch */
+  IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 0, NULL)); /* an empty batch */
   OK(nvs_pool_close(p));
 }
 

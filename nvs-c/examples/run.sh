@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build libnvs (release) and run the Fortran example and the MPI example (two ranks
+# writing through the NVStream API, then an analytics job checking every byte).
+# Needs gfortran and an MPI (Debian: gfortran mpich libmpich-dev). Usage:
+#   nvs-c/examples/run.sh [steps]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+steps=${1:-10}
+cargo build --release -q -p nvs-c
+lib=${CARGO_TARGET_DIR:-target}/release
+lib=$(cd "$lib" && pwd)
+inc=nvs-c/include
+work=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== Fortran (gfortran, libnvs.a)"
+mkdir -p "$work/fortran"
+gfortran -Wall -J "$work" "$inc/nvs.f90" nvs-c/examples/fortran/sim.f90 "$lib/libnvs.a" -lpthread -ldl -lm \
+  -o "$work/fsim"
+NVS_DIR="$work/fortran" "$work/fsim"
+
+echo "== MPI (mpicc, libnvs.so): mpirun -np 2 sim $steps, then mpirun -np 2 check $steps"
+mkdir -p "$work/mpi"
+for prog in sim check; do
+  mpicc -std=c11 -Wall -Wextra -Werror -O2 -I "$inc" "nvs-c/examples/mpi/$prog.c" -L "$lib" -lnvs \
+    -Wl,-rpath,"$lib" -o "$work/$prog"
+done
+export NVS_DIR="$work/mpi" NVS_POOL_SIZE=64M NVS_STATS=1
+mpirun -np 2 "$work/sim" "$steps"
+ls -l "$work/mpi"
+mpirun -np 2 "$work/check" "$steps"

@@ -1,0 +1,74 @@
+//! The C tests (tests/c/*.c): compiled with the system C compiler under AddressSanitizer
+//! and UndefinedBehaviorSanitizer against libnvs.a, then run (leaks are errors too). `cargo test` builds only
+//! the rlib of this crate, so the test builds the static library itself, in a target
+//! directory of its own (`target/c-tests`: no wait on the lock of the one running).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// libnvs.a of the code under test, built once per test run.
+fn static_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/<test> -> target/c-tests
+        let target = exe.ancestors().nth(3).expect("target dir").join("c-tests");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "nvs-c", "--lib", "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p nvs-c failed");
+        target.join("debug/libnvs.a")
+    })
+}
+
+fn build(source: &str, out: &Path) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let lib = static_lib();
+    let status = Command::new(&cc)
+        .args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+        .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
+        .arg("-I")
+        .arg(dir.join("include"))
+        .arg(dir.join("tests/c").join(source))
+        .arg(lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc}: {e}"));
+    assert!(status.success(), "{cc} failed on {source}");
+}
+
+fn run(bin: &Path, args: &[&str]) {
+    let out = Command::new(bin).args(args).env("ASAN_OPTIONS", "detect_leaks=1").output().expect("run the C test");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{} {args:?} failed ({}):\n{text}", bin.display(), out.status);
+    println!("{text}");
+}
+
+#[test]
+fn c_api() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("api");
+    build("api.c", &bin);
+    let scratch = tmp.path().join("pools");
+    std::fs::create_dir(&scratch).expect("mkdir");
+    run(&bin, &[scratch.to_str().expect("utf-8 path")]);
+}
+
+#[test]
+fn c_nvstream_wrapper() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("nvstream");
+    build("nvstream.c", &bin);
+    for mode in ["full", "delta"] {
+        let scratch = tmp.path().join(mode);
+        std::fs::create_dir(&scratch).expect("mkdir");
+        run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
+    }
+}
