@@ -150,6 +150,11 @@ fn init(proc_id: c_int) -> Res {
         FilePool::create(&path, size, &CreateOptions::new())?
     };
     let delta = env("NVS_DELTA").is_some_and(|v| v != "0");
+    if delta {
+        // Each tracked object holds a userfaultfd: thousands of objects need more than
+        // the usual soft limit of 1024 descriptors.
+        raise_fd_limit();
+    }
     let keep = match env("NVS_KEEP") {
         None => None,
         Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
@@ -168,6 +173,18 @@ fn init(proc_id: c_int) -> Res {
     Ok(())
 }
 
+/// The soft limit on open descriptors up to the hard limit (as far as allowed).
+fn raise_fd_limit() {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
     let mut r = rank_lock();
     let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
@@ -181,7 +198,10 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
     let mut mem = if rank.delta {
         Mem::Tracked(TrackedBuf::best(n.max(1)).map_err(|e| Fail {
             status: NVS_E_IO,
-            msg: format!("cannot track the memory of {} (NVS_DELTA=1): {e}", nvs_std::show_name(name)),
+            msg: format!(
+                "cannot track the memory of {} (NVS_DELTA=1; each tracked object holds a descriptor: see ulimit -n): {e}",
+                nvs_std::show_name(name)
+            ),
         })?)
     } else {
         let layout =
