@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command). It installs with rustup and cargo
-# what it needs and is missing (rustfmt, clippy, the x86_64-unknown-none target, a
+# what it needs and is missing (rustfmt, clippy, the x86_64- and aarch64-unknown-none targets, a
 # nightly toolchain with miri, cargo-fuzz), so it runs on a machine where only rustup
 # was set up. PMDK's libraries (optional bench rows) need the system's package manager:
 # .ci/run installs them.
@@ -10,9 +10,11 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "setup: what the suite needs (rustup components and target, nightly miri, cargo-fuzz)"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-if ! rustup target list --installed | grep -qx x86_64-unknown-none; then
-  rustup target add x86_64-unknown-none
-fi
+for t in x86_64-unknown-none aarch64-unknown-none; do
+  if ! rustup target list --installed | grep -qx "$t"; then
+    rustup target add "$t"
+  fi
+done
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
   if rustup toolchain list | grep -q '^nightly-'; then
     rustup component add --toolchain nightly miri rust-src
@@ -40,9 +42,18 @@ if command -v gfortran >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 && co
 else
   echo "SKIPPED: gfortran or MPI missing (.ci/run installs gfortran, mpich, libmpich-dev)"
 fi
-step "no_std: nvs-core for x86_64-unknown-none"
-cargo build -p nvs-core --target x86_64-unknown-none
-cargo clippy -p nvs-core --target x86_64-unknown-none -- -D warnings
+step "no_std: nvs-core for x86_64-unknown-none and aarch64-unknown-none"
+for t in x86_64-unknown-none aarch64-unknown-none; do
+  cargo build -p nvs-core --target "$t"
+  cargo clippy -p nvs-core --target "$t" -- -D warnings
+done
+step "unikernel: nvs-kernel under qemu, SIGKILLed 24 times and recovered, then read by the host"
+(cd nvs-kernel && cargo fmt --check && CARGO_TARGET_DIR=../target/kernel cargo clippy --release -- -D warnings)
+if command -v qemu-system-x86_64 >/dev/null 2>&1; then
+  cargo test --release -q -p nvs-cli --test unikernel -- --ignored --nocapture
+else
+  echo "SKIPPED: qemu-system-x86_64 missing (.ci/run installs qemu-system-x86)"
+fi
 step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
 cargo run --release -q -p nvs-cli -- bench --quick
 step "bench-delta: nvs bench-delta --quick (delta vs full puts per detector; every version checked)"

@@ -44,6 +44,20 @@ pub trait IndexMemory {
     }
 }
 
+/// Memory borrowed for the pool's life: a `static` [`FixedMemory`] passed as `&mut`, so
+/// the arrays never move through the stack (a kernel's stack is small).
+impl<T: IndexMemory + ?Sized> IndexMemory for &mut T {
+    fn parts(&mut self) -> Parts<'_> {
+        (**self).parts()
+    }
+    fn parts_ref(&self) -> PartsRef<'_> {
+        (**self).parts_ref()
+    }
+    fn grow(&mut self, part: Part, min_len: usize) -> bool {
+        (**self).grow(part, min_len)
+    }
+}
+
 /// Index memory in fixed arrays: `ENTRIES` objects, `NAMES` distinct names, `TABLE`
 /// hash slots, `SEGMENTS` segments. Only the largest power of two of `TABLE` is used and
 /// the table is kept at most half full, so make it a power of two of at least
