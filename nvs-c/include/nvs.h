@@ -22,8 +22,9 @@
 // Success.
 #define NVS_OK 0
 
-// A bad argument: a null handle or pointer, a null buffer with a non-zero length, an
-// empty name, a lane out of range, conflicting fields of an `nvs_object`.
+// A bad argument: a null handle or pointer, a null buffer with a non-zero length, a
+// length no buffer can have (above `PTRDIFF_MAX` bytes), an empty name, a lane out of
+// range, conflicting fields of an `nvs_object`.
 #define NVS_E_ARG 1
 
 // No object of that name, or no such version of it.

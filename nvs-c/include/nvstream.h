@@ -14,8 +14,8 @@
  * nvs_alloc(n, name) returns zeroed memory for n bytes of the object `name` (NUL-
  * terminated, 1 to 255 bytes), registered with the rank; NULL on failure (a name
  * registered already, no nvs_init). nvs_snapshot(rank) puts every registered object as
- * one batch: one commit, the next version of each, durable when it returns. Do not write
- * the objects while a snapshot runs. nvs_free unregisters (and frees) one. nvs_finalize
+ * one batch: one commit, the next version of each, durable when it returns (with none
+ * registered it does nothing). Do not write the objects while a snapshot runs. nvs_free unregisters (and frees) one. nvs_finalize
  * ends the rank's stream (followers see its end), closes the pool and frees every
  * registered object.
  *

@@ -7,8 +7,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Success.
 pub const NVS_OK: i32 = 0;
-/// A bad argument: a null handle or pointer, a null buffer with a non-zero length, an
-/// empty name, a lane out of range, conflicting fields of an `nvs_object`.
+/// A bad argument: a null handle or pointer, a null buffer with a non-zero length, a
+/// length no buffer can have (above `PTRDIFF_MAX` bytes), an empty name, a lane out of
+/// range, conflicting fields of an `nvs_object`.
 pub const NVS_E_ARG: i32 = 1;
 /// No object of that name, or no such version of it.
 pub const NVS_E_NOT_FOUND: i32 = 2;
@@ -188,11 +189,21 @@ pub(crate) unsafe fn cstr<'a>(s: *const c_char, what: &str) -> Res<&'a [u8]> {
     Ok(unsafe { CStr::from_ptr(s) }.to_bytes())
 }
 
+/// No buffer holds more than `isize::MAX` bytes (a slice may not): a longer length
+/// (`SIZE_MAX` for "big enough", a negative length cast) is a bad argument, not UB.
+fn fits<T>(len: usize, what: &str) -> Res {
+    match len.checked_mul(size_of::<T>().max(1)) {
+        Some(b) if b <= isize::MAX as usize => Ok(()),
+        _ => Err(arg(format!("{what}: a length of {len} is more than any buffer holds (PTRDIFF_MAX bytes)"))),
+    }
+}
+
 /// `(ptr, len)` as a byte slice: a null `ptr` is allowed only with `len == 0`.
 ///
 /// # Safety
 /// `ptr` is null or valid for reads of `len` bytes for the call.
 pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Res<&'a [u8]> {
+    fits::<u8>(len, what)?;
     if ptr.is_null() {
         return if len == 0 { Ok(&[]) } else { Err(arg(format!("{what} is NULL with a length of {len}"))) };
     }
@@ -205,6 +216,7 @@ pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Res<&'
 /// # Safety
 /// `ptr` is null or valid for writes of `len` bytes for the call.
 pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize, what: &str) -> Res<&'a mut [u8]> {
+    fits::<u8>(len, what)?;
     if ptr.is_null() {
         return if len == 0 { Ok(&mut []) } else { Err(arg(format!("{what} is NULL with a length of {len}"))) };
     }
@@ -217,8 +229,12 @@ pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize, what: &str) -> Res<
 /// # Safety
 /// `ptr` is null or valid for reads of `len` values of `T` for the call.
 pub(crate) unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Res<&'a [T]> {
+    fits::<T>(len, what)?;
     if ptr.is_null() {
         return if len == 0 { Ok(&[]) } else { Err(arg(format!("{what} is NULL with a count of {len}"))) };
+    }
+    if !ptr.is_aligned() {
+        return Err(arg(format!("{what} is not aligned for its type")));
     }
     // SAFETY: the caller's promise.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })

@@ -141,6 +141,11 @@ fn init(proc_id: c_int) -> Res {
     if proc_id < 0 {
         return Err(arg(format!("proc_id {proc_id} is negative")));
     }
+    let keep = match env("NVS_KEEP") {
+        None => None,
+        // Checked before the pool is created: a failed nvs_init leaves no pool behind.
+        Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
+    };
     let path = pool_path(proc_id);
     let pool = if path.exists() {
         FilePool::open(&path, Access::ReadWrite)?
@@ -155,10 +160,6 @@ fn init(proc_id: c_int) -> Res {
         // the usual soft limit of 1024 descriptors.
         raise_fd_limit();
     }
-    let keep = match env("NVS_KEEP") {
-        None => None,
-        Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
-    };
     *r = Some(Rank {
         id: proc_id,
         pool,
@@ -238,6 +239,9 @@ fn snapshot(proc_id: c_int) -> Res {
     let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
     if rank.id != proc_id {
         return Err(arg(format!("this process is rank {}, not {proc_id}", rank.id)));
+    }
+    if rank.objects.is_empty() {
+        return Ok(()); // nothing registered: nothing to store
     }
     let start = Instant::now();
     let mut retried = false;
@@ -336,7 +340,8 @@ pub extern "C" fn nvs_free(ptr: *mut c_void) {
 }
 
 /// Put every registered object of the rank as one batch: one commit, the next version
-/// of each. Durable when it returns; failures are printed.
+/// of each (none registered: nothing to do). Durable when it returns; failures are
+/// printed.
 #[no_mangle]
 pub extern "C" fn nvs_snapshot(proc_id: c_int) {
     wrap("nvs_snapshot", || snapshot(proc_id));

@@ -344,6 +344,46 @@ static void full(void) {
   OK(nvs_pool_close(p));
 }
 
+/* Lengths no buffer can have (SIZE_MAX for "big enough", a negative length cast) are
+ * NVS_E_ARG, never an abort or undefined behaviour; the pool goes on. */
+static void impossible_lengths(void) {
+  nvs_pool *p = NULL;
+  OK(nvs_pool_create(at("lengths.pool"), 8 << 20, NULL, &p));
+  unsigned char buf[64] = "hello";
+  uint64_t v = 0;
+  size_t len = 0;
+  OK(nvs_put(p, 0, "x", buf, 5, &v));
+  IS(NVS_E_ARG, nvs_get(p, "x", NVS_LATEST, buf, SIZE_MAX, &len));
+  IS(NVS_E_ARG, nvs_get_meta(p, "x", NVS_LATEST, buf, (size_t)-1, &len));
+  IS(NVS_E_ARG, nvs_put(p, 0, "y", buf, SIZE_MAX, &v));
+  IS(NVS_E_ARG, nvs_put(p, 0, "y", buf, (size_t)PTRDIFF_MAX + 1, &v));
+  nvs_iovec io = {buf, 5};
+  nvs_object o;
+  memset(&o, 0, sizeof o);
+  o.name = "y";
+  o.parts = &io;
+  o.parts_len = SIZE_MAX / 2;
+  IS(NVS_E_ARG, nvs_put_object(p, 0, &o, NULL));
+  o.parts_len = 1;
+  o.meta = buf;
+  o.meta_len = SIZE_MAX;
+  IS(NVS_E_ARG, nvs_put_object(p, 0, &o, NULL));
+  o.meta_len = 0;
+  o.parent = 1;
+  nvs_range r = {0, 1};
+  o.changes = &r;
+  o.changes_len = SIZE_MAX / 8;
+  IS(NVS_E_ARG, nvs_put_object(p, 0, &o, NULL));
+  IS(NVS_E_ARG, nvs_put_batch(p, 0, &o, SIZE_MAX / 16, NULL));
+  nvs_lane *l = NULL;
+  OK(nvs_lane_take(p, 1, &l));
+  IS(NVS_E_ARG, nvs_lane_put(l, "y", buf, SIZE_MAX, &v));
+  OK(nvs_lane_release(l));
+  OK(nvs_get(p, "x", NVS_LATEST, buf, sizeof buf, &len));
+  CHECK(len == 5 && memcmp(buf, "hello", 5) == 0);
+  OK(nvs_pool_close(p));
+}
+
 int main(int argc, char **argv) {
   CHECK(argc == 2);
   snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -351,6 +391,7 @@ int main(int argc, char **argv) {
   objects();
   lanes_and_followers();
   full();
+  impossible_lengths();
   printf("api: ok\n");
   return 0;
 }

@@ -2,6 +2,7 @@
  * and every version reads back byte-exact. Run: nvstream SCRATCH_DIR [delta] */
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 #include "nvstream.h"
 
@@ -85,6 +86,27 @@ int main(int argc, char **argv) {
   /* Before nvs_init: refused, never a crash. */
   CHECK(nvs_alloc(10, "early") == NULL);
   nvs_snapshot(RANK);
+
+  /* A bad NVS_KEEP fails nvs_init and leaves no pool behind; a snapshot with nothing
+   * registered does nothing (no error). */
+  {
+    char other[4096];
+    snprintf(other, sizeof other, "%s/nvs.%d.pool", argv[1], RANK + 10);
+    setenv("NVS_KEEP", "x", 1);
+    CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
+    CHECK(access(other, F_OK) != 0);
+    unsetenv("NVS_KEEP");
+    CHECK(nvs_init(RANK + 10) == 0);
+    nvs_free(&other); /* fails: the last error is nvs_free's */
+    nvs_snapshot(RANK + 10);
+    CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    void *gone = nvs_alloc(8, "gone");
+    CHECK(gone != NULL);
+    nvs_free(gone);
+    nvs_snapshot(RANK + 10);
+    CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    CHECK(nvs_finalize() == 0);
+  }
 
   CHECK(nvs_init(RANK) == 0);
   CHECK(nvs_init(RANK) != 0); /* once per process */
