@@ -289,7 +289,8 @@ int32_t nvs_pool_open(const char *path, int32_t mode, struct nvs_pool **out);
 
 // Close the pool: end the stream of every lane that joined it (followers see the end
 // of stream), unmap, unlock, free the handle. `NVS_E_BUSY` (and the pool stays open)
-// while lane handles are held. NULL is a no-op.
+// while lane handles are held. NULL is a no-op. The one call not to make beside others
+// on the same pool: no other thread may be in a call on it, or make one after.
 //
 // # Safety
 // `pool` is NULL or a live handle, not used again after a successful close.

@@ -197,7 +197,7 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
         return Err(arg(format!("{shown} is registered already (nvs_free it first)")));
     }
     let mut mem = if rank.delta {
-        Mem::Tracked(TrackedBuf::best(n.max(1)).map_err(|e| Fail {
+        Mem::Tracked(TrackedBuf::best(n).map_err(|e| Fail {
             status: NVS_E_IO,
             msg: format!(
                 "cannot track the memory of {} (NVS_DELTA=1; each tracked object holds a descriptor: see ulimit -n): {e}",

@@ -340,15 +340,14 @@ impl fmt::Debug for TrackedBuf {
 }
 
 impl TrackedBuf {
-    /// `len` zeroed bytes (rounded up to whole pages in memory), tracked by `kind`. Fails
+    /// `len` zeroed bytes (rounded up to whole pages in memory, at least one), tracked by `kind`. Fails
     /// with a message naming the call and errno if `kind` is unavailable here, or with
     /// "registry full" when [`MPROTECT_CAPACITY`] `Mprotect` buffers already exist.
     pub fn new(len: usize, kind: TrackerKind) -> io::Result<Self> {
-        if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "TrackedBuf: len must be > 0"));
-        }
         let ps = page_size();
+        // An empty buffer still maps a page (a mapping cannot be empty); it reports nothing.
         let map_len = len
+            .max(1)
             .checked_next_multiple_of(ps)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("TrackedBuf: len {len} too large")))?;
         let map = Mapping::new(map_len)?;
@@ -382,7 +381,7 @@ impl TrackedBuf {
         self.len
     }
 
-    /// Always false: a buffer has at least one byte.
+    /// `true` for a buffer of no bytes (it still maps a page, and reports no ranges).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -419,9 +418,10 @@ impl TrackedBuf {
         self.armed = true;
         if let Some(last) = out.last_mut() {
             if last.0 + last.1 > len {
-                last.1 = len - last.0;
+                last.1 = len.saturating_sub(last.0);
             }
         }
+        out.retain(|r| r.1 > 0);
     }
 }
 

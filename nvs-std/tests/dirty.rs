@@ -316,8 +316,13 @@ fn kinds_display_and_best() {
     let b = TrackedBuf::best(3 * ps()).unwrap();
     let want = if uffd_wp_async_available().is_ok() { TrackerKind::UffdWpAsync } else { TrackerKind::Mprotect };
     assert_eq!(b.kind(), want);
-    let e = TrackedBuf::new(0, TrackerKind::Mprotect).unwrap_err();
-    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // An empty buffer is one too: it reports no ranges, ever.
+    for kind in [TrackerKind::Mprotect, want] {
+        let mut e = TrackedBuf::new(0, kind).unwrap();
+        assert!(e.is_empty() && e.is_empty() == (e.len() == 0) && e[..].is_empty());
+        assert_eq!(take(&mut e), vec![], "{kind}: first take");
+        assert_eq!(take(&mut e), vec![], "{kind}: second take");
+    }
 }
 
 #[test]

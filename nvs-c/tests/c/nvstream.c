@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
   void *scratch = nvs_alloc(32, "scratch");
   CHECK(scratch != NULL);
   nvs_free(scratch); /* unregistered: no snapshot stores it */
+  CHECK(nvs_alloc(0, "empty") != NULL); /* an object of no bytes, in either mode */
   int local;
   nvs_free(&local);  /* not from nvs_alloc: an error, printed */
   nvs_free(NULL);
@@ -133,6 +134,11 @@ int main(int argc, char **argv) {
     size_t len;
     OK(nvs_pool_open(path, NVS_OPEN_READ_ONLY, &p));
     IS(NVS_E_NOT_FOUND, nvs_get(p, "scratch", 1, NULL, 0, &len));
+    for (uint64_t v = 1; v <= 3; v++) {
+      len = 99;
+      OK(nvs_get(p, "empty", v, NULL, 0, &len));
+      CHECK(len == 0);
+    }
     OK(nvs_pool_close(p));
   }
 
