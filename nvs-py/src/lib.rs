@@ -9,7 +9,7 @@
 
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Error, FilePool, Followed, Follower as StdFollower, Meta};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use std::time::{Duration, Instant};
@@ -341,7 +341,7 @@ impl Follower {
         interval: f64,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let secs = |s: f64, what: &str| {
-            Duration::try_from_secs_f64(s).map_err(|_| PyTypeError::new_err(format!("{what} must be >= 0 seconds")))
+            Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{what} must be >= 0 seconds")))
         };
         let interval = secs(interval, "interval")?;
         let deadline = timeout.map(|t| secs(t, "timeout")).transpose()?.map(|t| Instant::now() + t);

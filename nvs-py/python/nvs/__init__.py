@@ -33,9 +33,11 @@ Name = Union[str, bytes]
 
 
 def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.ndarray:
-    """`data` as an array: `dtype`/`shape` as given, else from `meta`."""
+    """`data` as an array: `dtype`/`shape` as given, else from `meta` (its shape only
+    with its own dtype: a caller's other dtype without a shape gives one dimension)."""
+    meta_dtype = meta.get("dtype")
     if dtype is None:
-        dtype = meta.get("dtype")
+        dtype = meta_dtype
         if dtype is None:
             raise Error(f"{what} has no dtype in its metadata: pass dtype=")
     try:
@@ -44,7 +46,7 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
         raise Error(f"{what}: dtype {dtype!r} is not a numpy dtype ({e})") from None
     if dt.itemsize == 0 or len(data) % dt.itemsize:
         raise Error(f"{what}: {len(data)} bytes are not a whole number of {dt.str} ({dt.itemsize} bytes)")
-    if shape is None and "shape" in meta:
+    if shape is None and "shape" in meta and meta_dtype is not None and _same_dtype(dt, meta_dtype):
         text = meta["shape"].strip()
         try:
             shape = tuple(int(d) for d in text.split(",")) if text else ()
@@ -57,6 +59,13 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
         return arr.reshape(shape)
     except ValueError:
         raise Error(f"{what}: {arr.size} values of {dt.str} do not fit shape {shape}") from None
+
+
+def _same_dtype(dt: numpy.dtype, text: str) -> bool:
+    try:
+        return dt == numpy.dtype(text)
+    except TypeError:
+        return False
 
 
 def _what(path: str, name: Name, version: int) -> str:
@@ -77,7 +86,8 @@ class Pool(_nvs.Pool):
     def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None) -> numpy.ndarray:
         """Version `version` (the latest if None) of `name` as a numpy array: its dtype
         and shape from the object's metadata (``dtype=<f8``, ``shape=3,4``) unless given
-        here; no shape: one dimension. The array is read-only (it views the bytes a get
+        here (the metadata's shape goes with its dtype: another dtype without a shape
+        gives one dimension); no shape at all: one dimension. The array is read-only (it views the bytes a get
         returned): ``.copy()`` it to write."""
         if version is None:
             version = self.latest(name)
@@ -87,7 +97,7 @@ class Pool(_nvs.Pool):
     def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: int = 0) -> int:
         """Put `array` as the next version of `name`, with its dtype and shape in the
         metadata (what ``get_array`` and nvs-std's ``get_pod`` read back). Returns the version."""
-        a = numpy.ascontiguousarray(array)
+        a = numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
         m = dict(meta or {})
         m["dtype"] = a.dtype.str
         m["shape"] = ",".join(str(d) for d in a.shape)
