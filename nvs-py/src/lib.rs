@@ -11,13 +11,14 @@ use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Error, FilePool, Followed, Follower as StdFollower, Meta};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use std::time::{Duration, Instant};
 
 /// The exception class `nvs.<class>` (python/nvs/_errors.py), raised with `msg`.
 fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py.import("nvs._errors").and_then(|m| m.getattr(class)) {
-        Ok(ty) => PyErr::from_type(ty.downcast_into().expect("an exception class"), msg),
+    let class = py.import("nvs._errors").and_then(|m| Ok(m.getattr(class)?.downcast_into::<PyType>()?));
+    match class {
+        Ok(ty) => PyErr::from_type(ty, msg),
         Err(e) => e,
     }
 }
