@@ -2,7 +2,8 @@
 # The whole test suite (the README's test command). It installs with rustup and cargo
 # what it needs and is missing (rustfmt, clippy, the x86_64- and aarch64-unknown-none targets, a
 # nightly toolchain with miri, cargo-fuzz), so it runs on a machine where only rustup
-# was set up. PMDK's libraries (optional bench rows) need the system's package manager:
+# was set up, and a Python venv (target/pyenv, from PyPI) for nvs-py. PMDK's libraries
+# (optional bench rows) and python3-venv need the system's package manager:
 # .ci/run installs them.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -58,6 +59,15 @@ step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
 cargo run --release -q -p nvs-cli -- bench --quick
 step "bench-delta: nvs bench-delta --quick (delta vs full puts per detector; every version checked)"
 cargo run --release -q -p nvs-cli -- bench-delta --quick
+step "python: nvs-py (PyO3, maturin) lint, pip install into a venv, pytest (reads pools the nvs tool writes too)"
+cargo fmt --manifest-path nvs-py/Cargo.toml --check
+cargo clippy --manifest-path nvs-py/Cargo.toml --all-targets -- -D warnings
+cargo build --release -q -p nvs-cli
+python3 -m venv target/pyenv
+target/pyenv/bin/pip install -q maturin numpy pytest
+# maturin is the PEP 517 backend; the venv's bin on PATH lets pip find it (no isolation).
+PATH="$PWD/target/pyenv/bin:$PATH" target/pyenv/bin/pip install -q --no-build-isolation ./nvs-py
+NVS_BIN="$PWD/${CARGO_TARGET_DIR:-target}/release/nvs" target/pyenv/bin/python -m pytest -q nvs-py/tests
 step "miri: nvs-core on the portable media path (slow tests shrunk or skipped under miri)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   cargo +nightly miri test -p nvs-core

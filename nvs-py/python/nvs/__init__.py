@@ -1,0 +1,186 @@
+"""Python readers for nvs pools.
+
+Open a pool read-only beside a live writer, list its names and versions, get objects
+as bytes or numpy arrays (dtype and shape from the object's metadata, or given by the
+caller), and follow a live writer as an iterator::
+
+    import nvs
+    with nvs.open("sim.pool") as pool:
+        for name in pool.names():
+            print(name, pool.versions(name))
+        t = pool.get_array("temperature")           # latest version, shaped
+    for obj in nvs.follow("sim.pool", timeout=10):  # until end of stream
+        print(obj.name, obj.version, obj.len)
+
+Names are ``str`` (UTF-8; bytes that are not UTF-8 come back as surrogates, and such a
+``str`` names the same object when passed back) or ``bytes``.
+"""
+
+from collections import deque
+from typing import NamedTuple, Optional, Sequence, Union
+
+import numpy
+
+from . import _nvs
+from ._errors import Corrupted, Error, Locked, NotFound, Timeout, WriterGone
+
+__all__ = [
+    "open", "create", "follow", "Pool", "Follow", "Committed",
+    "Error", "NotFound", "Corrupted", "Locked", "WriterGone", "Timeout",
+]
+
+Name = Union[str, bytes]
+
+
+def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.ndarray:
+    """`data` as an array: `dtype`/`shape` as given, else from `meta` (its shape only
+    with its own dtype: a caller's other dtype without a shape gives one dimension)."""
+    meta_dtype = meta.get("dtype")
+    if dtype is None:
+        dtype = meta_dtype
+        if dtype is None:
+            raise Error(f"{what} has no dtype in its metadata: pass dtype=")
+    try:
+        dt = numpy.dtype(dtype)
+    except TypeError as e:
+        raise Error(f"{what}: dtype {dtype!r} is not a numpy dtype ({e})") from None
+    if dt.itemsize == 0 or len(data) % dt.itemsize:
+        raise Error(f"{what}: {len(data)} bytes are not a whole number of {dt.str} ({dt.itemsize} bytes)")
+    if shape is None and "shape" in meta and meta_dtype is not None and _same_dtype(dt, meta_dtype):
+        text = meta["shape"].strip()
+        try:
+            shape = tuple(int(d) for d in text.split(",")) if text else ()
+        except ValueError:
+            raise Error(f"{what}: metadata shape={meta['shape']!r} is not a list of dimensions") from None
+    arr = numpy.frombuffer(data, dtype=dt)
+    if shape is None:
+        return arr
+    try:
+        return arr.reshape(shape)
+    except ValueError:
+        raise Error(f"{what}: {arr.size} values of {dt.str} do not fit shape {shape}") from None
+
+
+def _same_dtype(dt: numpy.dtype, text: str) -> bool:
+    try:
+        return dt == numpy.dtype(text)
+    except TypeError:
+        return False
+
+
+def _what(path: str, name: Name, version: int) -> str:
+    return f"{path}: {name!r} version {version}"
+
+
+class Pool(_nvs.Pool):
+    """A pool file. ``nvs.open(path)`` opens it read-only (any number of readers, beside
+    a live writer); ``nvs.create`` and ``nvs.open(path, write=True)`` give the one writer.
+
+    Methods from the extension: ``names()``, ``versions(name)``, ``latest(name)``,
+    ``get(name, version=None) -> bytes``, ``meta(name, version=None) -> dict``,
+    ``stat(name, version=None) -> dict``, ``refresh()``, ``writer_alive()``, ``close()``;
+    a writer also has ``put(name, data, meta=None, lane=0)``, ``close_lane(lane)``.
+    ``version=None`` means the latest version.
+    """
+
+    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None) -> numpy.ndarray:
+        """Version `version` (the latest if None) of `name` as a numpy array: its dtype
+        and shape from the object's metadata (``dtype=<f8``, ``shape=3,4``) unless given
+        here (the metadata's shape goes with its dtype: another dtype without a shape
+        gives one dimension); no shape at all: one dimension. The array is read-only (it views the bytes a get
+        returned): ``.copy()`` it to write."""
+        if version is None:
+            version = self.latest(name)
+        meta = self.meta(name, version)
+        return _array(self.get(name, version), meta, _what(self.path, name, version), dtype, shape)
+
+    def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: int = 0) -> int:
+        """Put `array` as the next version of `name`, with its dtype and shape in the
+        metadata (what ``get_array`` and nvs-std's ``get_pod`` read back). Returns the version."""
+        a = numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
+        m = dict(meta or {})
+        m["dtype"] = a.dtype.str
+        m["shape"] = ",".join(str(d) for d in a.shape)
+        return self.put(name, a.tobytes(), m, lane)
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # A writer leaving on an exception does not end the stream: followers see the
+        # writer gone rather than a clean end.
+        self.close(end_stream=exc_type is None)
+
+
+def open(path, write: bool = False) -> Pool:  # noqa: A001 (nvs.open, like io.open)
+    """Open the pool at `path`, read-only unless `write`."""
+    return Pool(path, write)
+
+
+def create(path, size: int, lanes: int = 64, segment: Optional[int] = None) -> Pool:
+    """Create a pool file of `size` bytes (refused if `path` exists), open for writing."""
+    return Pool(path, True, size, lanes, segment)
+
+
+class Committed(NamedTuple):
+    """One committed object, as a follower reports it."""
+
+    name: str
+    version: int
+    lane: int
+    seq: int
+    len: int
+
+
+class Follow:
+    """An iterator over the objects a pool's writers commit, in lane order: those already
+    committed first, then each as it commits. It ends at end of stream (every lane that
+    joined is closed); raises ``WriterGone`` when the writer died, and ``Timeout`` when
+    nothing came for `timeout` seconds (None: wait for ever). ``get``, ``get_array`` and
+    ``meta`` read from the follower's own view (an object retention already reclaimed
+    raises ``NotFound``)."""
+
+    def __init__(self, path, name: Optional[Name] = None, timeout: Optional[float] = None,
+                 interval: float = 0.005, lanes: Optional[Sequence[int]] = None):
+        self._f = _nvs.Follower(path, name, list(lanes) if lanes is not None else None)
+        self.path = self._f.path
+        self.timeout = timeout
+        self.interval = interval
+        self._pending = deque()
+        self._ended = False
+
+    def __iter__(self) -> "Follow":
+        return self
+
+    def __next__(self) -> Committed:
+        while not self._pending:
+            if self._ended:
+                raise StopIteration
+            got = self._f.wait(self.timeout, self.interval)
+            if got is None:
+                self._ended = True
+            else:
+                self._pending.extend(Committed(*t) for t in got)
+        return self._pending.popleft()
+
+    def get(self, name: Name, version: Optional[int] = None) -> bytes:
+        return self._f.get(name, version)
+
+    def meta(self, name: Name, version: Optional[int] = None) -> dict:
+        return self._f.meta(name, version)
+
+    def latest(self, name: Name) -> int:
+        return self._f.latest(name)
+
+    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None) -> numpy.ndarray:
+        """As ``Pool.get_array``, from the follower's view."""
+        if version is None:
+            version = self._f.latest(name)
+        meta = self._f.meta(name, version)
+        return _array(self._f.get(name, version), meta, _what(self.path, name, version), dtype, shape)
+
+
+def follow(path, name: Optional[Name] = None, timeout: Optional[float] = None,
+           interval: float = 0.005, lanes: Optional[Sequence[int]] = None) -> Follow:
+    """Follow the pool at `path` (every name, or only `name`): see ``Follow``."""
+    return Follow(path, name, timeout, interval, lanes)

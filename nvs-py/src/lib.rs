@@ -1,0 +1,424 @@
+//! `nvs._nvs`: the Rust half of the Python package (PyO3). It wraps nvs-std's
+//! [`FilePool`] (read-only, or a minimal writer) and [`Follower`]; the pure-Python
+//! package `nvs` (python/nvs/) adds numpy arrays, iterators and the exception classes.
+//!
+//! Names cross as `str` (UTF-8, `surrogateescape` for bytes that are not UTF-8, so every
+//! name round-trips) or `bytes`. Every nvs error becomes one of the package's exceptions
+//! (`nvs.NotFound`, `nvs.Corrupted`, `nvs.Locked`, `nvs.Error`) with nvs's one-line
+//! message; a Rust panic becomes PyO3's `PanicException`, never an abort.
+
+use nvs_core::Object;
+use nvs_std::{Access, CreateOptions, Error, FilePool, Followed, Follower as StdFollower, Meta};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use std::time::{Duration, Instant};
+
+/// The exception class `nvs.<class>` (python/nvs/_errors.py), raised with `msg`.
+fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
+    let class = py.import("nvs._errors").and_then(|m| Ok(m.getattr(class)?.downcast_into::<PyType>()?));
+    match class {
+        Ok(ty) => PyErr::from_type(ty, msg),
+        Err(e) => e,
+    }
+}
+
+/// The Python exception for an nvs error.
+fn err(py: Python<'_>, e: Error) -> PyErr {
+    let class = match &e {
+        Error::NotFound { .. } => "NotFound",
+        Error::Locked { .. } => "Locked",
+        e if e.is_corruption() => "Corrupted",
+        _ => "Error",
+    };
+    raise(py, class, e.to_string())
+}
+
+/// A name from Python: `bytes` as they are, `str` as UTF-8 (`surrogateescape`).
+fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = name.downcast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if name.is_instance_of::<PyString>() {
+        let b = name.call_method1("encode", ("utf-8", "surrogateescape"))?;
+        return Ok(b.downcast::<PyBytes>()?.as_bytes().to_vec());
+    }
+    Err(PyTypeError::new_err(format!("a name is str or bytes, not {}", name.get_type().name()?)))
+}
+
+/// A name for Python: `str` (bytes that are not UTF-8 as surrogates, as `name_arg` takes them).
+fn name_out<'py>(py: Python<'py>, name: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    PyBytes::new(py, name).call_method1("decode", ("utf-8", "surrogateescape"))
+}
+
+/// Reads shared by [`Pool`] and [`Follower`] (whose pool is the follower's own).
+mod read {
+    use super::*;
+
+    pub fn resolve(py: Python<'_>, pool: &FilePool, name: &[u8], version: Option<u64>) -> PyResult<u64> {
+        match version {
+            Some(v) => Ok(v),
+            None => pool.latest(name).map_err(|e| err(py, e)),
+        }
+    }
+
+    pub fn get<'py>(
+        py: Python<'py>,
+        pool: &FilePool,
+        name: &[u8],
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let v = resolve(py, pool, name, version)?;
+        let len = pool.stat(name, v).map_err(|e| err(py, e))?.len_bytes;
+        let len =
+            usize::try_from(len).map_err(|_| raise(py, "Error", "object larger than this address space".into()))?;
+        // One copy: from the pool straight into the bytes object.
+        let mut failed = None;
+        let bytes = PyBytes::new_with(py, len, |buf| {
+            match pool.get(name, v, buf) {
+                Ok(n) if n == len => {}
+                Ok(n) => failed = Some(raise(py, "Error", format!("get returned {n} bytes of {len}"))),
+                Err(e) => failed = Some(err(py, e)),
+            }
+            Ok(())
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(bytes),
+        }
+    }
+
+    pub fn meta<'py>(
+        py: Python<'py>,
+        pool: &FilePool,
+        name: &[u8],
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let v = resolve(py, pool, name, version)?;
+        let raw = pool.meta(name, v).map_err(|e| err(py, e))?;
+        let meta = Meta::parse(&raw).map_err(|e| err(py, e))?;
+        let d = PyDict::new(py);
+        for (k, val) in meta.pairs() {
+            d.set_item(k, val)?;
+        }
+        Ok(d)
+    }
+
+    pub fn stat<'py>(
+        py: Python<'py>,
+        pool: &FilePool,
+        name: &[u8],
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let v = resolve(py, pool, name, version)?;
+        let i = pool.stat(name, v).map_err(|e| err(py, e))?;
+        let d = PyDict::new(py);
+        d.set_item("version", i.version)?;
+        d.set_item("len", i.len_bytes)?;
+        d.set_item("stored", i.stored_bytes)?;
+        d.set_item("depth", i.depth)?;
+        d.set_item("lane", i.lane)?;
+        d.set_item("seq", i.seq)?;
+        d.set_item("meta_len", i.meta_len)?;
+        Ok(d)
+    }
+}
+
+/// A pool, open read-only (or for writing, from `nvs.create` / `nvs.open(write=True)`).
+#[pyclass(module = "nvs._nvs", subclass)]
+struct Pool {
+    pool: Option<FilePool>,
+    path: String,
+}
+
+impl Pool {
+    fn open_pool(&self, py: Python<'_>) -> PyResult<&FilePool> {
+        self.pool.as_ref().ok_or_else(|| raise(py, "Error", format!("pool {} is closed", self.path)))
+    }
+    fn open_pool_mut(&mut self, py: Python<'_>) -> PyResult<&mut FilePool> {
+        let path = &self.path;
+        self.pool.as_mut().ok_or_else(|| raise(py, "Error", format!("pool {path} is closed")))
+    }
+}
+
+#[pymethods]
+impl Pool {
+    /// Open `path`: read-only (any number of readers, beside a live writer), or for
+    /// writing (`write=True`: the one writer; a second is refused with `nvs.Locked`).
+    /// With `create=SIZE`: create a pool file of SIZE bytes (refused if `path` exists),
+    /// with `lanes` writer lanes and segments of `segment` bytes (None: nvs's default),
+    /// open for writing.
+    #[new]
+    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        write: bool,
+        create: Option<u64>,
+        lanes: u32,
+        segment: Option<u64>,
+    ) -> PyResult<Self> {
+        let pool = py.detach(|| match create {
+            Some(size) => {
+                let mut opts = CreateOptions::new().lanes_max(lanes);
+                opts.segment_len = segment;
+                FilePool::create(&path, size, &opts)
+            }
+            None => FilePool::open(&path, if write { Access::ReadWrite } else { Access::ReadOnly }),
+        });
+        let pool = pool.map_err(|e| err(py, e))?;
+        Ok(Pool { pool: Some(pool), path: path.display().to_string() })
+    }
+
+    /// The pool's path.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether this handle writes.
+    #[getter]
+    fn writable(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.open_pool(py)?.is_writable())
+    }
+
+    /// Whether a writer holds the pool (this handle or another process).
+    fn writer_alive(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.open_pool(py)?.writer_alive())
+    }
+
+    /// Every name, as `str`, in the pool's order.
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let pool = self.open_pool(py)?;
+        let out = PyList::empty(py);
+        let mut buf = [0u8; nvs_core::NAME_MAX];
+        for n in pool.names() {
+            let name = pool.name_bytes(n.id, &mut buf);
+            // Empty: a reader's view whose name bytes a live writer reused since its refresh.
+            if !name.is_empty() {
+                out.append(name_out(py, name)?)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every version of `name`, oldest first.
+    fn versions(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+        let name = name_arg(name)?;
+        let pool = self.open_pool(py)?;
+        Ok(pool.versions(&name).map_err(|e| err(py, e))?.map(|i| i.version).collect())
+    }
+
+    /// The latest version of `name`.
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let name = name_arg(name)?;
+        self.open_pool(py)?.latest(&name).map_err(|e| err(py, e))
+    }
+
+    /// The bytes of `version` of `name` (the latest if `None`).
+    #[pyo3(signature = (name, version = None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let name = name_arg(name)?;
+        read::get(py, self.open_pool(py)?, &name, version)
+    }
+
+    /// The metadata of `version` of `name` (the latest if `None`), as a dict of str.
+    #[pyo3(signature = (name, version = None))]
+    fn meta<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let name = name_arg(name)?;
+        read::meta(py, self.open_pool(py)?, &name, version)
+    }
+
+    /// Facts about `version` of `name` (the latest if `None`): version, len, stored,
+    /// depth, lane, seq, meta_len.
+    #[pyo3(signature = (name, version = None))]
+    fn stat<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let name = name_arg(name)?;
+        read::stat(py, self.open_pool(py)?, &name, version)
+    }
+
+    /// Catch up with a live writer (re-run recovery).
+    fn refresh(&mut self, py: Python<'_>) -> PyResult<()> {
+        let pool = self.open_pool_mut(py)?;
+        py.detach(|| pool.refresh()).map_err(|e| err(py, e))
+    }
+
+    /// Put `data` (bytes) as the next version of `name` on `lane`, with `meta` (a dict of
+    /// str, stored as `key=value` lines). Durable when it returns; returns the version.
+    #[pyo3(signature = (name, data, meta = None, lane = 0))]
+    fn put(
+        &mut self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        data: &[u8],
+        meta: Option<&Bound<'_, PyDict>>,
+        lane: u32,
+    ) -> PyResult<u64> {
+        let name = name_arg(name)?;
+        let mut m = Meta::new();
+        for (k, v) in meta.map(|d| d.iter()).into_iter().flatten() {
+            m = m.set(&k.str()?.to_cow()?, &v.str()?.to_cow()?);
+        }
+        let meta = m.to_bytes().map_err(|e| err(py, e))?;
+        let pool = self.open_pool_mut(py)?;
+        let put = py.detach(|| pool.put(lane, Object::new(&name, data).meta(&meta))).map_err(|e| err(py, e))?;
+        Ok(put.version)
+    }
+
+    /// End the stream of `lane` (a follower sees end of stream once every lane is closed).
+    fn close_lane(&mut self, py: Python<'_>, lane: u32) -> PyResult<()> {
+        self.open_pool_mut(py)?.close_lane(lane).map_err(|e| err(py, e))
+    }
+
+    /// Close the pool. A writer ends the stream of every lane it wrote (`end_stream`), or,
+    /// with `end_stream=False`, just lets go: followers then see the writer gone.
+    #[pyo3(signature = (end_stream = true))]
+    fn close(&mut self, py: Python<'_>, end_stream: bool) -> PyResult<()> {
+        match self.pool.take() {
+            Some(pool) if pool.is_writable() && end_stream => py.detach(|| pool.close()).map_err(|e| err(py, e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match &self.pool {
+            None => "closed",
+            Some(p) if p.is_writable() => "writable",
+            Some(_) => "read-only",
+        };
+        format!("<nvs.Pool {:?} {state}>", self.path)
+    }
+}
+
+/// A follower of a pool's writers (nvs-std's `Follower`); python/nvs makes it an iterator.
+#[pyclass(module = "nvs._nvs")]
+struct Follower {
+    follower: StdFollower,
+    path: String,
+}
+
+#[pymethods]
+impl Follower {
+    /// Follow `path` (read-only), every name or only `name`; the stream ends once every
+    /// lane that joined, and every lane of `lanes`, is closed.
+    #[new]
+    #[pyo3(signature = (path, name = None, lanes = None))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        name: Option<&Bound<'_, PyAny>>,
+        lanes: Option<Vec<u32>>,
+    ) -> PyResult<Self> {
+        let only = name.map(name_arg).transpose()?;
+        let follower = py.detach(|| StdFollower::open(&path, only)).map_err(|e| err(py, e))?;
+        let follower = follower.expect_lanes(lanes.unwrap_or_default());
+        Ok(Follower { follower, path: path.display().to_string() })
+    }
+
+    /// Wait for newly committed objects: a list of (name, version, lane, seq, len)
+    /// tuples, `None` at end of stream; raises `nvs.WriterGone` when the writer died and
+    /// `nvs.Timeout` when nothing came for `timeout` seconds (`None`: wait for ever).
+    /// Polls every `interval` seconds, and lets Ctrl-C through.
+    #[pyo3(signature = (timeout = None, interval = 0.005))]
+    fn wait<'py>(
+        &mut self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+        interval: f64,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let secs = |s: f64, what: &str| {
+            Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{what} must be >= 0 seconds")))
+        };
+        let interval = secs(interval, "interval")?;
+        let deadline = timeout.map(|t| secs(t, "timeout")).transpose()?.map(|t| Instant::now() + t);
+        let slice = Duration::from_millis(100);
+        loop {
+            let step = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()).min(slice),
+                None => slice,
+            };
+            let follower = &mut self.follower;
+            match py.detach(|| follower.wait(Some(step), interval)).map_err(|e| err(py, e))? {
+                Followed::Objects(objects) => {
+                    let out = PyList::empty(py);
+                    for o in objects {
+                        let t = (name_out(py, &o.name)?, o.version, o.lane, o.seq, o.len_bytes);
+                        out.append(PyTuple::new(py, t.into_pyobject(py)?)?)?;
+                    }
+                    return Ok(Some(out));
+                }
+                Followed::EndOfStream => return Ok(None),
+                Followed::WriterGone => {
+                    return Err(raise(
+                        py,
+                        "WriterGone",
+                        format!("{}: the writer is gone (it died or exited without closing its lanes)", self.path),
+                    ));
+                }
+                Followed::Timeout if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    let t = timeout.unwrap_or_default();
+                    return Err(raise(py, "Timeout", format!("{}: nothing committed for {t} s", self.path)));
+                }
+                Followed::Timeout => py.check_signals()?,
+            }
+        }
+    }
+
+    /// The latest version of `name` in the follower's view.
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.follower.pool().latest(&name_arg(name)?).map_err(|e| err(py, e))
+    }
+
+    /// The bytes of `version` of `name` (the latest if `None`) from the follower's view.
+    #[pyo3(signature = (name, version = None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        read::get(py, self.follower.pool(), &name_arg(name)?, version)
+    }
+
+    /// The metadata of `version` of `name` (the latest if `None`) from the follower's view.
+    #[pyo3(signature = (name, version = None))]
+    fn meta<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        read::meta(py, self.follower.pool(), &name_arg(name)?, version)
+    }
+
+    /// The followed pool's path.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// The Rust half of the `nvs` package.
+#[pymodule]
+fn _nvs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pool>()?;
+    m.add_class::<Follower>()?;
+    m.add("NAME_MAX", nvs_core::NAME_MAX)?;
+    m.add("META_MAX", nvs_core::META_MAX)?;
+    Ok(())
+}

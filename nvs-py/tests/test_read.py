@@ -1,0 +1,205 @@
+"""Reading pools: listing, byte-exact gets, arrays, errors."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import nvs
+
+
+def test_names_versions_and_bytes(pool_path):
+    with nvs.create(pool_path, 16 << 20) as w:
+        assert w.put("a", b"one") == 1
+        assert w.put("a", b"two!") == 2
+        assert w.put(b"b", bytes(range(256)) * 100) == 1
+        assert w.put("a", b"") == 3
+        assert w.put("c", b"x" * 70000, lane=3) == 1
+    with nvs.open(pool_path) as p:
+        assert not p.writable
+        assert sorted(p.names()) == ["a", "b", "c"]
+        assert p.versions("a") == [1, 2, 3]
+        assert p.latest("a") == 3
+        assert p.get("a", 1) == b"one"
+        assert p.get("a", 2) == b"two!"
+        assert p.get("a") == b""
+        assert p.get("b") == bytes(range(256)) * 100
+        assert p.get(b"c", 1) == b"x" * 70000
+        s = p.stat("c")
+        assert (s["version"], s["len"], s["lane"], s["depth"]) == (1, 70000, 3, 0)
+        assert p.meta("a") == {}
+
+
+def test_put_array_round_trips_dtype_and_shape(pool_path):
+    arrays = {
+        "f8": np.linspace(0, 1, 24).reshape(2, 3, 4),
+        "i4": np.arange(-5, 5, dtype=np.int32),
+        "u1": np.frombuffer(b"\x00\x01\xfe\xff", dtype=np.uint8).reshape(2, 2),
+        "f4t": np.arange(6, dtype=np.float32).reshape(2, 3).T,  # not C-contiguous
+        "scalar": np.array(2.5),
+        "be": np.arange(3, dtype=">i2"),
+    }
+    with nvs.create(pool_path, 16 << 20) as w:
+        for name, a in arrays.items():
+            w.put_array(name, a, meta={"units": "K"})
+    with nvs.open(pool_path) as p:
+        for name, a in arrays.items():
+            got = p.get_array(name)
+            assert got.dtype == a.dtype, name
+            assert got.shape == a.shape, name
+            assert np.array_equal(got, a), name
+            assert got.tobytes() == np.ascontiguousarray(a).tobytes(), name
+            assert p.meta(name)["units"] == "K"
+        assert p.meta("f8") == {"units": "K", "dtype": "<f8", "shape": "2,3,4"}
+        assert p.meta("scalar")["shape"] == ""
+        assert not p.get_array("f8").flags.writeable
+        # The caller's dtype and shape win over the metadata.
+        assert p.get_array("f8", dtype="<f4").shape == (48,)
+        assert p.get_array("i4", shape=(2, 5))[1, 4] == 4
+
+
+def test_caller_dtype_and_shape_without_metadata(pool_path):
+    raw = np.arange(12, dtype="<u2").tobytes()
+    with nvs.create(pool_path, 16 << 20) as w:
+        w.put("raw", raw)
+        w.put("ten", b"\0" * 10)
+    with nvs.open(pool_path) as p:
+        with pytest.raises(nvs.Error, match="no dtype in its metadata: pass dtype="):
+            p.get_array("raw")
+        a = p.get_array("raw", dtype=np.uint16, shape=(3, 4))
+        assert a.shape == (3, 4) and a[2, 3] == 11
+        assert p.get_array("raw", dtype="<u2").shape == (12,)
+        with pytest.raises(nvs.Error, match="do not fit shape"):
+            p.get_array("raw", dtype="<u2", shape=(5, 5))
+        with pytest.raises(nvs.Error, match="not a whole number of <f8"):
+            p.get_array("ten", dtype="<f8")
+        with pytest.raises(nvs.Error, match="not a numpy dtype"):
+            p.get_array("raw", dtype="nonsense")
+
+
+def test_bad_shape_metadata(pool_path):
+    with nvs.create(pool_path, 16 << 20) as w:
+        w.put("bad", b"\0" * 16, {"dtype": "<f8", "shape": "2,x"})
+        w.put("wrong", b"\0" * 16, {"dtype": "<f8", "shape": "3"})
+    with nvs.open(pool_path) as p:
+        with pytest.raises(nvs.Error, match="not a list of dimensions"):
+            p.get_array("bad")
+        with pytest.raises(nvs.Error, match="2 values of <f8 do not fit shape"):
+            p.get_array("wrong")
+
+
+def test_written_by_the_rust_tool(tmp_path, nvs_bin):
+    pool = str(tmp_path / "cli.pool")
+    subprocess.run([nvs_bin, "create", pool, "--size", "8M"], check=True)
+    data = np.arange(20, dtype="<i8").reshape(4, 5)
+    src = tmp_path / "a.bin"
+    src.write_bytes(data.tobytes())
+    run = lambda *a: subprocess.run([nvs_bin, *a], check=True, capture_output=True).stdout  # noqa: E731
+    assert run("put", pool, "grid", str(src), "--meta", "dtype=<i8", "--meta", "shape=4,5").strip() == b"1"
+    (tmp_path / "b.bin").write_bytes(b"plain bytes")
+    assert run("put", pool, "grid", str(tmp_path / "b.bin"), "--lane", "1").strip() == b"2"
+    with nvs.open(pool) as p:
+        assert p.names() == ["grid"]
+        assert p.versions("grid") == [1, 2]
+        a = p.get_array("grid", 1)
+        assert a.dtype == np.dtype("<i8") and a.shape == (4, 5) and np.array_equal(a, data)
+        assert p.get("grid") == b"plain bytes"
+        assert p.stat("grid", 2)["lane"] == 1
+
+
+def test_missing_names_and_versions_raise(pool_path):
+    with nvs.create(pool_path, 16 << 20) as w:
+        w.put("a", b"1")
+    with nvs.open(pool_path) as p:
+        with pytest.raises(nvs.NotFound, match="no object named nope$") as e:
+            p.get("nope")
+        assert isinstance(e.value, LookupError) and isinstance(e.value, nvs.Error)
+        assert str(e.value) == f"{pool_path}: no object named nope"
+        with pytest.raises(nvs.NotFound, match="no version 7 of a"):
+            p.get("a", 7)
+        with pytest.raises(nvs.NotFound):
+            p.versions("nope")
+        with pytest.raises(nvs.NotFound):
+            p.latest("nope")
+        with pytest.raises(nvs.NotFound):
+            p.meta("a", 2)
+        with pytest.raises(nvs.NotFound):
+            p.get_array("nope", dtype="u1")
+        with pytest.raises(LookupError):
+            p.stat("a", 0)
+        with pytest.raises(TypeError, match="a name is str or bytes, not int"):
+            p.get(5)
+        with pytest.raises(OverflowError):
+            p.get("a", -1)
+
+
+def test_names_that_are_not_utf8_round_trip(pool_path):
+    odd = b"\xffraw\x01"
+    with nvs.create(pool_path, 16 << 20) as w:
+        w.put(odd, b"odd")
+        w.put("température", b"utf8")
+    with nvs.open(pool_path) as p:
+        names = p.names()
+        assert "température" in names
+        (s,) = [n for n in names if n != "température"]
+        assert s.encode("utf-8", "surrogateescape") == odd
+        assert p.get(s) == b"odd" and p.get(odd) == b"odd"
+        assert p.get("température".encode()) == b"utf8"
+
+
+def test_not_a_pool_or_damaged(tmp_path, pool_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(os.urandom(1 << 16))
+    with pytest.raises(nvs.Corrupted, match="not an nvs pool"):
+        nvs.open(str(junk))
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(nvs.Corrupted):
+        nvs.open(str(empty))
+    with pytest.raises(nvs.Error, match="No such file"):
+        nvs.open(str(tmp_path / "missing"))
+    with pytest.raises(nvs.Error):
+        nvs.open(str(tmp_path))  # a directory
+    with nvs.create(pool_path, 1 << 20) as w:
+        w.put("a", b"1")
+    with open(pool_path, "r+b") as f:  # smash the superblock
+        f.write(b"\xa5" * 256)
+    with pytest.raises(nvs.Corrupted):
+        nvs.open(pool_path)
+    with pytest.raises(nvs.Corrupted):
+        nvs.follow(pool_path)
+
+
+def test_readers_do_not_write_and_writers_are_one(pool_path):
+    w = nvs.create(pool_path, 16 << 20)
+    w.put("a", b"1")
+    with pytest.raises(nvs.Locked, match="locked by another writer"):
+        nvs.open(pool_path, write=True)
+    with nvs.open(pool_path) as r:
+        with pytest.raises(nvs.Error, match="read-only|read only"):
+            r.put("a", b"2")
+    with pytest.raises(nvs.Error, match="exists"):
+        nvs.create(pool_path, 16 << 20)
+    w.close()
+    with pytest.raises(nvs.Error, match="is closed"):
+        w.get("a")
+    w.close()  # twice is fine
+    with nvs.open(pool_path, write=True) as w2:
+        assert w2.put("a", b"2") == 2
+
+
+def test_refresh_catches_up_with_a_live_writer(pool_path):
+    w = nvs.create(pool_path, 16 << 20)
+    w.put("a", b"1")
+    r = nvs.open(pool_path)
+    assert r.writer_alive()
+    w.put("a", b"2")
+    w.put("b", b"3")
+    assert r.versions("a") == [1]
+    r.refresh()
+    assert r.versions("a") == [1, 2] and r.get("b") == b"3"
+    w.close()
+    r.refresh()
+    assert not r.writer_alive()
+    r.close()
