@@ -77,65 +77,8 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     }
     let count = sb.segment_count as usize;
     let segs = index.segments(count)?;
-    // Pass 1: every segment header, in index order. A span's header owns the segments
-    // after it: their first lines are unit bytes, never read as headers.
-    let mut i = 0usize;
-    while i < count {
-        let Some(h) = format::decode_segment(media, sb, i as u32) else {
-            if let Some(slot) = segs.get_mut(i) {
-                // A free segment whose header was once stored whole: pass 4 looks in it.
-                let once_whole = format::segment_once_whole(media, sb, i as u32);
-                *slot = SegSlot { chain_seq: if once_whole { ONCE_WHOLE } else { 0 }, ..SegSlot::free(i as u32) };
-            }
-            i += 1;
-            continue;
-        };
-        let (head, span) = (i as u32, h.span as usize); // decode: 1 ..= count - i
-        for (k, slot) in segs.iter_mut().enumerate().skip(i).take(span) {
-            let covered = if k == i { span as u32 } else { 0 };
-            *slot = SegSlot {
-                chain_seq: h.chain_seq,
-                first_seq: h.first_seq,
-                lane: h.lane,
-                index: k as u32,
-                span: covered,
-                head,
-            };
-        }
-        i += span;
-    }
-    // Pass 2: chains are runs of (lane, chain_seq) after sorting — a span's covered
-    // slots right after its head; free segments sort last.
-    segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq, s.is_covered()));
-    let mut stats = RecoveryStats::default();
-    let mut expected_chain = 0u64;
-    let mut prev_lane = FREE;
-    for s in segs.iter() {
-        if s.lane == FREE {
-            break;
-        }
-        if s.is_covered() {
-            stats.segments_used += 1;
-            continue;
-        }
-        // No writer gets near 2^63 segments or units; a header claiming so is crafted or
-        // damaged, and would make the chain and sequence arithmetic below overflow.
-        if s.chain_seq >= POSITION_LIMIT || s.first_seq >= POSITION_LIMIT {
-            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
-        }
-        if s.lane != prev_lane {
-            // A chain may start above 0 once retention released its head; pass 3
-            // checks that a truncate unit of the lane says so.
-            expected_chain = s.chain_seq;
-            prev_lane = s.lane;
-            stats.lanes += 1;
-        }
-        if s.chain_seq != expected_chain {
-            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
-        }
-        expected_chain += 1;
-        stats.segments_used += 1;
-    }
+    read_segment_headers(media, sb, segs);
+    let mut stats = check_chains(sb, segs)?;
     // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
     let mut name_buf = [0u8; NAME_MAX];
     let mut i = 0usize;
@@ -190,34 +133,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                     UnitSlot::Committed(h) => h,
                 };
                 let unit_end = off + h.unit_len;
-                let mut obj = off + LINE;
-                for _ in 0..h.object_count {
-                    let d = format::decode_object(media, sb, obj, unit_end, &mut name_buf)?;
-                    let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
-                    let entry = Entry {
-                        version: d.header.version,
-                        payload_off: d.payload_off,
-                        len_bytes: if d.header.depth == 0 { d.header.payload_len } else { d.header.object_len },
-                        stored_bytes: d.header.payload_len,
-                        seq: next_seq,
-                        name: 0,
-                        next: NONE,
-                        lane: lane_id,
-                        depth: d.header.depth,
-                        meta_len: d.header.meta_len,
-                        payload_sum: d.header.payload_sum,
-                    };
-                    match index.insert(media, name_hash(name), name, d.name_off, entry) {
-                        Ok(_) => {}
-                        Err(InsertError::Full(what)) => return Err(index.full(Full(what))),
-                        Err(InsertError::Duplicate) => {
-                            return Err(Error::Corrupted { offset: obj, kind: CorruptKind::DuplicateVersion })
-                        }
-                    }
-                    stats.objects += 1;
-                    stats.payload_bytes += d.header.payload_len;
-                    obj = d.end;
-                }
+                index_objects(media, sb, index, lane_id, next_seq, off + LINE, &h, &mut name_buf, &mut stats)?;
                 stats.units += 1;
                 next_seq += 1;
                 off = unit_end;
@@ -262,6 +178,120 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     index.segments(count)?.sort_unstable_by_key(|s| s.index);
     lost_segment(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), lanes)?;
     Ok(Some(stats))
+}
+
+/// Pass 1: every segment header, in index order, into `segs`. A span's header owns the
+/// segments after it: their first lines are unit bytes, never read as headers.
+fn read_segment_headers<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &mut [SegSlot]) {
+    let count = segs.len();
+    let mut i = 0usize;
+    while i < count {
+        let Some(h) = format::decode_segment(media, sb, i as u32) else {
+            if let Some(slot) = segs.get_mut(i) {
+                // A free segment whose header was once stored whole: pass 4 looks in it.
+                let once_whole = format::segment_once_whole(media, sb, i as u32);
+                *slot = SegSlot { chain_seq: if once_whole { ONCE_WHOLE } else { 0 }, ..SegSlot::free(i as u32) };
+            }
+            i += 1;
+            continue;
+        };
+        let (head, span) = (i as u32, h.span as usize); // decode: 1 ..= count - i
+        for (k, slot) in segs.iter_mut().enumerate().skip(i).take(span) {
+            let covered = if k == i { span as u32 } else { 0 };
+            *slot = SegSlot {
+                chain_seq: h.chain_seq,
+                first_seq: h.first_seq,
+                lane: h.lane,
+                index: k as u32,
+                span: covered,
+                head,
+            };
+        }
+        i += span;
+    }
+}
+
+/// Pass 2: sort `segs` into chains — runs of (lane, chain_seq), a span's covered slots
+/// right after its head, free segments last — and check each chain has no gap. Returns
+/// the segments and lanes in use.
+fn check_chains(sb: &Superblock, segs: &mut [SegSlot]) -> Result<RecoveryStats> {
+    segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq, s.is_covered()));
+    let mut stats = RecoveryStats::default();
+    let mut expected_chain = 0u64;
+    let mut prev_lane = FREE;
+    for s in segs.iter() {
+        if s.lane == FREE {
+            break;
+        }
+        if s.is_covered() {
+            stats.segments_used += 1;
+            continue;
+        }
+        // No writer gets near 2^63 segments or units; a header claiming so is crafted or
+        // damaged, and would make the chain and sequence arithmetic below overflow.
+        if s.chain_seq >= POSITION_LIMIT || s.first_seq >= POSITION_LIMIT {
+            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
+        }
+        if s.lane != prev_lane {
+            // A chain may start above 0 once retention released its head; pass 3
+            // checks that a truncate unit of the lane says so.
+            expected_chain = s.chain_seq;
+            prev_lane = s.lane;
+            stats.lanes += 1;
+        }
+        if s.chain_seq != expected_chain {
+            return Err(Error::Corrupted { offset: sb.segment_off(s.index), kind: CorruptKind::SegmentChain });
+        }
+        expected_chain += 1;
+        stats.segments_used += 1;
+    }
+    Ok(stats)
+}
+
+/// Pass 3's work per committed unit: decode its objects (from `obj` on, `h.object_count`
+/// of them) and index each as committed by unit `seq` of `lane_id`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn index_objects<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lane_id: u32,
+    seq: u64,
+    mut obj: u64,
+    h: &format::UnitHeader,
+    name_buf: &mut [u8; NAME_MAX],
+    stats: &mut RecoveryStats,
+) -> Result<()> {
+    let unit_end = obj - LINE + h.unit_len;
+    for _ in 0..h.object_count {
+        let d = format::decode_object(media, sb, obj, unit_end, name_buf)?;
+        let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
+        let entry = Entry {
+            version: d.header.version,
+            payload_off: d.payload_off,
+            len_bytes: if d.header.depth == 0 { d.header.payload_len } else { d.header.object_len },
+            stored_bytes: d.header.payload_len,
+            seq,
+            name: 0,
+            next: NONE,
+            lane: lane_id,
+            depth: d.header.depth,
+            meta_len: d.header.meta_len,
+            payload_sum: d.header.payload_sum,
+        };
+        match index.insert(media, name_hash(name), name, d.name_off, entry) {
+            Ok(_) => {}
+            Err(InsertError::Full(what)) => return Err(index.full(Full(what))),
+            Err(InsertError::Duplicate) => {
+                return Err(Error::Corrupted { offset: obj, kind: CorruptKind::DuplicateVersion })
+            }
+        }
+        stats.objects += 1;
+        stats.payload_bytes += d.header.payload_len;
+        obj = d.end;
+    }
+    Ok(())
 }
 
 /// Pass 4 (R3c): a segment recovery found free must not hold a committed unit of a lane
