@@ -48,6 +48,16 @@ for t in x86_64-unknown-none aarch64-unknown-none; do
   cargo build -p nvs-core --target "$t"
   cargo clippy -p nvs-core --target "$t" -- -D warnings
 done
+step "aarch64: nvs-core's portable-media tests on aarch64 Linux under qemu-user (format pinned, region, crash cuts, bad images, API)"
+if command -v qemu-aarch64 >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
+  rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
+  CARGO_TARGET_DIR=target/aarch64 cargo test --release -q -p nvs-core --target aarch64-unknown-linux-gnu \
+    --lib --test format_pin --test region --test crash_cut --test bad_images --test api
+else
+  echo "SKIPPED: qemu-aarch64 or aarch64-linux-gnu-gcc missing (.ci/run installs qemu-user, gcc-aarch64-linux-gnu)"
+fi
 step "unikernel: nvs-kernel under qemu, SIGKILLed 24 times and recovered, then read by the host"
 (cd nvs-kernel && cargo fmt --check && CARGO_TARGET_DIR=../target/kernel cargo clippy --release -- -D warnings)
 if command -v qemu-system-x86_64 >/dev/null 2>&1; then
