@@ -364,9 +364,11 @@ void NvsEngine::DefineReadVariables()
                 m_IO.DefineVariable<T>(name, sv.shape, adios2::Dims(sv.shape.size(), 0),           \
                                        sv.shape);                                                  \
         }                                                                                          \
-        else if (!sv.shape.empty() && v.Shape() != sv.shape)                                       \
+        else if (!sv.shape.empty())                                                                \
         {                                                                                          \
-            v.SetShape(sv.shape);                                                                  \
+            /* each step starts with the whole array selected, as with BP5 */                      \
+            if (v.Shape() != sv.shape)                                                             \
+                v.SetShape(sv.shape);                                                              \
             v.SetSelection({adios2::Dims(sv.shape.size(), 0), sv.shape});                         \
         }                                                                                          \
     }

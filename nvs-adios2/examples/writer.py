@@ -30,7 +30,7 @@ def main():
             steps.append(s)
             t = (s * 1000.0 + np.arange(NX * NY, dtype=np.float64)).reshape(NX, NY)
             out.write("temperature", t, [NX, NY], [0, 0], [NX, NY])
-            out.write("step", np.int64(s))
+            out.write("step", int(s))  # a Python int: an int64_t value
             if sleep:
                 time.sleep(sleep)
     print(f"writer.py ({io.engine_type()}): steps {steps[0]}..{steps[-1]} ({nsteps} steps of {NX}x{NY} doubles)")
