@@ -21,11 +21,12 @@ int main(int argc, char **argv)
     const long expected = argc > 3 ? std::atol(argv[3]) : -1;
     size_t steps = 0, checked = 0, wrong = 0;
     std::string engine = "?";
+    adios2::ADIOS adios(argv[1]);
+    adios2::Engine r;
     try
     {
-        adios2::ADIOS adios(argv[1]);
         adios2::IO io = adios.DeclareIO("SimIO");
-        adios2::Engine r = io.Open(argv[2], adios2::Mode::Read);
+        r = io.Open(argv[2], adios2::Mode::Read);
         engine = io.EngineType();
         for (;;)
         {
@@ -77,6 +78,14 @@ int main(int argc, char **argv)
     }
     catch (std::exception &e)
     {
+        try
+        {
+            if (r)
+                r.Close();
+        }
+        catch (...)
+        {
+        }
         std::fprintf(stderr, "reader (%s): %zu steps read (%zu values checked, %zu wrong), then error: %s\n",
                      engine.c_str(), steps, checked, wrong, e.what());
         return 2;
