@@ -1,0 +1,628 @@
+/* nvs-adios2: the engine (see NvsEngine.h for what it stores and its parameters). */
+#include "NvsEngine.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <chrono>
+#include <complex>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace nvs_adios2
+{
+
+namespace
+{
+
+const char *const kStepIndex = "__adios2_step";
+
+/* The numpy type string of each ADIOS2 type the engine stores (x86-64/aarch64 Linux:
+ * little-endian, long double stored as its 16 bytes). */
+template <class T>
+struct DType;
+#define NVS_DTYPES(X)                                                                              \
+    X(char, "|S1")                                                                                 \
+    X(int8_t, "|i1")                                                                               \
+    X(int16_t, "<i2")                                                                              \
+    X(int32_t, "<i4")                                                                              \
+    X(int64_t, "<i8")                                                                              \
+    X(uint8_t, "|u1")                                                                              \
+    X(uint16_t, "<u2")                                                                             \
+    X(uint32_t, "<u4")                                                                             \
+    X(uint64_t, "<u8")                                                                             \
+    X(float, "<f4")                                                                                \
+    X(double, "<f8")                                                                               \
+    X(long double, "<f16")                                                                         \
+    X(std::complex<float>, "<c8")                                                                  \
+    X(std::complex<double>, "<c16")
+#define X(T, S)                                                                                    \
+    template <>                                                                                    \
+    struct DType<T>                                                                                \
+    {                                                                                              \
+        static const char *str() { return S; }                                                     \
+    };
+NVS_DTYPES(X)
+#undef X
+
+[[noreturn]] void Fail(const std::string &what, int32_t rc)
+{
+    throw std::runtime_error("nvs engine: " + what + ": " + nvs_status_name(rc) + ": " +
+                             nvs_last_error());
+}
+
+size_t Product(const adios2::Dims &d)
+{
+    size_t n = 1;
+    for (size_t x : d)
+        n *= x;
+    return n;
+}
+
+std::string DimsText(const adios2::Dims &d)
+{
+    std::string s;
+    for (size_t i = 0; i < d.size(); ++i)
+        s += (i ? "," : "") + std::to_string(d[i]);
+    return s;
+}
+
+adios2::Dims ParseDims(const std::string &s)
+{
+    adios2::Dims d;
+    std::stringstream ss(s);
+    std::string part;
+    while (std::getline(ss, part, ','))
+        if (!part.empty())
+            d.push_back(std::stoull(part));
+    return d;
+}
+
+/* Copy the box [boxStart, boxStart+count) (global coordinates, row-major) from src,
+ * an array of extents srcExt placed at srcOrigin, into dst (dstExt at dstOrigin). */
+void CopyBox(size_t esz, const adios2::Dims &boxStart, const adios2::Dims &count, const char *src,
+             const adios2::Dims &srcOrigin, const adios2::Dims &srcExt, char *dst,
+             const adios2::Dims &dstOrigin, const adios2::Dims &dstExt)
+{
+    const size_t n = count.size();
+    if (n == 0)
+    {
+        std::memcpy(dst, src, esz);
+        return;
+    }
+    if (Product(count) == 0)
+        return;
+    adios2::Dims idx(n, 0); // offsets within the box
+    const size_t run = count[n - 1] * esz;
+    for (;;)
+    {
+        size_t so = 0, doff = 0;
+        for (size_t d = 0; d < n; ++d)
+        {
+            so = so * srcExt[d] + (boxStart[d] + idx[d] - srcOrigin[d]);
+            doff = doff * dstExt[d] + (boxStart[d] + idx[d] - dstOrigin[d]);
+        }
+        std::memcpy(dst + doff * esz, src + so * esz, run);
+        // next row: increment idx over dimensions 0..n-2
+        size_t d = n - 1;
+        for (;;)
+        {
+            if (d == 0)
+                return;
+            --d;
+            if (++idx[d] < count[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+void CheckBox(const std::string &name, const adios2::Dims &start, const adios2::Dims &count,
+              const adios2::Dims &shape)
+{
+    if (start.size() != shape.size() || count.size() != shape.size())
+        throw std::invalid_argument("nvs engine: variable " + name + ": selection of " +
+                                    std::to_string(count.size()) + " dimensions, shape has " +
+                                    std::to_string(shape.size()));
+    for (size_t d = 0; d < shape.size(); ++d)
+        if (start[d] + count[d] > shape[d])
+            throw std::invalid_argument("nvs engine: variable " + name + ": selection start {" +
+                                        DimsText(start) + "} count {" + DimsText(count) +
+                                        "} outside shape {" + DimsText(shape) + "}");
+}
+
+uint64_t ParseSize(const std::string &s)
+{
+    size_t pos = 0;
+    uint64_t v = std::stoull(s, &pos);
+    std::string suf = s.substr(pos);
+    if (suf == "K" || suf == "k")
+        v <<= 10;
+    else if (suf == "M" || suf == "m")
+        v <<= 20;
+    else if (suf == "G" || suf == "g")
+        v <<= 30;
+    else if (!suf.empty())
+        throw std::invalid_argument("nvs engine: PoolSize " + s + ": not a size (N, NK, NM, NG)");
+    return v;
+}
+
+} // namespace
+
+NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode mode)
+: PluginEngineInterface(io, name, mode)
+{
+    m_PoolPath = Param("PoolPath", "");
+    if (m_PoolPath.empty())
+        throw std::invalid_argument("nvs engine: the parameter PoolPath is required (the pool "
+                                    "file; the engine does not see the name given to Open)");
+    m_EndStream = Param("EndStream", "true") != "false";
+    m_Timeout = std::stof(Param("Timeout", "-1"));
+    m_OpenTimeout = std::stof(Param("OpenTimeout", "60"));
+    switch (mode)
+    {
+    case adios2::Mode::Write:
+    case adios2::Mode::Append:
+        m_Writer = true;
+        OpenWriter();
+        break;
+    case adios2::Mode::Read:
+        OpenReader();
+        break;
+    default:
+        throw std::invalid_argument("nvs engine: only the modes Write, Append and Read (streaming)");
+    }
+}
+
+NvsEngine::~NvsEngine()
+{
+    if (!m_Closed)
+    {
+        try
+        {
+            DoClose();
+        }
+        catch (...)
+        {
+        }
+    }
+}
+
+std::string NvsEngine::Param(const std::string &key, const std::string &def) const
+{
+    adios2::Params p = m_IO.Parameters();
+    for (const auto &kv : p)
+    {
+        if (kv.first.size() != key.size())
+            continue;
+        bool same = true;
+        for (size_t i = 0; i < key.size(); ++i)
+            if (std::tolower(kv.first[i]) != std::tolower(key[i]))
+                same = false;
+        if (same)
+            return kv.second;
+    }
+    return def;
+}
+
+void NvsEngine::OpenWriter()
+{
+    struct stat st;
+    int32_t rc;
+    if (m_OpenMode == adios2::Mode::Write && ::stat(m_PoolPath.c_str(), &st) == 0)
+    {
+        // Write starts a new stream, as BP5 replaces its output: a new pool file (a
+        // follower of the old one keeps its mapping of the old file)
+        if (::unlink(m_PoolPath.c_str()) != 0)
+            throw std::runtime_error("nvs engine: Write: cannot remove the old pool " + m_PoolPath +
+                                     ": " + std::strerror(errno));
+    }
+    if (::stat(m_PoolPath.c_str(), &st) == 0)
+    {
+        rc = nvs_pool_open(m_PoolPath.c_str(), NVS_OPEN_READ_WRITE, &m_Pool);
+        if (rc != NVS_OK)
+            Fail("open " + m_PoolPath, rc);
+        uint64_t latest = 0;
+        rc = nvs_latest(m_Pool, kStepIndex, &latest);
+        if (rc == NVS_OK)
+            m_Step = latest; // steps 0..latest-1 are committed: append after them
+        else if (rc != NVS_E_NOT_FOUND)
+            Fail("open " + m_PoolPath, rc);
+    }
+    else
+    {
+        uint64_t size = ParseSize(Param("PoolSize", "256M"));
+        rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
+        if (rc != NVS_OK)
+            Fail("create " + m_PoolPath, rc);
+    }
+}
+
+void NvsEngine::OpenReader()
+{
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds((int64_t)(m_OpenTimeout * 1000));
+    for (;;)
+    {
+        int32_t rc = nvs_follower_open(m_PoolPath.c_str(), nullptr, &m_Follower);
+        if (rc == NVS_OK)
+            break;
+        // the writer may not have created (or finished formatting) the pool yet
+        if (std::chrono::steady_clock::now() >= deadline)
+            Fail("follow " + m_PoolPath, rc);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    int32_t rc = nvs_follower_expect_lane(m_Follower, 0);
+    if (rc != NVS_OK)
+        Fail("follow " + m_PoolPath, rc);
+}
+
+adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSeconds)
+{
+    if (m_Closed)
+        throw std::logic_error("nvs engine: BeginStep after Close");
+    if (m_InStep)
+        throw std::logic_error("nvs engine: BeginStep inside a step");
+    if (m_Writer)
+    {
+        m_Order.clear();
+        m_Vars.clear();
+        m_InStep = true;
+        return adios2::StepStatus::OK;
+    }
+
+    const float timeout = timeoutSeconds >= 0 ? timeoutSeconds : m_Timeout;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds((int64_t)(timeout * 1000));
+    for (;;)
+    {
+        int64_t ms = -1;
+        if (timeout >= 0)
+        {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+            ms = left > 0 ? left : 0;
+        }
+        nvs_event ev;
+        int32_t rc = nvs_follower_wait(m_Follower, ms, &ev);
+        if (rc != NVS_OK)
+            Fail("follow " + m_PoolPath, rc);
+        switch (ev.kind)
+        {
+        case NVS_EVENT_OBJECT:
+            break;
+        case NVS_EVENT_END_OF_STREAM:
+            return adios2::StepStatus::EndOfStream;
+        case NVS_EVENT_WRITER_GONE:
+            throw std::runtime_error(
+                "nvs engine: the writer of " + m_PoolPath +
+                " died (no writer holds the pool and its stream was not ended)" +
+                (m_AnyStep ? " after step " + std::to_string(m_Step) : " before any step"));
+        case NVS_EVENT_TIMEOUT:
+            return adios2::StepStatus::NotReady;
+        default:
+            throw std::runtime_error("nvs engine: unknown follower event " + std::to_string(ev.kind));
+        }
+        if (std::strcmp(ev.name, kStepIndex) != 0)
+            continue; // a variable's object: its step's index follows in the same commit
+
+        // the step's index: every variable of the step is committed with it
+        std::vector<char> text(ev.len);
+        size_t len = 0;
+        rc = nvs_follower_get(m_Follower, kStepIndex, ev.version, text.data(), text.size(), &len);
+        if (rc != NVS_OK)
+            Fail("read the index of step " + std::to_string(ev.version - 1), rc);
+        m_Step = ev.version - 1;
+        m_AnyStep = true;
+        m_Order.clear();
+        m_Vars.clear();
+        std::stringstream lines(std::string(text.data(), len));
+        std::string line;
+        while (std::getline(lines, line))
+        {
+            if (line.empty())
+                continue;
+            std::stringstream fields(line);
+            std::string name, dtype, shape;
+            std::getline(fields, name, '\t');
+            std::getline(fields, dtype, '\t');
+            std::getline(fields, shape, '\t');
+            StepVar v;
+            v.dtype = dtype;
+            v.shape = ParseDims(shape);
+            m_Order.push_back(name);
+            m_Vars[name] = std::move(v);
+        }
+        DefineReadVariables();
+        m_InStep = true;
+        return adios2::StepStatus::OK;
+    }
+}
+
+void NvsEngine::DefineReadVariables()
+{
+    for (const std::string &name : m_Order)
+    {
+        StepVar &sv = m_Vars[name];
+        bool known = false;
+#define X(T, S)                                                                                    \
+    if (sv.dtype == S)                                                                             \
+    {                                                                                              \
+        known = true;                                                                              \
+        sv.elemSize = sizeof(T);                                                                   \
+        adios2::Variable<T> v = m_IO.InquireVariable<T>(name);                                     \
+        if (!v)                                                                                    \
+        {                                                                                          \
+            if (sv.shape.empty())                                                                  \
+                m_IO.DefineVariable<T>(name);                                                      \
+            else                                                                                   \
+                m_IO.DefineVariable<T>(name, sv.shape, adios2::Dims(sv.shape.size(), 0),           \
+                                       sv.shape);                                                  \
+        }                                                                                          \
+        else if (!sv.shape.empty())                                                                \
+        {                                                                                          \
+            /* each step starts with the whole array selected, as with BP5 */                      \
+            if (v.Shape() != sv.shape)                                                             \
+                v.SetShape(sv.shape);                                                              \
+            v.SetSelection({adios2::Dims(sv.shape.size(), 0), sv.shape});                         \
+        }                                                                                          \
+    }
+        NVS_DTYPES(X)
+#undef X
+        if (!known)
+            throw std::runtime_error("nvs engine: variable " + name + " has dtype " + sv.dtype +
+                                     ", not one this engine reads");
+    }
+}
+
+void NvsEngine::EndStep()
+{
+    if (!m_InStep)
+        throw std::logic_error("nvs engine: EndStep outside a step");
+    m_InStep = false;
+    if (!m_Writer)
+    {
+        m_Vars.clear();
+        m_Order.clear();
+        return;
+    }
+    // one batch: every variable of the step, then the step's index; one commit
+    const uint64_t version = m_Step + 1;
+    std::vector<std::string> metas;
+    metas.reserve(m_Order.size());
+    std::string index;
+    std::vector<nvs_object> objs(m_Order.size() + 1);
+    for (size_t i = 0; i < m_Order.size(); ++i)
+    {
+        const StepVar &v = m_Vars[m_Order[i]];
+        metas.push_back("dtype=" + v.dtype + "\nshape=" + DimsText(v.shape) + "\n");
+        index += m_Order[i] + "\t" + v.dtype + "\t" + DimsText(v.shape) + "\n";
+        nvs_object &o = objs[i];
+        std::memset(&o, 0, sizeof o);
+        o.name = m_Order[i].c_str();
+        o.data = v.data.data();
+        o.len = v.data.size();
+        o.version = version;
+        o.meta = metas.back().data();
+        o.meta_len = metas.back().size();
+    }
+    const std::string indexMeta = "adios2_step=" + std::to_string(m_Step) + "\n";
+    nvs_object &o = objs.back();
+    std::memset(&o, 0, sizeof o);
+    o.name = kStepIndex;
+    o.data = index.data();
+    o.len = index.size();
+    o.version = version;
+    o.meta = indexMeta.data();
+    o.meta_len = indexMeta.size();
+    int32_t rc = nvs_put_batch(m_Pool, 0, objs.data(), objs.size(), nullptr);
+    if (rc != NVS_OK)
+        Fail("commit step " + std::to_string(m_Step), rc);
+    m_Vars.clear();
+    m_Order.clear();
+    ++m_Step;
+}
+
+size_t NvsEngine::CurrentStep() const { return m_Step; }
+
+void NvsEngine::DoClose(const int)
+{
+    if (m_Closed)
+        return;
+    if (m_Writer)
+    {
+        if (m_InStep)
+            EndStep();
+        int32_t rc = m_EndStream ? nvs_pool_close(m_Pool) : nvs_pool_close_detached(m_Pool);
+        m_Closed = true;
+        m_Pool = nullptr;
+        if (rc != NVS_OK)
+            Fail("close " + m_PoolPath, rc);
+    }
+    else
+    {
+        nvs_follower_close(m_Follower);
+        m_Follower = nullptr;
+        m_Closed = true;
+    }
+}
+
+template <class T>
+void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
+{
+    if (!m_Writer)
+        throw std::logic_error("nvs engine: Put on a reader");
+    if (!m_InStep)
+        throw std::logic_error("nvs engine: Put outside BeginStep/EndStep");
+    const std::string name = variable.Name();
+    if (name == kStepIndex)
+        throw std::invalid_argument(std::string("nvs engine: the name ") + kStepIndex +
+                                    " is the engine's own");
+    adios2::Dims shape = variable.Shape();
+    adios2::Dims start = variable.Start();
+    adios2::Dims count = variable.Count();
+    if (shape.empty() && !count.empty())
+    {
+        // a local array: stored as one block of its own shape
+        shape = count;
+        start.assign(count.size(), 0);
+    }
+    if (start.empty())
+        start.assign(shape.size(), 0);
+    if (count.empty())
+        count = shape;
+    CheckBox(name, start, count, shape);
+
+    auto it = m_Vars.find(name);
+    if (it == m_Vars.end())
+    {
+        StepVar v;
+        v.dtype = DType<T>::str();
+        v.shape = shape;
+        v.elemSize = sizeof(T);
+        v.data.assign(Product(shape) * sizeof(T), 0);
+        it = m_Vars.emplace(name, std::move(v)).first;
+        m_Order.push_back(name);
+    }
+    else if (it->second.shape != shape)
+        throw std::invalid_argument("nvs engine: variable " + name +
+                                    " put twice in a step with different shapes");
+    StepVar &v = it->second;
+    const adios2::Dims zero(shape.size(), 0);
+    CopyBox(sizeof(T), start, count, reinterpret_cast<const char *>(values), start, count,
+            v.data.data(), zero, shape);
+}
+
+template <class T>
+void NvsEngine::Get(adios2::Variable<T> &variable, T *values, const adios2::Dims &start0,
+                    const adios2::Dims &count0)
+{
+    if (m_Writer)
+        throw std::logic_error("nvs engine: Get on a writer");
+    if (!m_InStep)
+        throw std::logic_error("nvs engine: Get outside BeginStep/EndStep");
+    const std::string name = variable.Name();
+    auto it = m_Vars.find(name);
+    if (it == m_Vars.end())
+        throw std::invalid_argument("nvs engine: variable " + name + " is not in step " +
+                                    std::to_string(m_Step));
+    StepVar &v = it->second;
+    if (v.dtype != DType<T>::str())
+        throw std::invalid_argument("nvs engine: variable " + name + " is " + v.dtype +
+                                    ", read as " + DType<T>::str());
+    if (!v.loaded)
+    {
+        v.data.resize(Product(v.shape) * sizeof(T));
+        size_t len = 0;
+        int32_t rc =
+            nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, v.data.data(), v.data.size(), &len);
+        if (rc != NVS_OK)
+            Fail("read " + name + " of step " + std::to_string(m_Step), rc);
+        if (len != v.data.size())
+            throw std::runtime_error("nvs engine: variable " + name + " of step " +
+                                     std::to_string(m_Step) + ": " + std::to_string(len) +
+                                     " bytes, its shape needs " + std::to_string(v.data.size()));
+        v.loaded = true;
+    }
+    adios2::Dims start = start0, count = count0;
+    if (start.empty())
+        start.assign(v.shape.size(), 0);
+    if (count.empty())
+        count = v.shape;
+    CheckBox(name, start, count, v.shape);
+    const adios2::Dims zero(v.shape.size(), 0);
+    CopyBox(sizeof(T), start, count, v.data.data(), zero, v.shape,
+            reinterpret_cast<char *>(values), start, count);
+}
+
+template <class T>
+void NvsEngine::GetVar(adios2::Variable<T> &variable, T *values)
+{
+    Get(variable, values, variable.Start(), variable.Count());
+}
+
+template <class T>
+void NvsEngine::GetSel(adios2::Variable<T> &variable, T *values, const adios2::core::Selection &sel)
+{
+    if (sel.GetStepCount() > 1)
+        throw std::invalid_argument("nvs engine: reads one step at a time (a step selection of " +
+                                    std::to_string(sel.GetStepCount()) + ")");
+    if (sel.HasMemorySelection())
+        throw std::invalid_argument("nvs engine: memory selections are not supported");
+    if (sel.HasBlockSelection() && sel.GetBlockID() != 0)
+        throw std::invalid_argument("nvs engine: a step's variable is one block (block 0)");
+    if (sel.GetSelectionType() == adios2::SelectionType::BoundingBox)
+        Get(variable, values, sel.GetStart(), sel.GetCount());
+    else
+        Get(variable, values, {}, {});
+}
+
+#define declare(T)                                                                                 \
+    void NvsEngine::DoPutSync(adios2::Variable<T> variable, const T *values)                       \
+    {                                                                                              \
+        Put(variable, values);                                                                     \
+    }                                                                                              \
+    void NvsEngine::DoPutDeferred(adios2::Variable<T> variable, const T *values)                   \
+    {                                                                                              \
+        Put(variable, values); /* copied now: the caller's buffer is free at once */              \
+    }                                                                                              \
+    void NvsEngine::DoGetSync(adios2::Variable<T> variable, T *values) { GetVar(variable, values); } \
+    void NvsEngine::DoGetDeferred(adios2::Variable<T> variable, T *values)                         \
+    {                                                                                              \
+        GetVar(variable, values); /* the step is committed: read now */                           \
+    }                                                                                              \
+    void NvsEngine::DoGetSync(adios2::Variable<T> variable, T *values,                             \
+                              const adios2::core::Selection &sel)                                  \
+    {                                                                                              \
+        GetSel(variable, values, sel);                                                             \
+    }                                                                                              \
+    void NvsEngine::DoGetDeferred(adios2::Variable<T> variable, T *values,                         \
+                                  const adios2::core::Selection &sel)                              \
+    {                                                                                              \
+        GetSel(variable, values, sel);                                                             \
+    }
+ADIOS2_FOREACH_PRIMITIVE_STDTYPE_1ARG(declare)
+#undef declare
+
+/* Strings are not stored (yet). */
+void NvsEngine::DoPutSync(adios2::Variable<std::string> v, const std::string *)
+{
+    throw std::invalid_argument("nvs engine: string variables are not supported (" + v.Name() + ")");
+}
+void NvsEngine::DoPutDeferred(adios2::Variable<std::string> v, const std::string *s)
+{
+    DoPutSync(v, s);
+}
+void NvsEngine::DoGetSync(adios2::Variable<std::string> v, std::string *)
+{
+    throw std::invalid_argument("nvs engine: string variables are not supported (" + v.Name() + ")");
+}
+void NvsEngine::DoGetDeferred(adios2::Variable<std::string> v, std::string *s) { DoGetSync(v, s); }
+void NvsEngine::DoGetSync(adios2::Variable<std::string> v, std::string *s,
+                          const adios2::core::Selection &)
+{
+    DoGetSync(v, s);
+}
+void NvsEngine::DoGetDeferred(adios2::Variable<std::string> v, std::string *s,
+                              const adios2::core::Selection &)
+{
+    DoGetSync(v, s);
+}
+
+} // namespace nvs_adios2
+
+extern "C" {
+
+adios2::plugin::PluginEngineInterface *EngineCreate(adios2::IO io, const std::string &name,
+                                                    const adios2::Mode mode)
+{
+    return new nvs_adios2::NvsEngine(io, name, mode);
+}
+
+void EngineDestroy(adios2::plugin::PluginEngineInterface *obj) { delete obj; }
+}

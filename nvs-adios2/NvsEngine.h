@@ -1,0 +1,105 @@
+/* nvs-adios2: an ADIOS2 (>= 2.12, plugin interface v2) engine over nvs's C ABI.
+ *
+ * Writer: BeginStep ... Put ... EndStep is one nvs_put_batch (one commit): every variable
+ * put in the step is an object named as the variable, version step+1, metadata
+ * "dtype=<numpy typestr>\nshape=d0,d1,...\n"; the batch ends with the step's index object
+ * "__adios2_step" (version step+1) listing "name\tdtype\tshape" per variable.
+ * Reader: follows the pool (nvs_follower_*); a step is there once its index object is,
+ * and since the batch is one commit a reader never sees part of a step.
+ *
+ * Modes: Write starts a new pool (an existing file at PoolPath is replaced, as BP5
+ * replaces its output); Append opens the pool (or creates it) and continues after the
+ * last committed step; Read follows the pool as a stream.
+ *
+ * Parameters (engine type="Plugin", PluginName="nvs", PluginLibrary="nvs_adios2"):
+ *   PoolPath     the pool file (required; the path given to Open is not used)
+ *   PoolSize     a new pool's size in bytes, suffixes K/M/G (writer; default 256M)
+ *   EndStream    writer Close: "true" (default) ends the stream, "false" detaches
+ *                (followers wait for a restarted writer)
+ *   Timeout      reader: seconds BeginStep waits when called without a timeout
+ *                (default -1: as long as it takes; a dead writer is an error anyway)
+ *   OpenTimeout  reader: seconds Open waits for the pool file to appear (default 60)
+ */
+#ifndef NVS_ADIOS2_NVSENGINE_H_
+#define NVS_ADIOS2_NVSENGINE_H_
+
+#include <adios2/plugin/PluginEngineInterface.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nvs.h"
+
+namespace nvs_adios2
+{
+
+/** One variable of one step: its numpy dtype, global shape and bytes (row-major). */
+struct StepVar
+{
+    std::string dtype;
+    adios2::Dims shape;
+    size_t elemSize = 0;
+    std::vector<char> data;
+    bool loaded = false; // reader: data read from the pool
+};
+
+class NvsEngine : public adios2::plugin::PluginEngineInterface
+{
+public:
+    NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode mode);
+    ~NvsEngine() override;
+
+    adios2::StepStatus BeginStep(adios2::StepMode mode, const float timeoutSeconds = -1.0f) override;
+    void EndStep() override;
+    size_t CurrentStep() const override;
+    void PerformPuts() override {}
+    void PerformGets() override {}
+    void DoClose(const int transportIndex = -1) override;
+
+#define declare(T)                                                                                 \
+    void DoPutSync(adios2::Variable<T> variable, const T *values) override;                        \
+    void DoPutDeferred(adios2::Variable<T> variable, const T *values) override;                    \
+    void DoGetSync(adios2::Variable<T> variable, T *values) override;                              \
+    void DoGetDeferred(adios2::Variable<T> variable, T *values) override;                          \
+    void DoGetSync(adios2::Variable<T> variable, T *values, const adios2::core::Selection &sel)    \
+        override;                                                                                  \
+    void DoGetDeferred(adios2::Variable<T> variable, T *values,                                    \
+                       const adios2::core::Selection &sel) override;
+    ADIOS2_FOREACH_STDTYPE_1ARG(declare)
+#undef declare
+
+private:
+    bool m_Writer = false;
+    bool m_InStep = false;
+    bool m_Closed = false;
+    bool m_EndStream = true;
+    size_t m_Step = 0;      // the current (or next) step
+    bool m_AnyStep = false; // reader: a step was begun
+    std::string m_PoolPath;
+    float m_Timeout = -1.0f;
+    float m_OpenTimeout = 60.0f;
+
+    nvs_pool *m_Pool = nullptr;         // writer
+    nvs_follower *m_Follower = nullptr; // reader
+    std::vector<std::string> m_Order;   // the step's variables, in put order
+    std::map<std::string, StepVar> m_Vars;
+
+    std::string Param(const std::string &key, const std::string &def) const;
+    void OpenWriter();
+    void OpenReader();
+    void DefineReadVariables();
+    template <class T>
+    void Put(adios2::Variable<T> &variable, const T *values);
+    template <class T>
+    void Get(adios2::Variable<T> &variable, T *values, const adios2::Dims &start,
+             const adios2::Dims &count);
+    template <class T>
+    void GetVar(adios2::Variable<T> &variable, T *values);
+    template <class T>
+    void GetSel(adios2::Variable<T> &variable, T *values, const adios2::core::Selection &sel);
+};
+
+} // namespace nvs_adios2
+
+#endif
