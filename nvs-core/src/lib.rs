@@ -6,7 +6,7 @@
 //!
 //! The front door is this page:
 //! - [`Pool`] over a [`Media`] ([`Region`] for real memory) and an [`IndexMemory`]
-//!   ([`FixedMemory`], or [`HeapMemory`] with the `alloc` feature): [`Pool::format`],
+//!   ([`FixedMemory`], or `HeapMemory` with the `alloc` feature): [`Pool::format`],
 //!   [`Pool::open`], [`Pool::open_read_only`];
 //! - puts of [`Object`]s, one shape everywhere: [`Pool::put`] / [`Pool::put_batch`] on a
 //!   lane, or the same on a [`LaneWriter`] from [`Pool::lane`] (one thread per lane);
