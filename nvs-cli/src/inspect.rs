@@ -14,6 +14,7 @@ use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool, MappedMedi
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Map `pool` read-only (no recovery) and decode its superblock.
@@ -22,7 +23,8 @@ fn open_raw(pool: &Path) -> Result<MappedMedia, CliError> {
 }
 
 fn walker<'m>(pool: &Path, media: &'m MappedMedia) -> Result<Walker<'m, MappedMedia>, CliError> {
-    Walker::new(media).map_err(|source| CliError::Pool(nvs_std::Error::Core { path: pool.to_path_buf(), source }))
+    Walker::new_truncated(media)
+        .map_err(|source| CliError::Pool(nvs_std::Error::Core { path: pool.to_path_buf(), source }))
 }
 
 fn unit_kind(flags: u64) -> &'static str {
@@ -56,6 +58,15 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
         if sb.payload_checksum { "on" } else { "off" },
         if sb.deltas { "allowed" } else { "no" },
     );
+    if w.segments_present() < sb.segment_count {
+        let _ = writeln!(
+            o,
+            "TRUNCATED: the file ({} bytes) holds {} of the {} segments whole: the rest is not walked",
+            nvs_core::Media::len(&media),
+            w.segments_present(),
+            sb.segment_count
+        );
+    }
     // Recovery's verdict (what every other command sees), then the bytes as they lie.
     match FilePool::open_with(pool, Access::ReadOnly, None) {
         Ok(p) => {
@@ -182,10 +193,12 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
         "summary: {units} units, {objects} objects, {payload} payload bytes, {bad_payloads} bad payloads, {damaged} damaged headers"
     );
     stdout(&o)?;
-    if damaged + bad_payloads > 0 {
+    let truncated = u64::from(w.segments_present() < sb.segment_count);
+    if damaged + bad_payloads + truncated > 0 {
         return Err(CliError::Mismatch(format!(
-            "{}: damage found: {damaged} damaged headers, {bad_payloads} bad payloads (listed above)",
-            pool.display()
+            "{}: damage found: {damaged} damaged headers, {bad_payloads} bad payloads{} (listed above)",
+            pool.display(),
+            if truncated > 0 { ", truncated" } else { "" }
         )));
     }
     Ok(())
@@ -195,7 +208,12 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
 /// not be a pool), clipped at the end of the file.
 pub fn dump_range(pool: &Path, range: (u64, u64)) -> Result<(), CliError> {
     let io = |e| CliError::io(format!("cannot read {}", pool.display()), e);
-    let mut f = std::fs::File::open(pool).map_err(io)?;
+    // O_NONBLOCK: a FIFO is refused below, not waited on.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(pool)
+        .map_err(io)?;
     let meta = f.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(CliError::Usage(format!("{}: --range reads a regular file", pool.display())));
@@ -507,11 +525,11 @@ enum Source<'m> {
 
 /// `nvs salvage BAD NEW`: exit 0 if every object was copied and nothing was damaged,
 /// 1 if something was lost (listed on stdout), 2 for a refusal (NEW exists, is BAD...).
-pub fn salvage(bad: &Path, new: &Path, durability: Option<Durability>) -> Result<(), CliError> {
+pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Durability>) -> Result<(), CliError> {
     // NEW may be BAD under another name (a link, /proc/self/fd/N): refused by identity.
     if same_file(bad, new) {
         return Err(CliError::Usage(format!(
-            "{}: {} is the damaged pool itself; refusing to write onto it",
+            "{}: {} is the pool being salvaged; refusing to write onto it",
             bad.display(),
             new.display()
         )));
@@ -552,6 +570,13 @@ pub fn salvage(bad: &Path, new: &Path, durability: Option<Durability>) -> Result
         }
         Err(e) if e.is_corruption() => {
             recovery = Some(e.to_string());
+            if walker.segments_present() < layout.segment_count {
+                lost.push(format!(
+                    "damaged: truncated: the file holds {} of the {} segments whole; what the rest held is lost",
+                    walker.segments_present(),
+                    layout.segment_count
+                ));
+            }
             let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
             walker.walk(&mut |item| match item {
                 Item::Object(o) => found.push(Found {
@@ -617,7 +642,7 @@ pub fn salvage(bad: &Path, new: &Path, durability: Option<Durability>) -> Result
         .lanes_max(layout.lanes_max)
         .payload_checksum(layout.payload_checksum);
     opts.durability = durability;
-    let mut dst = FilePool::create(new, layout.pool_len, &opts)?;
+    let mut dst = FilePool::create(new, size.unwrap_or(layout.pool_len), &opts)?;
     let bar = progress::bar(order.len() as u64, "salvage");
     let (mut copied, mut names) = (0u64, std::collections::HashSet::new());
     for &i in &order {
@@ -640,7 +665,17 @@ pub fn salvage(bad: &Path, new: &Path, durability: Option<Durability>) -> Result
                 continue;
             }
         };
-        dst.put(f.lane, Object::new(&f.name, &bytes).version(f.version).meta(&f.meta))?;
+        // NEW full (deltas are stored full): listed as lost, the rest still tried.
+        if let Err(e) = dst.put(f.lane, Object::new(&f.name, &bytes).version(f.version).meta(&f.meta)) {
+            let (name, v) = (show_name(&f.name), f.version);
+            lost.push(format!(
+                "lost: {name} v{v} (lane {} seq {}): cannot put it into {}: {e}",
+                f.lane,
+                f.seq,
+                new.display()
+            ));
+            continue;
+        }
         copied += 1;
         names.insert(f.name.clone());
     }

@@ -156,7 +156,14 @@ enum Command {
     /// BAD is only read; when its recovery fails, every segment is read as it lies.
     /// Exit 0: BAD was clean and everything was copied; 1: something was lost or BAD is
     /// damaged (listed on stdout); 2: refused (NEW exists or is BAD, ...).
-    Salvage { bad: PathBuf, new: PathBuf },
+    Salvage {
+        bad: PathBuf,
+        new: PathBuf,
+        /// Size of the new pool (default: BAD's; deltas are stored full, so more may be
+        /// needed).
+        #[arg(long, value_parser = size::parse_size)]
+        size: Option<u64>,
+    },
     /// End a lane's stream (an end-of-stream marker): followers see its end.
     Close {
         pool: PathBuf,
@@ -388,7 +395,7 @@ fn main() -> ExitCode {
         Command::Info { pool, stats, json } => commands::info(&pool, stats, json, d),
         Command::Dump { pool, range: Some(r) } => inspect::dump_range(&pool, r),
         Command::Dump { pool, range: None } => inspect::dump(&pool),
-        Command::Salvage { bad, new } => inspect::salvage(&bad, &new, d),
+        Command::Salvage { bad, new, size } => inspect::salvage(&bad, &new, size, d),
         Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
         Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),

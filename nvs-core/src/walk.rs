@@ -167,19 +167,46 @@ pub enum Item<'a> {
 /// A read-only walk over a pool's media (see the module docs).
 pub struct Walker<'m, M: Media + ?Sized> {
     media: &'m M,
+    /// The superblock the walk uses: for a truncated pool, cut to the segments present.
     sb: Superblock,
+    /// The superblock as formatted.
+    formatted: Superblock,
 }
 
 impl<'m, M: Media + ?Sized> Walker<'m, M> {
     /// A walker over `media`, if its superblock decodes (else the error an open gives:
     /// not formatted, corrupted superblock or geometry, unsupported version).
     pub fn new(media: &'m M) -> Result<Self> {
-        Ok(Walker { media, sb: format::decode_superblock(media)? })
+        let sb = format::decode_superblock(media)?;
+        Ok(Walker { media, sb, formatted: sb })
     }
 
-    /// The pool's layout, from its superblock.
+    /// Like [`Walker::new`], but a pool whose media is shorter than its superblock says
+    /// (a truncated file) is accepted if the media holds its first segment: the walk
+    /// covers the whole segments the media still holds ([`Walker::segments_present`]);
+    /// a span reaching past them reads as a damaged header, walked as far as the media
+    /// goes. [`Walker::layout`] is still the pool as formatted.
+    pub fn new_truncated(media: &'m M) -> Result<Self> {
+        let formatted = format::decode_superblock_short(media)?;
+        let present = (media.len() as u64 - formatted.data_off) / formatted.segment_len;
+        let count = present.min(formatted.segment_count as u64) as u32; // >= 1: decoded
+        let sb = Superblock {
+            segment_count: count,
+            pool_len: formatted.data_off + count as u64 * formatted.segment_len,
+            ..formatted
+        };
+        Ok(Walker { media, sb, formatted })
+    }
+
+    /// The pool's layout, from its superblock (as formatted).
     pub fn layout(&self) -> Layout {
-        crate::pool::layout_of(&self.sb)
+        crate::pool::layout_of(&self.formatted)
+    }
+
+    /// The segments the walk covers: all of them, but for a truncated pool
+    /// ([`Walker::new_truncated`]) those its media still holds whole.
+    pub fn segments_present(&self) -> u32 {
+        self.sb.segment_count
     }
 
     /// Media offset of segment `i`'s header.
