@@ -141,9 +141,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Every segment, unit and object as the bytes lie (no recovery: a damaged pool is
-    /// read as far as it decodes, damage reported): offsets, lanes, sequences, flags,
-    /// lengths, checksums, each payload verified. Read-only; exit 1 if damage was found.
+    /// Show every segment, unit and object as the bytes lie (exit 1 if damaged).
+    ///
+    /// No recovery: a damaged pool is read as far as it decodes, the damage reported.
+    /// Offsets, lanes, sequences, flags, lengths, checksums, each payload verified.
+    /// Read-only; exit 1 (after printing it all) if damage was found.
     Dump {
         pool: PathBuf,
         /// Instead: a hex dump of the file's bytes OFF..OFF+LEN (any file; decimal, 0x
@@ -151,9 +153,11 @@ enum Command {
         #[arg(long, value_name = "OFF:LEN", value_parser = inspect::parse_range)]
         range: Option<(u64, u64)>,
     },
-    /// Copy every object of BAD that still verifies (names, versions, metadata kept;
-    /// deltas stored full) into a new pool NEW of BAD's geometry, and list what was lost.
-    /// BAD is only read; when its recovery fails, every segment is read as it lies.
+    /// Copy every object of BAD that still verifies into a new pool NEW; list what is lost.
+    ///
+    /// Names, versions and metadata are kept; deltas are stored full; NEW has BAD's
+    /// geometry. BAD is only read; when its recovery fails, every segment is read as it
+    /// lies.
     /// Exit 0: BAD was clean and everything was copied; 1: something was lost or BAD is
     /// damaged (listed on stdout); 2: refused (NEW exists or is BAD, ...).
     Salvage {
