@@ -406,3 +406,51 @@ fn no_progress_output_when_stderr_is_not_a_terminal() {
     ok(&nvs(&["check", s(&p)]));
     ok(&nvs(&["salvage", s(&p), s(&dir.path().join("copy.pool"))]));
 }
+
+/// The other half: with stderr a terminal (a pseudo-terminal here), a put of a big file
+/// draws its bar there, and stdout still holds the version alone.
+#[test]
+fn progress_bar_on_a_terminal() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let dir = tmp();
+    let p = dir.path().join("big.pool");
+    ok(&nvs(&["create", s(&p), "--size", "64M"]));
+    let f = dir.path().join("input");
+    std::fs::write(&f, vec![3u8; 20 << 20]).unwrap();
+    // SAFETY: plain libc calls on a descriptor this test owns; ptsname's buffer is read
+    // at once, before any other call could reuse it.
+    let (master, slave) = unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(m >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let name = std::ffi::CStr::from_ptr(libc::ptsname(m)).to_owned();
+        let sl = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        assert!(sl >= 0, "open the pty's slave");
+        (std::fs::File::from_raw_fd(m), std::fs::File::from_raw_fd(sl))
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", s(&p), "x", s(&f)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    // Read the terminal until the child is gone (then reads fail with EIO).
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let (mut all, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    });
+    let o = child.wait_with_output().unwrap();
+    assert_eq!((code(&o), out(&o)), (0, "1\n".to_string()));
+    let term = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    assert!(term.contains("reading [") && term.contains("MiB"), "no bar on the terminal: {term:?}");
+}
