@@ -1,4 +1,4 @@
-//! The pool commands: create, put, get, ls, info, check. Each opens the pool it needs
+//! The pool commands: create, put, get, ls, info, check, close, reclaim. Each opens the pool it needs
 //! (writers: `create`, `put`; everything else read-only, so it runs alongside a live
 //! writer), and writes its output to stdout in one piece, reporting a failed write
 //! instead of panicking.
@@ -13,6 +13,9 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// Inputs at least this large get a progress bar while `put` reads them (on a terminal).
+const PROGRESS_MIN: u64 = 16 << 20;
 
 /// How many versions `ls` shows on a name's line before summarising the rest.
 const LS_SHOWN: usize = 8;
@@ -236,11 +239,40 @@ fn meta_text(p: &FilePool, name: &[u8], v: &nvs_core::ObjectInfo) -> String {
     p.meta(name, v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
 }
 
-pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError> {
+pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
     let sb = p.layout();
     let st = p.stats();
     let m = p.media();
+    if json {
+        let mut o = Obj::new()
+            .str("kind", "pool")
+            .str("pool", &pool.display().to_string())
+            .num("format_version", sb.format_version as u64)
+            .str("pool_id", &format!("{:#018x}", sb.pool_id))
+            .num("pool_len", sb.pool_len)
+            .num("file_len", nvs_core::Media::len(m) as u64)
+            .str("backing", &m.backing().to_string())
+            .num("segment_len", sb.segment_len)
+            .num("segment_count", sb.segment_count as u64)
+            .num("segments_used", st.segments_used as u64)
+            .num("segments_free", p.free_segments() as u64)
+            .num("lanes_max", sb.lanes_max as u64)
+            .num("lanes_in_use", st.lanes as u64)
+            .bool("payload_checksum", sb.payload_checksum)
+            .bool("deltas", sb.deltas)
+            .str("durability", &m.durability().to_string())
+            .num("units", st.units)
+            .num("objects", st.objects)
+            .num("payload_bytes", st.payload_bytes)
+            .num("index_bytes", p.index_bytes() as u64)
+            .num("open_us", p.open_time().as_micros() as u64)
+            .line();
+        if stats {
+            o += &super::inspect::stats(&p, true)?;
+        }
+        return stdout(&o);
+    }
     let stores = match m.store_kind() {
         StoreKind::NonTemporal if nvs_core::nt_store_width() >= 32 => {
             "non-temporal (movnti; AVX2 32-byte wide stores for bulk copies)"
@@ -290,12 +322,18 @@ pub fn info(pool: &Path, durability: Option<Durability>) -> Result<(), CliError>
     );
     row("index memory", format!("{} (in this process's memory, rebuilt on every open)", human(p.index_bytes() as u64)));
     row("open time", format!("{:.3} ms (map + recovery)", p.open_time().as_secs_f64() * 1e3));
+    if stats {
+        o += &super::inspect::stats(&p, false)?;
+    }
     stdout(&o)
 }
 
 pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
     let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
-    let checked = p.verify()?;
+    let spin = super::progress::spinner(&format!("checking {} objects", p.stats().objects));
+    let checked = p.verify();
+    spin.finish_and_clear();
+    let checked = checked?;
     let st = p.stats();
     let sb = p.layout();
     if json {
@@ -358,10 +396,20 @@ fn on_off(b: bool) -> &'static str {
 fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
     // At most one byte more than an object can hold: an endless input (`< /dev/zero`)
     // is refused as soon as it is too large, not read until memory runs out.
+    let mut bar = None;
     let (what, reader): (String, Box<dyn Read>) = match file {
         Some(f) if f != Path::new("-") => {
             let r = std::fs::File::open(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))?;
-            (f.display().to_string(), Box::new(r))
+            // A bar for a big file (hidden unless stderr is a terminal).
+            match r.metadata().map(|m| m.len()).unwrap_or(0) {
+                len if len >= PROGRESS_MIN => {
+                    let b = super::progress::bytes(len, "reading");
+                    let r = b.wrap_read(r);
+                    bar = Some(b);
+                    (f.display().to_string(), Box::new(r))
+                }
+                _ => (f.display().to_string(), Box::new(r)),
+            }
         }
         _ => ("stdin".to_string(), Box::new(std::io::stdin().lock())),
     };
@@ -370,6 +418,9 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
         .take(max.saturating_add(1))
         .read_to_end(&mut v)
         .map_err(|e| CliError::io(format!("cannot read {what}"), e))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     if v.len() as u64 > max {
         return Err(CliError::Usage(format!("{what} holds more than the {max} bytes an object of this pool can hold")));
     }
@@ -377,7 +428,7 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
 }
 
 /// Whether `a` and `b` name the same file (device and inode, links followed).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),

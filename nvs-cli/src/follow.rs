@@ -1,6 +1,8 @@
-//! `nvs follow`: print every object as its writer commits it, until the stream ends;
+//! `nvs follow`: print every object as its writer commits it, until the stream ends
+//! (`--json`: one JSON object per line);
 //! and the hidden `nvs stress-writer` that the real-process crash test kills.
 
+use super::json::Obj;
 use super::stress::{stress_len, stress_payload};
 use super::CliError;
 use nvs_std::show_name;
@@ -13,7 +15,13 @@ use std::time::Duration;
 /// per committed object. Ends with exit 0 at end of stream, 3 when the writer is gone
 /// (died without closing), 2 on timeout. With `verify_stress`, each object is read back
 /// and compared with the stress writer's pattern (exit 1 on a mismatch).
-pub fn follow(pool: &Path, name: Option<&[u8]>, timeout: Option<f64>, verify_stress: bool) -> Result<(), CliError> {
+pub fn follow(
+    pool: &Path,
+    name: Option<&[u8]>,
+    timeout: Option<f64>,
+    verify_stress: bool,
+    json: bool,
+) -> Result<(), CliError> {
     let mut f = Follower::open(pool, name.map(<[u8]>::to_vec))?;
     let timeout = timeout.map(Duration::from_secs_f64);
     loop {
@@ -32,13 +40,16 @@ pub fn follow(pool: &Path, name: Option<&[u8]>, timeout: Option<f64>, verify_str
                         }
                     }
                     // A reader that went away (`nvs follow P | head -1`) ends it quietly.
-                    super::commands::stdout(&format!(
-                        "{}\t{}\t{}\t{}\n",
-                        o.lane,
-                        show_name(&o.name),
-                        o.version,
-                        o.len_bytes
-                    ))?;
+                    let line = match json {
+                        true => Obj::new()
+                            .num("lane", o.lane as u64)
+                            .name("name", &o.name)
+                            .num("version", o.version)
+                            .num("len_bytes", o.len_bytes)
+                            .line(),
+                        false => format!("{}\t{}\t{}\t{}\n", o.lane, show_name(&o.name), o.version, o.len_bytes),
+                    };
+                    super::commands::stdout(&line)?;
                 }
             }
             Followed::EndOfStream => return Ok(()),

@@ -1,12 +1,12 @@
-//! `nvs`: the command-line tool for nvs pools (create, put, get, ls, info, check, follow,
-//! demo, bench, bench-delta): argument parsing, error reporting and exit codes. The
+//! `nvs`: the command-line tool for nvs pools (create, put, get, ls, info, check, dump,
+//! salvage, follow, demo, bench, bench-delta): argument parsing, error reporting and exit codes. The
 //! benchmarks themselves live in the `nvs-bench` library; this crate parses their
 //! options and prints their reports.
 //!
 //! Every failure prints exactly one line, `nvs: <message>`, on stderr, and exits with:
 //! - 0: success;
 //! - 1: the pool's bytes are bad (corrupted, or not a pool at all), or a verification
-//!   found a mismatch;
+//!   found a mismatch, or `dump` found damage, or `salvage` could not copy everything;
 //! - 2: a usage error (bad arguments), an I/O or lock error, or any other refusal
 //!   (no such object, pool full, unsupported format version, ...);
 //! - 3: `follow`: the writer died without closing its lanes;
@@ -18,8 +18,10 @@
 mod commands;
 mod demo;
 mod follow;
+mod inspect;
 mod json;
 mod migrate;
+mod progress;
 mod sigbus;
 mod size;
 mod stress;
@@ -32,7 +34,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const AFTER_HELP: &str = "\
-Exit codes: 0 ok; 1 corruption found (or not a pool, or a verification mismatch); \
+Exit codes: 0 ok; 1 corruption found (or not a pool, or a verification mismatch; dump: \
+damage found; salvage: something lost or the pool damaged); \
 2 usage, I/O, lock or other error; 3 (follow) the writer died without closing.
 Durability (--durability): dax on /dev/dax devices, msync by default on a disk file \
 (power-loss durable), process by default on tmpfs such as /dev/shm (survives a \
@@ -115,7 +118,21 @@ enum Command {
         json: bool,
     },
     /// Show the pool's format, geometry, durability and recovery statistics.
-    Info { pool: PathBuf },
+    Info {
+        pool: PathBuf,
+        /// Also per lane and per segment: segments, units, objects, deltas, payload bytes,
+        /// bytes in units, wasted bytes (segment space holding no unit that no put will
+        /// use) and free bytes.
+        #[arg(long)]
+        stats: bool,
+        /// One JSON object per line: the pool (kind "pool": pool, format_version,
+        /// pool_id, pool_len, file_len, backing, segment_len, segment_count,
+        /// segments_used, segments_free, lanes_max, lanes_in_use, payload_checksum,
+        /// deltas, durability, units, objects, payload_bytes, index_bytes, open_us);
+        /// with --stats also kind "lane", "segment" and "free" lines (see the README).
+        #[arg(long)]
+        json: bool,
+    },
     /// Open read-only, recover, verify every payload checksum; exit 1 on corruption.
     Check {
         pool: PathBuf,
@@ -123,6 +140,33 @@ enum Command {
         /// segments_used, segment_count, payload_bytes, payload_checksum).
         #[arg(long)]
         json: bool,
+    },
+    /// Show every segment, unit and object as the bytes lie (exit 1 if damaged).
+    ///
+    /// No recovery: a damaged pool is read as far as it decodes, the damage reported.
+    /// Offsets, lanes, sequences, flags, lengths, checksums, each payload verified.
+    /// Read-only; exit 1 (after printing it all) if damage was found.
+    Dump {
+        pool: PathBuf,
+        /// Instead: a hex dump of the file's bytes OFF..OFF+LEN (any file; decimal, 0x
+        /// hex, or K/M/G/T suffixes; clipped at the end of the file), e.g. 0x1000:256.
+        #[arg(long, value_name = "OFF:LEN", value_parser = inspect::parse_range)]
+        range: Option<(u64, u64)>,
+    },
+    /// Copy every object of BAD that still verifies into a new pool NEW; list what is lost.
+    ///
+    /// Names, versions and metadata are kept; deltas are stored full; NEW has BAD's
+    /// geometry. BAD is only read; when its recovery fails, every segment is read as it
+    /// lies.
+    /// Exit 0: BAD was clean and everything was copied; 1: something was lost or BAD is
+    /// damaged (listed on stdout); 2: refused (NEW exists or is BAD, ...).
+    Salvage {
+        bad: PathBuf,
+        new: PathBuf,
+        /// Size of the new pool (default: BAD's; deltas are stored full, so more may be
+        /// needed).
+        #[arg(long, value_parser = size::parse_size)]
+        size: Option<u64>,
     },
     /// End a lane's stream (an end-of-stream marker): followers see its end.
     Close {
@@ -175,6 +219,10 @@ enum Command {
         /// Check every object against the stress writer's pattern (exit 1 on a mismatch).
         #[arg(long, hide = true)]
         verify_stress: bool,
+        /// One JSON object per committed object per line (lane, name, name_hex, version,
+        /// len_bytes).
+        #[arg(long)]
+        json: bool,
     },
     /// Put test objects continuously, printing each acknowledged (name, version).
     #[command(hide = true)]
@@ -314,7 +362,9 @@ impl Command {
             | Command::Put { pool, .. }
             | Command::Get { pool, .. }
             | Command::Ls { pool, .. }
-            | Command::Info { pool }
+            | Command::Info { pool, .. }
+            | Command::Dump { pool, .. }
+            | Command::Salvage { bad: pool, .. }
             | Command::Check { pool, .. }
             | Command::Close { pool, .. }
             | Command::Reclaim { pool, .. }
@@ -346,16 +396,20 @@ fn main() -> ExitCode {
         Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
         Command::Ls { pool, long, json } => commands::ls(&pool, long, json, d),
         Command::BenchDelta { dir, quick } => bench_delta(&nvs_bench::delta::DeltaBenchOptions { dir, quick }),
-        Command::Info { pool } => commands::info(&pool, d),
+        Command::Info { pool, stats, json } => commands::info(&pool, stats, json, d),
+        Command::Dump { pool, range: Some(r) } => inspect::dump_range(&pool, r),
+        Command::Dump { pool, range: None } => inspect::dump(&pool),
+        Command::Salvage { bad, new, size } => inspect::salvage(&bad, &new, size, d),
         Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
         Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),
         Command::Migrate { old, new, size } => migrate::migrate(&old, &new, size, d),
-        Command::Follow { pool, name, timeout, verify_stress } => follow::follow(
+        Command::Follow { pool, name, timeout, verify_stress, json } => follow::follow(
             &pool,
             name.as_ref().map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str())),
             timeout,
             verify_stress,
+            json,
         ),
         Command::StressWriter { pool, lane, count, max_size, pause_us } => {
             follow::stress_writer(&pool, lane, count, max_size, pause_us, d)

@@ -69,6 +69,7 @@ fn commands(p: &str) -> Vec<Vec<&str>> {
         vec!["get", p, "name"],
         vec!["ls", p],
         vec!["info", p],
+        vec!["info", p, "--stats", "--json"],
         vec!["check", p],
         vec!["follow", p, "--timeout", "5"],
     ]
@@ -618,4 +619,58 @@ fn released_segments_are_not_lost_segments() {
     assert_eq!(o.status.code(), Some(0), "get after reclaim: {}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.stdout, vec![6u8; 9000]);
     assert_eq!(nvs(&["check", s(&p)]).status.code(), Some(0));
+}
+
+/// `dump` and `salvage` on what holds no readable pool (garbage, an empty file, a
+/// damaged superblock, a newer format, a directory, a FIFO, a character device): one
+/// line and the documented code, nothing written, no NEW made; `dump --range` still
+/// shows a regular file's bytes, whatever they are.
+#[test]
+fn dump_and_salvage_of_what_is_no_pool() {
+    let dir = tmp();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![0x5au8; 20_000]).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let damaged = pool(dir.path(), "damaged.pool");
+    let mut b = std::fs::read(&damaged).unwrap();
+    b[30] ^= 0x40;
+    std::fs::write(&damaged, &b).unwrap();
+    let newer = pool(dir.path(), "newer.pool");
+    let mut b = std::fs::read(&newer).unwrap();
+    b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let sum = hash64(SUPERBLOCK_SEED, &b[..56]);
+    b[56..64].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&newer, &b).unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let new = dir.path().join("new.pool");
+    let cases: [(&Path, i32, &str); 7] = [
+        (&junk, 1, "not an nvs pool"),
+        (&empty, 1, "not an nvs pool"),
+        (&damaged, 1, "superblock checksum mismatch"),
+        (&newer, 2, "is not supported"),
+        (dir.path(), 2, "not a regular file"),
+        (&fifo, 2, "not a regular file"),
+        (Path::new("/dev/null"), 2, "not a regular file"),
+    ];
+    for (path, code, want) in cases {
+        // (Reading the FIFO would wait for a writer.)
+        let before = if path.is_file() { std::fs::read(path).ok() } else { None };
+        assert_refused(&nvs(&["dump", s(path)]), code, want, &format!("dump {}", path.display()));
+        let o = nvs(&["salvage", s(path), s(&new)]);
+        assert_refused(&o, code, want, &format!("salvage {}", path.display()));
+        assert!(!new.exists(), "salvage of {} made NEW", path.display());
+        if path.is_file() {
+            assert_eq!(std::fs::read(path).ok(), before, "{} modified", path.display());
+        }
+    }
+    // The bytes of a pool whose superblock is damaged are still there to look at.
+    let o = nvs(&["dump", s(&damaged), "--range", "0:16"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("00000000  4e 56 53 50 4f 4f 4c 00"));
+    assert_refused(&nvs(&["dump", s(&empty), "--range", "0:16"]), 2, "past its end", "range of an empty file");
+    assert_refused(&nvs(&["dump", s(&fifo), "--range", "0:16"]), 2, "regular file", "range of a fifo");
 }

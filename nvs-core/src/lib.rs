@@ -13,6 +13,8 @@
 //! - gets: [`Pool::get`], [`Pool::latest`], [`Pool::stat`], [`Pool::versions`],
 //!   [`Pool::names`];
 //! - deltas ([`Object::delta`], [`ChunkHashes`]) and retention ([`Pool::reclaim`]);
+//! - reading a pool's bytes as they lie, damaged or not, without recovery:
+//!   [`walk::Walker`] (inspection and salvage);
 //! - one error type, [`Error`].
 //!
 //! ```
@@ -63,6 +65,7 @@ mod retention;
 mod shared;
 mod stream;
 mod sync;
+pub mod walk;
 
 pub use delta::{Changes, ChunkHashes, DeltaOptions};
 pub use error::{CorruptKind, Error, Result};

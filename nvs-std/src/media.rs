@@ -123,6 +123,22 @@ impl MappedMedia {
         })
     }
 
+    /// Open `path` read-only and map it whole, with no recovery and no check that it
+    /// holds a pool: for reading a pool's bytes as they lie ([`nvs_core::walk::Walker`]:
+    /// `nvs dump`, `nvs salvage`). Refuses what [`MappedMedia::map`] refuses (a
+    /// directory, a FIFO, an empty file).
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<MappedMedia> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = path.as_ref();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
+        // The mapping outlives the file descriptor.
+        MappedMedia::map(&file, path, Access::ReadOnly, None, false)
+    }
+
     /// Start a helper thread that fills the page tables of the mapping from its end
     /// backwards, 2 MiB at a time (`MADV_POPULATE_READ`), until [`Self::stop_prefault`].
     /// Recovery reads one unit header per unit from the front: on a fresh mapping nearly

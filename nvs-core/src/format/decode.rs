@@ -18,6 +18,17 @@ pub fn read_pod<T: Pod, M: Media + ?Sized>(media: &M, off: u64) -> T {
 
 /// Read and validate the superblock. Never trusts a field before checking it.
 pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
+    decode_superblock_in(media, false)
+}
+
+/// [`decode_superblock`], but a pool longer than its media (a truncated file) is
+/// accepted if the media holds its first segment: for reading what is left
+/// ([`crate::walk::Walker::new_truncated`]), never for opening it.
+pub fn decode_superblock_short<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
+    decode_superblock_in(media, true)
+}
+
+fn decode_superblock_in<M: Media + ?Sized>(media: &M, short: bool) -> Result<Superblock> {
     let media_len = media.len() as u64;
     if media_len < size_of::<Superblock>() as u64 {
         return Err(Error::NotFormatted);
@@ -43,7 +54,7 @@ pub fn decode_superblock<M: Media + ?Sized>(media: &M) -> Result<Superblock> {
         // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
         && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
             == Some(sb.pool_len)
-        && sb.pool_len <= media_len
+        && (sb.pool_len <= media_len || short && sb.data_off + sb.segment_len <= media_len)
         && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
     if !geometry_ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });

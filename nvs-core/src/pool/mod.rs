@@ -315,16 +315,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// The pool's layout, as formatted.
     pub fn layout(&self) -> Layout {
-        Layout {
-            pool_id: self.sb.pool_id,
-            pool_len: self.sb.pool_len,
-            segment_len: self.sb.segment_len,
-            segment_count: self.sb.segment_count,
-            lanes_max: self.sb.lanes_max,
-            payload_checksum: self.sb.has_payload_checksum(),
-            deltas: self.sb.has_deltas(),
-            format_version: self.sb.format_version,
-        }
+        layout_of(&self.sb)
     }
 
     /// The superblock as decoded (for nvs's own tools and checks).
@@ -388,5 +379,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
         segments::invalidate_released(&self.media, &self.sb, segs, newest_first);
         Ok(())
+    }
+}
+
+/// The layout a superblock describes.
+pub(crate) fn layout_of(sb: &Superblock) -> Layout {
+    Layout {
+        pool_id: sb.pool_id,
+        pool_len: sb.pool_len,
+        segment_len: sb.segment_len,
+        segment_count: sb.segment_count,
+        lanes_max: sb.lanes_max,
+        payload_checksum: sb.has_payload_checksum(),
+        deltas: sb.has_deltas(),
+        format_version: sb.format_version,
     }
 }
