@@ -9,6 +9,7 @@ import sys
 
 COLORS = {
     "nvs": "#1f77b4",
+    "nvs-nosum": "#aec7e8",
     "bp5": "#ff7f0e",
     "hdf5": "#2ca02c",
     "posix": "#d62728",
