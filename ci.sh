@@ -84,6 +84,12 @@ if command -v g++ >/dev/null 2>&1; then
 else
   echo "SKIPPED: g++ missing (.ci/run installs it)"
 fi
+step "peers: nvs-peers/run.sh --quick (nvs, ADIOS2 BP5, HDF5, POSIX, pmemlog, memcpy on the snapshot workload; numbers not judged)"
+if command -v g++ >/dev/null 2>&1 && [ -f /usr/include/hdf5/serial/hdf5.h ] && [ -f /usr/include/libpmemlog.h ]; then
+  ADIOS2_VENV="$PWD/${CARGO_TARGET_DIR:-target}/adios2-venv" nvs-peers/run.sh --quick
+else
+  echo "SKIPPED: g++, libhdf5-dev or libpmemlog-dev missing (.ci/run installs them)"
+fi
 step "miri: nvs-core on the portable media path (slow tests shrunk or skipped under miri)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   cargo +nightly miri test -p nvs-core
