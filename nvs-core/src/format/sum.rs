@@ -227,7 +227,7 @@ impl Sum {
     /// The accumulators, for a fused kernel that continues them (only when
     /// [`Sum::at_line`]); give them back with [`Sum::lines_done`].
     #[inline]
-    #[cfg_attr(any(target_os = "none", miri), allow(dead_code))]
+    #[cfg_attr(any(target_os = "none", miri, not(target_arch = "x86_64")), allow(dead_code))]
     pub(crate) fn state(&self) -> [u32; 4] {
         self.c
     }
@@ -235,7 +235,7 @@ impl Sum {
     /// A fused kernel fed `lines` whole 64-byte lines to the accumulators it took from
     /// [`Sum::state`] and now holds `c`.
     #[inline]
-    #[cfg_attr(any(target_os = "none", miri), allow(dead_code))]
+    #[cfg_attr(any(target_os = "none", miri, not(target_arch = "x86_64")), allow(dead_code))]
     pub(crate) fn lines_done(&mut self, c: [u32; 4], lines: usize) {
         debug_assert!(self.at_line());
         self.c = c;
