@@ -645,26 +645,31 @@ pub unsafe extern "C" fn nvs_lane_end_stream(lane: *mut nvs_lane) -> i32 {
     })
 }
 
-/// Copy `version` of `name` (`NVS_LATEST`: the latest) of `pool` into `buf`.
+/// `version`, or the latest version of `name` for `NVS_LATEST`.
+fn resolve(fp: &FilePool, name: &[u8], version: u64) -> Res<u64> {
+    Ok(if version == NVS_LATEST { fp.latest(name)? } else { version })
+}
+
+/// Copy `version` of `name` (`NVS_LATEST`: the latest) of `pool` into `buf`, with one
+/// lookup: a buffer too small (an empty one: a size query) is told the length by the get.
 pub(crate) fn get_from(fp: &FilePool, name: &[u8], version: u64, buf: &mut [u8], len: *mut usize) -> Res {
-    let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
-    let need = fp.stat(name, version)?.len_bytes;
-    let need_usize = usize::try_from(need).map_err(|_| arg("object larger than this address space"))?;
-    // SAFETY: the caller's promise (len is NULL or valid).
-    unsafe { put_out(len, need_usize) };
-    if buf.len() < need_usize {
-        if buf.is_empty() {
-            return Ok(()); // a size query
+    let version = resolve(fp, name, version)?;
+    let e = match fp.get(name, version, buf) {
+        Ok(n) => {
+            // SAFETY: the caller's promise (len is NULL or valid).
+            unsafe { put_out(len, n) };
+            return Ok(());
         }
-        return Err(Fail {
-            status: NVS_E_TOO_SMALL,
-            msg: format!("the buffer holds {} bytes, the object has {need}", buf.len()),
-        });
-    }
-    let n = fp.get(name, version, buf)?;
+        Err(e) => e,
+    };
+    let Some(nvs_core::Error::BufferTooSmall { needed_bytes: need }) = e.core() else { return Err(e.into()) };
+    let need_usize = usize::try_from(need).map_err(|_| arg("object larger than this address space"))?;
     // SAFETY: as above.
-    unsafe { put_out(len, n) };
-    Ok(())
+    unsafe { put_out(len, need_usize) };
+    if buf.is_empty() {
+        return Ok(()); // a size query
+    }
+    Err(Fail { status: NVS_E_TOO_SMALL, msg: format!("the buffer holds {} bytes, the object has {need}", buf.len()) })
 }
 
 /// Copy version `version` of `name` (`NVS_LATEST`: the latest) into `buf`, which holds
@@ -711,7 +716,7 @@ pub unsafe extern "C" fn nvs_get_meta(
         // SAFETY: the caller's promises.
         let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         let (_g, fp) = p.shared()?;
-        let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
+        let version = resolve(fp, name, version)?;
         let meta = fp.meta(name, version)?;
         // SAFETY: the caller's promise.
         unsafe { put_out(len, meta.len()) };
@@ -745,7 +750,7 @@ pub unsafe extern "C" fn nvs_stat(
         // SAFETY: the caller's promises.
         let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
         let (_g, fp) = p.shared()?;
-        let version = if version == NVS_LATEST { fp.latest(name)? } else { version };
+        let version = resolve(fp, name, version)?;
         let i = fp.stat(name, version)?;
         let out = nvs_object_info {
             version: i.version,

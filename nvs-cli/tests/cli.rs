@@ -3,42 +3,11 @@
 
 use nvs_core::internals::format::{object_head_len, LINE};
 use nvs_std::{Access, FilePool};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-fn nvs(args: &[&str]) -> Output {
-    nvs_stdin(args, b"")
-}
-
-fn nvs_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run nvs");
-    // A command refused before it reads its input (a locked pool: `put` opens the pool
-    // first) may exit before taking it all: a broken pipe is fine.
-    match child.stdin.take().expect("stdin").write_all(stdin) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        r => r.expect("write stdin"),
-    }
-    child.wait_with_output().expect("wait nvs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed by a signal")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::*;
 
 /// Assert a failure printed exactly one `nvs: ` line on stderr and exited with `want`.
 fn assert_fails(o: &Output, want: i32) -> String {

@@ -3,52 +3,23 @@
 //! their exit codes, that the pool they read is never written, and that stderr (not a
 //! terminal here) holds no progress bar.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-fn nvs(args: &[&str]) -> Output {
-    nvs_stdin(args, b"")
-}
-
-fn nvs_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run nvs");
-    match child.stdin.take().expect("stdin").write_all(stdin) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        r => r.expect("write stdin"),
-    }
-    child.wait_with_output().expect("wait nvs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed by a signal")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::*;
 
 /// Exit 0 and nothing at all on stderr.
 fn ok(o: &Output) -> String {
-    assert_eq!(code(o), 0, "stderr: {}", err(o));
-    assert!(o.stderr.is_empty(), "stderr not clean: {:?}", err(o));
-    out(o)
+    assert_eq!(code(o), 0, "stderr: {}", stderr(o));
+    assert!(o.stderr.is_empty(), "stderr not clean: {:?}", stderr(o));
+    stdout(o)
 }
 
 /// Exactly one `nvs: ` line on stderr containing `want`, exit `code`.
 fn fails(o: &Output, want_code: i32, want: &str) -> String {
-    let e = err(o);
-    assert_eq!(code(o), want_code, "stderr: {e} stdout: {}", out(o));
+    let e = stderr(o);
+    assert_eq!(code(o), want_code, "stderr: {e} stdout: {}", stdout(o));
     assert!(e.starts_with("nvs: ") && e.lines().count() == 1, "one line: {e:?}");
     assert!(e.contains(want), "expected {want:?} in {e:?}");
     assert!(!e.contains("panicked"), "{e}");
@@ -77,7 +48,7 @@ fn sample(dir: &Path) -> std::path::PathBuf {
         big[at] ^= 0xff;
         std::fs::write(&f, &big).unwrap();
         let o = nvs(&["put", s(&p), "big", s(&f), "--delta"]);
-        assert_eq!(code(&o), 0, "{}", err(&o));
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
     }
     assert_eq!(ok(&nvs_stdin(&["put", s(&p), "c", "--lane", "2", "--meta", "k=v"], b"xyz")), "1\n");
     ok(&nvs(&["close", s(&p), "--lane", "2"]));
@@ -149,7 +120,7 @@ fn dump_of_a_damaged_pool_reports_the_damage_and_goes_on() {
     let before = std::fs::read(&p).unwrap();
     let o = nvs(&["dump", s(&p)]);
     fails(&o, 1, "damage found: 1 damaged headers, 1 bad payloads");
-    let d = out(&o);
+    let d = stdout(&o);
     assert!(d.contains("recovery: FAILED: "), "{d}");
     assert!(
         d.contains(&format!("DAMAGE @{v2_unit:#x} (lane 0 seq 4): committed unit or object header checksum")),
@@ -177,7 +148,7 @@ fn dump_of_truncated_and_damaged_segment_headers() {
     flip(&h, seg3 + 2, 0x40);
     let o = nvs(&["dump", s(&h)]);
     fails(&o, 1, "damage found");
-    let d = out(&o);
+    let d = stdout(&o);
     assert!(d.contains("segment 3 @0x31000: DAMAGED header (once whole); its first unit is lane 2 seq 0"), "{d}");
     assert!(dumped(&d, "object").iter().any(|(_, l)| l.starts_with(" c v1 ")), "{d}");
     // Cut inside segment 3: segments 0..3 are walked.
@@ -185,7 +156,7 @@ fn dump_of_truncated_and_damaged_segment_headers() {
     std::fs::write(&t, &bytes[..seg3 + 4096]).unwrap();
     let o = nvs(&["dump", s(&t)]);
     fails(&o, 1, "truncated");
-    let d = out(&o);
+    let d = stdout(&o);
     assert!(d.contains("holds 3 of the 15 segments whole"), "{d}");
     assert!(d.contains("TRUNCATED: the file (204800 bytes)"), "{d}");
     assert_eq!(dumped(&d, "object").len(), 4, "{d}");
@@ -263,7 +234,7 @@ fn salvage_of_a_damaged_pool_copies_what_verifies_and_lists_the_rest() {
     let new = dir.path().join("new.pool");
     let o = nvs(&["salvage", s(&p), s(&new)]);
     fails(&o, 1, "damaged: 2 objects lost, 1 damaged regions");
-    let text = out(&o);
+    let text = stdout(&o);
     assert!(text.contains("note: recovery failed"), "{text}");
     assert!(text.contains("lost: a v1 (lane 0 seq 0): ") && text.contains("payload checksum mismatch"), "{text}");
     assert!(text.contains("lost: big v3 (lane 0 seq 6): its delta parent v2 is lost"), "{text}");
@@ -279,7 +250,7 @@ fn salvage_of_a_damaged_pool_copies_what_verifies_and_lists_the_rest() {
     let new2 = dir.path().join("new2.pool");
     let o = nvs(&["salvage", s(&t), s(&new2)]);
     fails(&o, 1, "damaged");
-    assert!(out(&o).contains("damaged: truncated: the file holds 3 of the 15 segments whole"), "{}", out(&o));
+    assert!(stdout(&o).contains("damaged: truncated: the file holds 3 of the 15 segments whole"), "{}", stdout(&o));
     let l = listing(&new2);
     assert!(l.contains("big  versions=3 ") && !l.contains("\nc "), "{l}");
 }
@@ -450,7 +421,7 @@ fn progress_bar_on_a_terminal() {
         all
     });
     let o = child.wait_with_output().unwrap();
-    assert_eq!((code(&o), out(&o)), (0, "1\n".to_string()));
+    assert_eq!((code(&o), stdout(&o)), (0, "1\n".to_string()));
     let term = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
     assert!(term.contains("reading [") && term.contains("MiB"), "no bar on the terminal: {term:?}");
 }
