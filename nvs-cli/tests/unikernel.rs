@@ -83,11 +83,16 @@ fn boot(kernel: &Path, pool: &Path, append: &str, kill: Kill) -> Boot {
     let out = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
-        for line in BufReader::new(out).split(b'\n').map_while(Result::ok) {
-            let line = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
-            if tx.send((start.elapsed(), line)).is_err() {
+        // Whole lines only: the kill can cut the last one short ("ack temperature 62"
+        // of "ack temperature 6205"), and a cut line says nothing.
+        let mut out = BufReader::new(out);
+        let mut line = Vec::new();
+        while out.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) && line.ends_with(b"\n") {
+            let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_string();
+            if tx.send((start.elapsed(), text)).is_err() {
                 break;
             }
+            line.clear();
         }
     });
     let mut lines = Vec::new();
@@ -171,8 +176,8 @@ fn record_acks(boot: &Boot, known: &mut Known) -> usize {
     let mut n = 0;
     for (_, l) in &boot.lines {
         let Some(rest) = l.strip_prefix("ack ") else { continue };
-        let Some((name, v)) = rest.split_once(' ') else { continue }; // cut by the kill
-        let Ok(v) = v.parse::<u64>() else { continue };
+        let (name, v) = rest.split_once(' ').unwrap_or_else(|| panic!("a bad ack line: {l}"));
+        let v = v.parse::<u64>().unwrap_or_else(|_| panic!("a bad ack line: {l}"));
         let name = NAMES.iter().copied().find(|x| *x == name).unwrap_or_else(|| panic!("unknown name in {l}"));
         let k = known.entry(name).or_insert(0);
         assert_eq!(v, *k + 1, "{name}: ack of {v} after {k}");
