@@ -13,7 +13,7 @@ fn check_kind(kind: StoreKind) {
         let lens = (0..=17).chain([31, 32, 33, 63, 64, 65, 255]);
         lens.flat_map(|l| [0usize, 56].map(|o| (l, o))).chain([(4096 + 24, 4096 - 8)]).collect()
     } else {
-        let lens = (0..300).chain([1000, 4096 + 24, 10_000]);
+        let lens = (0..300).chain([1000, 4096 + 24, 10_000, 64 * 129, 64 * 130 + 8]);
         lens.flat_map(|l| [0usize, 8, 16, 24, 32, 40, 56, 64, 72, 4096 - 8].map(|o| (l, o))).collect()
     };
     for (len, off) in cases {
@@ -134,6 +134,39 @@ fn shared_reads_read_the_same_bytes() {
             shared.read(off, &mut b);
             assert_eq!(a, b, "len {len} off {off}");
             assert_eq!(&b[..], &bytes[off..off + len]);
+        }
+    }
+}
+
+/// A large summed read (the copy-out by NT stores, aligned where the caller's buffer is
+/// not; and a shared region's copy in `asm!`) copies every byte into any alignment of the
+/// buffer, touches nothing around it, and sums as `Sum::write` does.
+#[test]
+fn large_summed_reads_into_any_alignment() {
+    if cfg!(miri) {
+        return; // megabytes: too slow there, and the portable path has no NT copy-out
+    }
+    let size = (5 << 20) + 4096;
+    let mut ram = Ram::new(size, 0);
+    let mut rng = Rng(23);
+    let bytes = rng.bytes(size);
+    ram.bytes_mut().copy_from_slice(&bytes);
+    // SAFETY: `ram` is 64-aligned, valid for its length, and outlives both regions.
+    let (plain, shared) = unsafe {
+        let p = ram.bytes_mut().as_mut_ptr();
+        (Region::new(p, size), Region::new(p, size).shared())
+    };
+    for (len, at) in [(5 << 20, 0usize), ((4 << 20) + 64, 1), ((4 << 20) + 200, 8), (5 << 20, 17), (4 << 20, 63)] {
+        let mut want = Sum::new(3);
+        want.write(&bytes[64..64 + len]);
+        let want = want.finish(len as u64);
+        for region in [&plain, &shared] {
+            let mut buf = vec![0xA5u8; len + 128];
+            let mut got = Sum::new(3);
+            region.read_summed(64, &mut buf[at..at + len], &mut got);
+            assert!(buf[at..at + len] == bytes[64..64 + len], "len {len} at {at}");
+            assert!(buf[..at].iter().chain(&buf[at + len..]).all(|&b| b == 0xA5), "around len {len} at {at}");
+            assert_eq!(got.finish(len as u64), want, "len {len} at {at}");
         }
     }
 }

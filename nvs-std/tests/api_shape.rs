@@ -115,6 +115,7 @@ fn errors_chain_to_their_core_cause() {
 fn a_delta_whose_ranges_miss_a_change_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut pool = FilePool::create(dir.path().join("d.pool"), 4 << 20, &CreateOptions::default()).expect("create");
+    pool.set_delta_check(true); // the default of debug builds only
     let v1 = vec![1u8; 16 << 10];
     pool.put(0, Object::new("g", &v1)).expect("put");
     let mut v2 = v1.clone();
