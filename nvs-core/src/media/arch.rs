@@ -792,18 +792,7 @@ mod x86 {
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx512f,vpclmulqdq,sse4.2")]
     pub unsafe fn media_lines_summed_clmul(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
-        let idx = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
-        let k256 = _mm512_set_epi64(
-            CLMUL_K256[1],
-            CLMUL_K256[0],
-            CLMUL_K256[1],
-            CLMUL_K256[0],
-            CLMUL_K256[1],
-            CLMUL_K256[0],
-            CLMUL_K256[1],
-            CLMUL_K256[0],
-        );
-        let init = _mm512_set_epi64(0, c[3] as i64, 0, c[2] as i64, 0, c[1] as i64, 0, c[0] as i64);
+        let (idx, k256, init) = clmul_start(c);
         let (mut a, mut b): (__m512i, __m512i);
         // SAFETY: reads and writes `len` bytes, 128 at a time (`len` a non-zero multiple
         // of 128); only the declared registers (and flags) change.
@@ -863,21 +852,30 @@ mod x86 {
     #[cfg(not(target_os = "none"))]
     const CLMUL_K128: [i64; 2] = [0xf20c_0dfe, 0x493c_7d27];
 
+    /// A fold constant in every 128-bit lane.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx512f")]
+    fn clmul_constant(k: [i64; 2]) -> __m512i {
+        _mm512_set4_epi64(k[1], k[0], k[1], k[0])
+    }
+
+    /// What a folding kernel starts with: the permutation that gives stream `i` lane `i`
+    /// (words `i` and `i + 4` of a line), the x^256 constant, and the streams' states
+    /// `c` in their lanes' first words.
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx512f")]
+    fn clmul_start(c: &[u32; 4]) -> (__m512i, __m512i, __m512i) {
+        let idx = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
+        let init = _mm512_set_epi64(0, c[3] as i64, 0, c[2] as i64, 0, c[1] as i64, 0, c[0] as i64);
+        (idx, clmul_constant(CLMUL_K256), init)
+    }
+
     /// The last steps of a folding kernel: accumulator `a` (even lines) folded by 16
     /// bytes into `b` (odd lines), then two `crc32` steps per stream.
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx512f,vpclmulqdq,sse4.2")]
     fn clmul_finish(a: __m512i, b: __m512i, c: &mut [u32; 4]) {
-        let k128 = _mm512_set_epi64(
-            CLMUL_K128[1],
-            CLMUL_K128[0],
-            CLMUL_K128[1],
-            CLMUL_K128[0],
-            CLMUL_K128[1],
-            CLMUL_K128[0],
-            CLMUL_K128[1],
-            CLMUL_K128[0],
-        );
+        let k128 = clmul_constant(CLMUL_K128);
         let x = _mm512_ternarylogic_epi64::<0x96>(
             _mm512_clmulepi64_epi128::<0x00>(a, k128),
             _mm512_clmulepi64_epi128::<0x11>(a, k128),
@@ -991,10 +989,7 @@ mod x86 {
         shift: usize,
         c: &mut [u32; 4],
     ) {
-        const K256: [i64; 2] = CLMUL_K256;
-        let idx = _mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0);
-        let k256 = _mm512_set_epi64(K256[1], K256[0], K256[1], K256[0], K256[1], K256[0], K256[1], K256[0]);
-        let init = _mm512_set_epi64(0, c[3] as i64, 0, c[2] as i64, 0, c[1] as i64, 0, c[0] as i64);
+        let (idx, k256, init) = clmul_start(c);
         let line = |i: usize| {
             // SAFETY: `i + 64 <= len` (contract), and `i + shift + 64 <= len` for the
             // store; `dst + i + shift` 64-aligned for NT stores.
