@@ -338,7 +338,8 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
     })
 }
 
-/// Catch up with the writer of a pool opened read-only (recovery again).
+/// Catch up with the writer of a pool opened read-only (reads only what was committed
+/// since the last refresh, or recovers again when it cannot be sure that is right).
 /// `NVS_E_BUSY` while lane handles are held.
 ///
 /// # Safety

@@ -233,6 +233,17 @@ pub struct NameInfo {
     pub latest: u64,
 }
 
+/// Where a pool's index stands ([`crate::Pool::index_mark`]): which rebuild of it, and
+/// how many objects it holds. Objects indexed later ([`crate::Pool::objects_after`])
+/// come after the mark until the index is rebuilt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexMark {
+    /// Rebuilds of the index from nothing (recoveries) so far.
+    pub rebuilds: u64,
+    /// Objects in the index.
+    pub objects: u32,
+}
+
 /// What a recovery found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryStats {

@@ -21,10 +21,14 @@
 //!
 //! Every loop is bounded: segments by `segment_count`, units by `segment_len / 64` per
 //! segment, objects by the unit's checked `object_count`.
+//!
+//! [`catch_up`] (a read-only pool's refresh) walks on from where the last walk stopped,
+//! with the same per-segment walk ([`walk_segment`]), and gives up whenever the result
+//! might differ from this table's.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
 use crate::error::{CorruptKind, Error, Result};
-use crate::format::{self, Superblock, UnitSlot, LINE, NAME_MAX};
+use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LANES_MAX, LINE, NAME_MAX};
 use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::{SegSlot, FREE, ONCE_WHOLE, RELEASED};
@@ -78,9 +82,9 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     let count = sb.segment_count as usize;
     let segs = index.segments(count)?;
     read_segment_headers(media, sb, segs);
-    let mut stats = check_chains(sb, segs)?;
+    let stats = check_chains(sb, segs)?;
     // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
-    let mut name_buf = [0u8; NAME_MAX];
+    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None };
     let mut i = 0usize;
     while let Some(first) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
         if first.lane == FREE {
@@ -101,18 +105,18 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
         }
         let base = truncated.unwrap_or(0);
         // The largest base the truncate units walked below give (3b checks the assumed one).
-        let mut truncate_seen: Option<u64> = None;
+        walk.truncate_seen = None;
         // Released segments stay owned (not free) until a writer invalidates them.
         while let Some(s) = index.segments(count)?.get_mut(i) {
             if s.lane != lane_id || s.chain_seq >= base {
                 break;
             }
             s.first_seq = RELEASED;
-            stats.segments_used -= 1;
+            walk.stats.segments_used -= 1;
             i += 1;
         }
-        let mut next_seq = index.segments_ref().get(i).map_or(0, |s| s.first_seq);
-        let mut lane = Lane::default();
+        let first_seq = index.segments_ref().get(i).map_or(0, |s| s.first_seq);
+        let mut lane = Lane { next_seq: first_seq, ..Lane::default() };
         while let Some(s) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
             if s.lane != lane_id {
                 break;
@@ -122,52 +126,15 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                 continue;
             }
             let seg_off = sb.segment_off(s.index);
-            if s.first_seq != next_seq {
+            if s.first_seq != lane.next_seq {
                 return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
             }
-            let seg_end = seg_off + s.span as u64 * sb.segment_len;
-            let mut off = seg_off + LINE;
-            for _ in 0..(seg_end - seg_off) / LINE {
-                let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
-                    UnitSlot::End => break,
-                    UnitSlot::Committed(h) => h,
-                };
-                let unit_end = off + h.unit_len;
-                index_objects(media, sb, index, lane_id, next_seq, off + LINE, &h, &mut name_buf, &mut stats)?;
-                stats.units += 1;
-                next_seq += 1;
-                off = unit_end;
-                if h.flags == format::UNIT_TRUNCATE {
-                    truncate_seen = Some(truncate_seen.unwrap_or(0).max(h.reserved[0]));
-                } else {
-                    lane.closed = h.flags == format::UNIT_END_OF_STREAM;
-                    lane.detached = h.flags == format::UNIT_DETACH;
-                }
-            }
-            lane = Lane {
-                active: true,
-                chain_seq: s.chain_seq,
-                seg_start: seg_off,
-                tail: off,
-                seg_end,
-                next_seq,
-                closed: lane.closed,
-                detached: lane.detached,
-            };
-            if mutant::on(Mutant::ResumeAtSegmentStart) {
-                lane.tail = seg_off + LINE;
-            }
-            if mutant::on(Mutant::SeqRestartsAfterOpen) {
-                lane.next_seq = 0;
-            }
-            if mutant::on(Mutant::RecoveryWrites) && off + 8 <= seg_end {
-                media.store_word_nt(off as usize, 0);
-            }
+            walk_segment(media, sb, index, &s, seg_off + LINE, &mut lane, &mut walk)?;
             i += 1;
         }
         // 3b: the assumed base holds if the truncate units say exactly where the chain
         // starts (or, for a chain from 0, release nothing): else walk again, reading them.
-        if bases == Bases::Assume && truncate_seen.unwrap_or(0) != first.chain_seq {
+        if bases == Bases::Assume && walk.truncate_seen.unwrap_or(0) != first.chain_seq {
             return Ok(None);
         }
         if let Some(l) = lanes.get_mut(lane_id as usize) {
@@ -177,7 +144,226 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     // Back to index order, for allocation.
     index.segments(count)?.sort_unstable_by_key(|s| s.index);
     lost_segment(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), lanes)?;
-    Ok(Some(stats))
+    Ok(Some(walk.stats))
+}
+
+/// Never reaches a caller: a catch-up's "not sure" (the caller recovers instead).
+const UNSURE: Error = Error::Corrupted { offset: 0, kind: CorruptKind::SegmentChain };
+
+/// Most segments one catch-up follows lanes into (past that it recovers instead).
+const CLAIMS_MAX: usize = 64;
+
+/// Catch `lanes` and `index`, left by a recovery or a catch-up whose state the media
+/// still holds, up with the media: the state a recovery would give now, or `Err` when
+/// that cannot be made sure of — then the caller runs [`recover`] (the state left here is
+/// then partly updated, and recovery starts from nothing anyway). Writes nothing.
+///
+/// It reads every segment header once (one word for a free one, usually) and only the
+/// units committed since: per lane, from its tail (segment, offset, next sequence) on,
+/// with recovery's own walk ([`walk_segment`]), into the segments its writer chained
+/// since. It gives up when anything is not as a recovery of the same media would find it
+/// on its plain path: the superblock changed; a known segment's header is gone or
+/// different (released, reused, damaged); a free one's header changed in any other way
+/// than a valid claim (pass 4 would look at it again); a new segment is not the next of
+/// its lane's chain, or starts at another sequence; a truncate unit (retention: a
+/// recovery would forget entries); a name first used on a lane below the newest name's
+/// (a recovery would order the names differently); any error (corruption, a duplicate,
+/// an index out of room); or, once done, a walked segment's header changed meanwhile
+/// (a writer reusing it). Cost: the segment headers and the new units, whatever the
+/// number of objects already indexed.
+pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lanes: &mut [Lane],
+    stats: RecoveryStats,
+) -> Result<RecoveryStats> {
+    let count = sb.segment_count as usize;
+    let now: Superblock = format::read_pod(media, 0);
+    if now != *sb {
+        return Err(UNSURE);
+    }
+    // Every header against the slots the last walk left (in index order).
+    let mut claims = [SegSlot::free(0); CLAIMS_MAX];
+    let mut new = 0usize;
+    let segs = index.segments(count)?;
+    let mut i = 0usize;
+    while let Some(view) = segs.get(i).copied() {
+        let h = format::decode_segment(media, sb, i as u32);
+        if view.lane != FREE {
+            if view.is_covered() || !h.is_some_and(|h| same_header(&view, &h)) {
+                return Err(UNSURE);
+            }
+            i += view.span as usize;
+            continue;
+        }
+        let Some(h) = h else {
+            if format::segment_once_whole(media, sb, i as u32) != (view.chain_seq == ONCE_WHOLE) {
+                return Err(UNSURE);
+            }
+            i += 1;
+            continue;
+        };
+        // A claim since: its span over segments free until now, at positions pass 2 takes.
+        let span = h.span as usize; // decode: 1 ..= count - i
+        let covers_free = segs.get(i..i + span).is_some_and(|v| v.iter().all(|g| g.lane == FREE));
+        if !covers_free || h.chain_seq >= POSITION_LIMIT || h.first_seq >= POSITION_LIMIT {
+            return Err(UNSURE);
+        }
+        let slot = claims.get_mut(new).ok_or(UNSURE)?;
+        *slot = SegSlot {
+            chain_seq: h.chain_seq,
+            first_seq: h.first_seq,
+            lane: h.lane,
+            index: i as u32,
+            span: span as u32,
+            head: i as u32,
+        };
+        new += 1;
+        i += span;
+    }
+    let claims = claims.get(..new).unwrap_or(&[]);
+    for c in claims {
+        for (k, g) in segs.iter_mut().enumerate().skip(c.index as usize).take(c.span as usize) {
+            *g = SegSlot { index: k as u32, span: if k == c.index as usize { c.span } else { 0 }, ..*c };
+        }
+    }
+    // The lane of the newest name's first use (names are in the order recovery met them).
+    let names = index.name_count();
+    let newest = match names.checked_sub(1) {
+        Some(last) => lane_at(sb, index, index.name(last as u32).name_off).ok_or(UNSURE)?,
+        None => 0,
+    };
+    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: Some(newest) };
+    // Each lane from its tail, then into the segments it chained since, as pass 3 does.
+    let mut tails = [NONE; LANES_MAX as usize];
+    let mut followed = 0usize;
+    for (lane_id, (l, tail)) in lanes.iter_mut().zip(tails.iter_mut()).enumerate().take(sb.lanes_max as usize) {
+        let lane_id = lane_id as u32;
+        if l.active {
+            let head = (l.seg_start.checked_sub(sb.data_off).ok_or(UNSURE)? / sb.segment_len) as usize;
+            let s = index.segments_ref().get(head).copied().ok_or(UNSURE)?;
+            if s.lane != lane_id || s.chain_seq != l.chain_seq || s.is_covered() || s.first_seq == RELEASED {
+                return Err(UNSURE);
+            }
+            *tail = head as u32;
+            walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
+        }
+        loop {
+            let chain = if l.active { l.chain_seq + 1 } else { 0 };
+            let Some(c) = claims.iter().find(|c| c.lane == lane_id && c.chain_seq == chain) else { break };
+            if !l.active {
+                walk.stats.lanes += 1;
+                *l = Lane { next_seq: c.first_seq, ..Lane::default() };
+            }
+            if c.first_seq != l.next_seq {
+                return Err(UNSURE);
+            }
+            walk.stats.segments_used += c.span;
+            followed += 1;
+            walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, &mut walk)?;
+        }
+    }
+    if followed != claims.len() || walk.truncate_seen.is_some() {
+        return Err(UNSURE);
+    }
+    // Like a get's re-check: the segments walked still hold the headers they had (a
+    // segment is rewritten only after its header changed), so what was read held.
+    crate::sync::fence_acquire();
+    let segs = index.segments_ref();
+    let walked = tails.iter().filter(|&&t| t != NONE).chain(claims.iter().map(|c| &c.index));
+    for &k in walked {
+        let view = segs.get(k as usize).ok_or(UNSURE)?;
+        if !format::decode_segment(media, sb, k).is_some_and(|h| same_header(view, &h)) {
+            return Err(UNSURE);
+        }
+    }
+    Ok(walk.stats)
+}
+
+/// Whether segment header `h` is the one slot `view` (a head) was read from: lane, chain
+/// position and span, and the first sequence unless retention released it.
+fn same_header(view: &SegSlot, h: &SegmentHeader) -> bool {
+    h.lane == view.lane
+        && h.chain_seq == view.chain_seq
+        && h.span == view.span as u64
+        && (view.first_seq == RELEASED || h.first_seq == view.first_seq)
+}
+
+/// The lane owning the segment that holds media offset `off`, if one does (the slots in
+/// index order, as a catch-up keeps them).
+fn lane_at<X: IndexMemory>(sb: &Superblock, index: &Index<X>, off: u64) -> Option<u32> {
+    let seg = off.checked_sub(sb.data_off)? / sb.segment_len;
+    index.segments_ref().get(usize::try_from(seg).ok()?).map(|s| s.lane).filter(|&l| l != FREE)
+}
+
+/// What a walk of lanes carries from unit to unit.
+struct Walk {
+    stats: RecoveryStats,
+    name_buf: [u8; NAME_MAX],
+    /// The largest base of the truncate units walked (`None`: none walked).
+    truncate_seen: Option<u64>,
+    /// Only for a catch-up ([`catch_up`]): the lane of the newest name's first use. A
+    /// walk that would give names an order a full recovery would not give fails.
+    name_order: Option<u32>,
+}
+
+/// Pass 3's walk of one segment `s` of lane `s.lane` (its head slot): from `off` (its
+/// data start, or where an earlier walk stopped in it), expecting unit `lane.next_seq`,
+/// index every committed unit up to the first slot that is not, and leave in `lane` the
+/// lane's state after it. Recovery walks every segment of a chain from its data start;
+/// a catch-up walks on from where the last walk stopped — this one code path.
+fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    s: &SegSlot,
+    mut off: u64,
+    lane: &mut Lane,
+    walk: &mut Walk,
+) -> Result<()> {
+    let lane_id = s.lane;
+    let seg_off = sb.segment_off(s.index);
+    let seg_end = seg_off + s.span as u64 * sb.segment_len;
+    let mut next_seq = lane.next_seq;
+    let (mut closed, mut detached) = (lane.closed, lane.detached);
+    for _ in 0..seg_end.saturating_sub(off) / LINE {
+        let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
+            UnitSlot::End => break,
+            UnitSlot::Committed(h) => h,
+        };
+        let unit_end = off + h.unit_len;
+        index_objects(media, sb, index, lane_id, next_seq, off + LINE, &h, walk)?;
+        walk.stats.units += 1;
+        next_seq += 1;
+        off = unit_end;
+        if h.flags == format::UNIT_TRUNCATE {
+            walk.truncate_seen = Some(walk.truncate_seen.unwrap_or(0).max(h.reserved[0]));
+        } else {
+            closed = h.flags == format::UNIT_END_OF_STREAM;
+            detached = h.flags == format::UNIT_DETACH;
+        }
+    }
+    *lane = Lane {
+        active: true,
+        chain_seq: s.chain_seq,
+        seg_start: seg_off,
+        tail: off,
+        seg_end,
+        next_seq,
+        closed,
+        detached,
+    };
+    if mutant::on(Mutant::ResumeAtSegmentStart) {
+        lane.tail = seg_off + LINE;
+    }
+    if mutant::on(Mutant::SeqRestartsAfterOpen) {
+        lane.next_seq = 0;
+    }
+    if mutant::on(Mutant::RecoveryWrites) && off + 8 <= seg_end {
+        media.store_word_nt(off as usize, 0);
+    }
+    Ok(())
 }
 
 /// Pass 1: every segment header, in index order, into `segs`. A span's header owns the
@@ -260,13 +446,26 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
     seq: u64,
     mut obj: u64,
     h: &format::UnitHeader,
-    name_buf: &mut [u8; NAME_MAX],
-    stats: &mut RecoveryStats,
+    walk: &mut Walk,
 ) -> Result<()> {
     let unit_end = obj - LINE + h.unit_len;
+    let Walk { name_buf, stats, name_order, .. } = walk;
     for _ in 0..h.object_count {
         let d = format::decode_object(media, sb, obj, unit_end, name_buf)?;
         let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
+        let hash = name_hash(name);
+        if let Some(newest) = name_order {
+            // Recovery makes names in the order it first meets them, lane by lane: a
+            // catch-up gives the same order only if this object neither makes a name
+            // that belongs before the newest one nor moves an older name's first use.
+            let first_use = match index.find_name(media, hash, name) {
+                Some(id) => lane_at(sb, index, index.name(id).name_off),
+                None => Some(core::mem::replace(newest, lane_id)),
+            };
+            if first_use.is_none_or(|l| l > lane_id) {
+                return Err(UNSURE);
+            }
+        }
         let entry = Entry {
             version: d.header.version,
             payload_off: d.payload_off,
@@ -280,7 +479,7 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
             meta_len: d.header.meta_len,
             payload_sum: d.header.payload_sum,
         };
-        match index.insert(media, name_hash(name), name, d.name_off, entry) {
+        match index.insert(media, hash, name, d.name_off, entry) {
             Ok(_) => {}
             Err(InsertError::Full(what)) => return Err(index.full(Full(what))),
             Err(InsertError::Duplicate) => {

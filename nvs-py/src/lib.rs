@@ -252,7 +252,7 @@ impl Pool {
         read::stat(py, self.open_pool(py)?, &name, version)
     }
 
-    /// Catch up with a live writer (re-run recovery).
+    /// Catch up with a live writer (only what was committed since, or a recovery).
     fn refresh(&mut self, py: Python<'_>) -> PyResult<()> {
         let pool = self.open_pool_mut(py)?;
         py.detach(|| pool.refresh()).map_err(|e| err(py, e))

@@ -3,12 +3,16 @@
 //! their lanes, and "writer gone" when a writer died without closing.
 //!
 //! A follower opens the pool read-only (it never writes, and takes no lock) and polls:
-//! each poll re-runs recovery on the live mapping, which sees exactly the units whose
-//! commit word it reads (an Acquire load), so only committed objects ever appear. It
-//! remembers, per lane, the next unit sequence number it has not yet reported, and
-//! reports each object once, in lane order. A poll costs one recovery (a scan of the
-//! segment headers and unit headers); that is fine for analytics that poll every few
-//! milliseconds, and the index it rebuilds serves the follower's gets.
+//! each poll refreshes the pool from the live mapping, which sees exactly the units
+//! whose commit word it reads (an Acquire load), so only committed objects ever appear.
+//! It remembers, per lane, the next unit sequence number it has not yet reported, and
+//! reports each object once, in lane order. A poll's refresh catches up
+//! ([`nvs_core::Pool::refresh`]): it reads the segment headers and only the units
+//! committed since the last poll, and the poll then looks only at the objects that
+//! refresh indexed ([`nvs_core::Pool::objects_after`]) — so a poll costs what is new
+//! (plus a word per segment header), not the pool. When a refresh cannot catch up
+//! (retention released segments, anything unexpected) it recovers the whole pool, and
+//! that poll looks at every object. The index serves the follower's gets.
 
 use crate::error::Result;
 use crate::pool::{Access, FilePool};
@@ -70,10 +74,10 @@ pub enum Followed {
 /// a late lane has still to start.
 ///
 /// It opens the pool read-only (never writes, takes no lock) and polls: each poll
-/// re-runs recovery on the live mapping, which sees exactly the units whose commit word
-/// it reads, so only committed objects appear, each reported once, in lane order. A
-/// poll costs one recovery (the segment and unit headers), fine for analytics polling
-/// every few milliseconds. See [`FilePool`] for an example.
+/// refreshes the pool from the live mapping, which sees exactly the units whose commit
+/// word it reads, so only committed objects appear, each reported once, in lane order.
+/// A poll costs what was committed since the last one (the refresh catches up; see the
+/// module docs), or one recovery when it cannot. See [`FilePool`] for an example.
 pub struct Follower {
     pool: FilePool,
     /// Next unreported unit sequence number, per lane.
@@ -82,6 +86,9 @@ pub struct Follower {
     only: Option<Vec<u8>>,
     /// Lanes the stream must see closed before it ends (besides every lane that joined).
     expected: Vec<u32>,
+    /// Where the index stood after the last poll: a poll whose refresh caught up reads
+    /// only the objects indexed since.
+    mark: Option<nvs_core::IndexMark>,
 }
 
 impl Follower {
@@ -89,7 +96,7 @@ impl Follower {
     /// by the first poll).
     pub fn open(path: impl AsRef<Path>, only: Option<Vec<u8>>) -> Result<Follower> {
         let pool = FilePool::open(path, Access::ReadOnly)?;
-        Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new() })
+        Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new(), mark: None })
     }
 
     /// Declare lanes the stream has: it ends only once each of them has joined and
@@ -109,27 +116,52 @@ impl Follower {
         self.pool.refresh()?;
         let mut out = Vec::new();
         let mut name_buf = [0u8; nvs_core::NAME_MAX];
-        let names: Vec<_> = self.pool.names().collect();
-        for n in names {
-            let name = self.pool.name_bytes(n.id, &mut name_buf).to_vec();
-            // Empty: its bytes went with a segment the writer reused since the refresh.
-            if name.is_empty() || self.only.as_ref().is_some_and(|o| *o != name) {
-                continue;
+        let core = self.pool.core_pool();
+        let unreported = |lane: u32, seq: u64| seq >= self.next_seq.get(&lane).copied().unwrap_or(0);
+        let wanted = |name: &[u8]| !name.is_empty() && self.only.as_ref().is_none_or(|o| *o == name);
+        // Empty names: their bytes went with a segment the writer reused since the refresh.
+        match self.mark.and_then(|m| core.objects_after(m)) {
+            // The refresh caught up: only the objects it indexed can be new.
+            Some(new) => {
+                let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+                for (id, v) in new {
+                    let name = names.entry(id).or_insert_with(|| core.name_bytes(id, &mut name_buf).to_vec());
+                    if wanted(name) && unreported(v.lane, v.seq) {
+                        let c = Committed {
+                            lane: v.lane,
+                            seq: v.seq,
+                            name: name.clone(),
+                            version: v.version,
+                            len_bytes: v.len_bytes,
+                        };
+                        out.push(c);
+                    }
+                }
             }
-            let Ok(versions) = self.pool.versions(&name) else { continue };
-            for v in versions {
-                if v.seq >= self.next_seq.get(&v.lane).copied().unwrap_or(0) {
-                    out.push(Committed {
-                        lane: v.lane,
-                        seq: v.seq,
-                        name: name.clone(),
-                        version: v.version,
-                        len_bytes: v.len_bytes,
-                    });
+            // The index was rebuilt: any object may be new.
+            None => {
+                let names: Vec<_> = core.names().collect();
+                for n in names {
+                    let name = core.name_bytes(n.id, &mut name_buf).to_vec();
+                    if !wanted(&name) {
+                        continue;
+                    }
+                    let Ok(versions) = core.versions(&name) else { continue };
+                    for v in versions.filter(|v| unreported(v.lane, v.seq)) {
+                        let c = Committed {
+                            lane: v.lane,
+                            seq: v.seq,
+                            name: name.clone(),
+                            version: v.version,
+                            len_bytes: v.len_bytes,
+                        };
+                        out.push(c);
+                    }
                 }
             }
         }
         out.sort_by(|a, b| (a.lane, a.seq, &a.name, a.version).cmp(&(b.lane, b.seq, &b.name, b.version)));
+        self.mark = Some(core.index_mark());
         for lane in 0..self.pool.layout().lanes_max {
             if let Some(info) = self.pool.lane_info(lane) {
                 self.next_seq.insert(lane, info.units);

@@ -395,7 +395,9 @@ impl FilePool {
         self.pool.delta_options()
     }
 
-    /// Re-run recovery: a reader catching up with a live writer.
+    /// Catch up with a live writer ([`nvs_core::Pool::refresh`]): a read-only pool reads
+    /// only what was committed since its last refresh, and recovers the whole pool when
+    /// it cannot be sure that gives what a recovery would.
     pub fn refresh(&mut self) -> Result<()> {
         let path = &self.path;
         self.pool.refresh().map_err(|source| Error::Core { path: path.clone(), source })

@@ -45,3 +45,47 @@ fn follower_sees_objects_end_of_stream_and_writer_gone() {
     let r = FilePool::open(&path, Access::ReadOnly).unwrap();
     assert!(!r.writer_alive(), "a reader is not a writer");
 }
+
+/// Many polls, most of them catching up (only what the refresh added is looked at), some
+/// after a reclaim (the index rebuilt: everything is looked at again): every object is
+/// reported exactly once, in lane order within each poll, with a name filter too.
+#[test]
+fn follower_reports_each_object_once_across_catch_ups_and_recoveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let mut w = FilePool::create(&path, 1 << 20, &CreateOptions::new().segment_len(4096).lanes_max(3)).unwrap();
+    let mut all = Follower::open(&path, None).unwrap();
+    let mut only = Follower::open(&path, Some(b"s1".to_vec())).unwrap();
+    let (mut put, mut seen, mut seen_only) = (Vec::new(), Vec::new(), Vec::new());
+    let mut x = 7u64;
+    for i in 0..600u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let lane = (x >> 33) as u32 % 3;
+        let name = format!("s{}", (x >> 40) % 4);
+        let v = w.put(lane, Object::new(&name, &vec![i as u8; (x >> 50) as usize % 700])).unwrap().version;
+        put.push((lane, name.into_bytes(), v));
+        if i % 97 == 96 {
+            w.reclaim(2).unwrap();
+        }
+        if (x >> 20).is_multiple_of(3) {
+            let got = all.poll().unwrap();
+            assert!(got.windows(2).all(|p| (p[0].lane, p[0].seq) <= (p[1].lane, p[1].seq)), "lane order");
+            seen.extend(got.into_iter().map(|c| (c.lane, c.name, c.version)));
+            seen_only.extend(only.poll().unwrap().into_iter().map(|c| (c.lane, c.name, c.version)));
+        }
+    }
+    seen.extend(all.poll().unwrap().into_iter().map(|c| (c.lane, c.name, c.version)));
+    seen_only.extend(only.poll().unwrap().into_iter().map(|c| (c.lane, c.name, c.version)));
+    // Objects released by a reclaim before a poll saw them are never reported.
+    let mut seen_sorted = seen.clone();
+    seen_sorted.sort();
+    seen_sorted.dedup();
+    assert_eq!(seen_sorted.len(), seen.len(), "an object was reported twice");
+    let mut expected = put.clone();
+    expected.sort();
+    assert!(seen_sorted.iter().all(|o| expected.binary_search(o).is_ok()), "reported an object never put");
+    let last: Vec<_> = put.iter().rev().take(50).collect();
+    assert!(last.iter().all(|o| seen.contains(o)), "the newest objects were not all reported");
+    let want_only: Vec<_> = seen.iter().filter(|o| o.1 == b"s1").cloned().collect();
+    assert_eq!(seen_only, want_only, "the name filter");
+}

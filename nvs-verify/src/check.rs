@@ -39,8 +39,20 @@ impl Recovered {
 /// agree with each other. A panic, an error, or a store during recovery is a violation.
 pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<Recovered, String> {
-        let media_len = media.len() as u64;
         let pool = Pool::open_read_only(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
+        read_all(&pool)
+    }));
+    match r {
+        Ok(r) => r,
+        Err(p) => Err(format!("recovery panicked: {}", panic_message(&p))),
+    }
+}
+
+/// Everything `pool` holds, read back through every read call, which must agree with
+/// each other (see [`recover_all`]).
+pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, String> {
+    {
+        let media_len = pool.media().len() as u64;
         let mut out = Vec::new();
         let names: Vec<_> = pool.names().collect();
         let mut listed = BTreeSet::new();
@@ -86,10 +98,6 @@ pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
         let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
         let joined = (0..lanes).filter(|&l| pool.lane_info(l).is_some()).collect();
         Ok(Recovered { objects: out, closed, joined })
-    }));
-    match r {
-        Ok(r) => r,
-        Err(p) => Err(format!("recovery panicked: {}", panic_message(&p))),
     }
 }
 
@@ -272,10 +280,26 @@ pub fn check_once(
     if again != rec {
         return Err("a second recovery of the same image gave another result".into());
     }
+    // A follower that opened the recovered image read-only refreshes once the writer has
+    // run on: its refresh (a catch-up where it can be sure of one) must give what a
+    // recovery of the same media gives, and store nothing.
+    let mut follower = Pool::open_read_only(&m2, HeapMemory::new()).map_err(|e| format!("read-only open: {e}"))?;
     let issued2 = match catch_unwind(AssertUnwindSafe(|| continue_with(&m2, then))) {
         Ok(r) => r?,
         Err(p) => return Err(format!("the writer after the crash panicked: {}", panic_message(&p))),
     };
+    m2.freeze();
+    let refreshed = catch_unwind(AssertUnwindSafe(|| {
+        follower.refresh().map_err(|e| format!("refresh after the writer ran on: {e}"))?;
+        read_all(&follower)
+    }));
+    if m2.thaw() != 0 {
+        return Err("a read-only refresh stored to the media".into());
+    }
+    let refreshed = refreshed.map_err(|p| format!("refresh panicked: {}", panic_message(&p)))??;
+    if refreshed != recover_all(&m2)? {
+        return Err("a read-only pool refreshed after the writer ran on differs from a recovery".into());
+    }
     let mut points = vec![0];
     points.extend(fence_points(&m2.events()));
     points.dedup();

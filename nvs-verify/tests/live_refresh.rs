@@ -3,7 +3,9 @@
 //! first `k` reads and as it is after the writer's `j`-th store for the rest — for every
 //! `j` of the writer's trace and every `k` — must never call the pool corrupted (a
 //! refresh that sees the writer's moving state looks again), and what it then lists
-//! reads back as written or is `NotFound`.
+//! reads back as written or is `NotFound`. Both ways a refresh can go: recovering, and
+//! catching up from the old state (which must give up, not go wrong, when what it
+//! reads moves under it).
 
 use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::{Event, SimMedia};
@@ -91,20 +93,32 @@ fn a_refresh_that_sees_a_reclaim_midway_never_reports_corruption() {
         switch_at: Cell::new(0),
     };
     let mut r = Pool::open_read_only(&m, HeapMemory::new()).unwrap();
-    // How many reads one refresh of the old state makes (the switch can fall at any).
-    m.armed.set(true);
-    m.switch_at.set(usize::MAX);
-    r.refresh().unwrap();
-    let reads = m.reads.get();
+    // How many reads one refresh of the old state makes (the switch can fall at any):
+    // a recovery, and a catch-up from the old state (which reads far less).
+    let count_reads = |r: &mut Pool<&Switching, HeapMemory>, catch_up: bool| {
+        m.armed.set(false);
+        r.refresh_by_recovery().unwrap();
+        m.reads.set(0);
+        m.switch_at.set(usize::MAX);
+        m.armed.set(true);
+        if catch_up { r.refresh() } else { r.refresh_by_recovery() }.unwrap();
+        m.reads.get()
+    };
+    let reads = [count_reads(&mut r, false), count_reads(&mut r, true)];
     let (mut checked, mut gone) = (0, 0);
     for after in &states {
         *m.after.borrow_mut() = after.clone();
-        for k in 0..=reads {
+        for (k, catch_up) in (0..=reads[0]).map(|k| (k, false)).chain((0..=reads[1]).map(|k| (k, true))) {
             m.armed.set(false);
+            if catch_up {
+                // From the old state, read whole: the refresh then catches up (or gives up).
+                r.refresh_by_recovery().unwrap();
+            }
             m.reads.set(0);
             m.switch_at.set(k);
             m.armed.set(true);
-            r.refresh().unwrap_or_else(|e| panic!("switch after {k} reads: {e}"));
+            if catch_up { r.refresh() } else { r.refresh_by_recovery() }
+                .unwrap_or_else(|e| panic!("switch after {k} reads (catch-up: {catch_up}): {e}"));
             // The media has moved on: gets read the writer's state.
             m.switch_at.set(0);
             let mut b = vec![0u8; 3776];
@@ -121,9 +135,10 @@ fn a_refresh_that_sees_a_reclaim_midway_never_reports_corruption() {
         }
     }
     println!(
-        "{checked} refreshes ({} writer states x {} switch points), {gone} gets NotFound",
+        "{checked} refreshes ({} writer states x {} + {} switch points, recovering and catching up), {gone} gets NotFound",
         states.len(),
-        reads + 1
+        reads[0] + 1,
+        reads[1] + 1
     );
     assert!(checked > 1000);
 }

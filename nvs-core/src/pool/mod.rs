@@ -7,7 +7,7 @@ mod read;
 mod write;
 
 pub use lane::LaneWriter;
-pub use read::{NameIter, VersionIter};
+pub use read::{NameIter, ObjectsAfter, VersionIter};
 
 use crate::delta::DeltaOptions;
 use crate::error::{Error, Result};
@@ -22,7 +22,7 @@ use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
 use crate::object::RecoveryStats;
-use crate::recover::recover;
+use crate::recover::{catch_up, recover};
 use crate::shared::{Locked, Shared};
 use crate::sync::{AtomicU64, RwLock};
 use core::mem::size_of;
@@ -126,6 +126,13 @@ pub struct Pool<M: Media, X: IndexMemory> {
     /// The last entry a get found (name slot << 32 | entry), for readers walking a
     /// name's versions in order. Relaxed: a hint, checked on every use.
     pub(crate) read_hint: AtomicU64,
+    /// A read-only pool's index and lanes are what the last refresh found (it did not
+    /// fail): the next refresh may catch up from them.
+    pub(crate) caught_up: bool,
+    /// Refreshes that caught up instead of recovering.
+    pub(crate) catch_ups: u64,
+    /// Recoveries run (each rebuilt the index from nothing, renumbering its entries).
+    pub(crate) rebuilds: u64,
 }
 
 impl<M: Media, X: IndexMemory> core::fmt::Debug for Pool<M, X> {
@@ -221,6 +228,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             shared: RwLock::new(Shared::new(mem)),
             delta_opts: DeltaOptions::default(),
             read_hint: AtomicU64::new(u64::MAX),
+            caught_up: false,
+            catch_ups: 0,
+            rebuilds: 0,
         };
         pool.refresh()?;
         if writable {
@@ -231,7 +241,18 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         Ok(pool)
     }
 
-    /// Re-run recovery from the media (a reader catching up with a writer, or a test).
+    /// Bring the index and the lanes up to date with the media (a reader catching up
+    /// with a writer, or a test): the state a recovery of the media would give.
+    ///
+    /// A read-only pool whose last refresh (or open) succeeded catches up: it reads the
+    /// segment headers and only the units committed since, each lane on from its tail
+    /// and into the segments its writer chained since — a cost that does not grow with
+    /// the objects already indexed. Whenever it cannot be sure to give what recovery
+    /// would (a known segment header changed or went: retention released or reused it;
+    /// a truncate unit; a new segment that does not continue its lane's chain; a name
+    /// that recovery would order differently; any corruption; the index out of room;
+    /// a walked header that changed meanwhile), it runs recovery instead, as below. A
+    /// writable pool (whose own puts keep it up to date) always runs recovery.
     ///
     /// In a read-only pool a writer in another process may be working meanwhile, and
     /// recovery reads the media at many moments, not at one: while retention invalidates
@@ -244,6 +265,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// a claim's header never equals an earlier one: chain positions only grow), so equal
     /// headers mean that recovery saw a state that held, and its error is real damage.
     pub fn refresh(&mut self) -> Result<()> {
+        if !self.writable && self.caught_up && self.catch_up_once() {
+            self.catch_ups += 1;
+            return Ok(());
+        }
         let mut r = self.recover_once();
         let mut looks = 0;
         while !self.writable && matches!(r, Err(Error::Corrupted { .. })) && looks < REFRESH_LOOKS {
@@ -255,7 +280,41 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             }
             looks += 1;
         }
+        self.caught_up = r.is_ok();
         r
+    }
+
+    /// A refresh that recovers from scratch, never catching up (for nvs's own checks and
+    /// measurements: what [`Pool::refresh`] must equal).
+    #[cfg(feature = "internals")]
+    pub fn refresh_by_recovery(&mut self) -> Result<()> {
+        self.caught_up = false;
+        self.refresh()
+    }
+
+    /// How many refreshes of this pool caught up instead of recovering (for nvs's own
+    /// checks that a catch-up was tested at all).
+    #[cfg(feature = "internals")]
+    pub fn catch_ups(&self) -> u64 {
+        self.catch_ups
+    }
+
+    /// A catch-up ([`Pool::refresh`]); false if it gave up (the state is then to be
+    /// recovered).
+    fn catch_up_once(&mut self) -> bool {
+        let mut lanes = [Lane::default(); LANES_MAX as usize];
+        for (l, cell) in lanes.iter_mut().zip(self.lanes.iter_mut()) {
+            *l = *cell.get_mut();
+        }
+        let shared = self.shared.get_mut();
+        match catch_up(&self.media, &self.sb, &mut shared.index, &mut lanes, shared.stats) {
+            Ok(stats) => {
+                shared.stats = stats;
+                self.install_lanes(&lanes);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// A hash of every segment header as the media holds it now.
@@ -270,16 +329,23 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn recover_once(&mut self) -> Result<()> {
+        self.rebuilds += 1;
         let mut lanes = [Lane::default(); LANES_MAX as usize];
         let shared = self.shared.get_mut();
         shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
+        self.install_lanes(&lanes);
+        Ok(())
+    }
+
+    /// The lanes a recovery or a catch-up found, for writers and readers.
+    fn install_lanes(&mut self, lanes: &[Lane; LANES_MAX as usize]) {
+        let shared = self.shared.get_mut();
         shared.name_hints = [NONE; BATCH_MAX];
         for (i, (cell, l)) in self.lanes.iter_mut().zip(lanes).enumerate() {
-            *cell.get_mut() = l;
+            *cell.get_mut() = *l;
             shared.lane_infos[i] =
                 l.active.then_some(LaneInfo { units: l.next_seq, closed: l.closed, detached: l.detached });
         }
-        Ok(())
     }
 
     /// Close the pool, giving back the media and the index memory.
@@ -329,7 +395,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.writable
     }
 
-    /// What the last recovery found, updated by every put since.
+    /// What the last recovery found, updated by every put and every refresh since.
     pub fn stats(&self) -> RecoveryStats {
         self.shared.read().stats
     }

@@ -10,7 +10,7 @@ use crate::format::{self, ObjectHeader, NAME_MAX};
 use crate::index::{name_hash, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
-use crate::object::{LaneInfo, NameInfo, ObjectInfo};
+use crate::object::{IndexMark, LaneInfo, NameInfo, ObjectInfo};
 use crate::shared::Shared;
 use crate::sync::Ordering;
 use core::fmt;
@@ -20,7 +20,8 @@ use core::mem::size_of;
 const READ_AHEAD: u64 = 2048;
 
 impl<M: Media, X: IndexMemory> Pool<M, X> {
-    /// What recovery (and the puts since) left on `lane`; `None` if it holds no segment.
+    /// What recovery (and the puts and refreshes since) left on `lane`; `None` if it
+    /// holds no segment.
     pub fn lane_info(&self, lane: u32) -> Option<LaneInfo> {
         *self.shared.read().lane_infos.get(lane as usize)?
     }
@@ -286,6 +287,26 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         NameIter { pool: self, next: 0, count: self.shared.read().index.name_count() as u32 }
     }
 
+    /// Where the index stands now (for [`Pool::objects_after`]).
+    pub fn index_mark(&self) -> IndexMark {
+        IndexMark { rebuilds: self.rebuilds, objects: self.shared.read().index.len() as u32 }
+    }
+
+    /// The objects indexed after `mark` was taken, in the order indexed, each with its
+    /// name's id (for [`Pool::name_bytes`]): what puts and refreshes that caught up
+    /// added since. `None` if the index was rebuilt since (a recovery: an open, a
+    /// refresh that recovered, a reclaim): then every object may be new, as far as
+    /// the mark can tell. A follower reads what is new this way in time proportional to
+    /// it, not to the pool.
+    pub fn objects_after(&self, mark: IndexMark) -> Option<ObjectsAfter<'_, M, X>> {
+        let end = self.shared.read().index.len() as u32;
+        (mark.rebuilds == self.rebuilds && mark.objects <= end).then_some(ObjectsAfter {
+            pool: self,
+            next: mark.objects,
+            end,
+        })
+    }
+
     /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty if they
     /// are gone: in a read-only pool whose index is older than a writer's retention, the
     /// segment holding a name's bytes may have been reused (checked by the name's hash;
@@ -368,6 +389,34 @@ impl<M: Media, X: IndexMemory> Iterator for VersionIter<'_, M, X> {
 impl<M: Media, X: IndexMemory> fmt::Debug for VersionIter<'_, M, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VersionIter").field("left", &self.left).finish_non_exhaustive()
+    }
+}
+
+/// The objects indexed after a mark (see [`Pool::objects_after`]): (name id, facts).
+pub struct ObjectsAfter<'p, M: Media, X: IndexMemory> {
+    pool: &'p Pool<M, X>,
+    next: u32,
+    end: u32,
+}
+
+impl<M: Media, X: IndexMemory> Iterator for ObjectsAfter<'_, M, X> {
+    type Item = (u32, ObjectInfo);
+    fn next(&mut self) -> Option<(u32, ObjectInfo)> {
+        if self.next >= self.end {
+            return None;
+        }
+        // Entry ids below `end` stay valid while the pool is borrowed (only `&mut`
+        // methods remove or renumber entries).
+        let s = self.pool.shared.read();
+        let e = s.index.entry(self.next);
+        self.next += 1;
+        Some((e.name, ObjectInfo::of(e)))
+    }
+}
+
+impl<M: Media, X: IndexMemory> fmt::Debug for ObjectsAfter<'_, M, X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectsAfter").field("next", &self.next).field("end", &self.end).finish_non_exhaustive()
     }
 }
 
