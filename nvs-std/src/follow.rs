@@ -45,6 +45,13 @@ pub struct Committed {
     pub len_bytes: u64,
 }
 
+impl Committed {
+    /// Object `v` of name `name`.
+    fn of(name: &[u8], v: &nvs_core::ObjectInfo) -> Committed {
+        Committed { lane: v.lane, seq: v.seq, name: name.to_vec(), version: v.version, len_bytes: v.len_bytes }
+    }
+}
+
 /// What a follower learnt from a wait.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Followed {
@@ -127,14 +134,7 @@ impl Follower {
                 for (id, v) in new {
                     let name = names.entry(id).or_insert_with(|| core.name_bytes(id, &mut name_buf).to_vec());
                     if wanted(name) && unreported(v.lane, v.seq) {
-                        let c = Committed {
-                            lane: v.lane,
-                            seq: v.seq,
-                            name: name.clone(),
-                            version: v.version,
-                            len_bytes: v.len_bytes,
-                        };
-                        out.push(c);
+                        out.push(Committed::of(name, &v));
                     }
                 }
             }
@@ -147,16 +147,7 @@ impl Follower {
                         continue;
                     }
                     let Ok(versions) = core.versions(&name) else { continue };
-                    for v in versions.filter(|v| unreported(v.lane, v.seq)) {
-                        let c = Committed {
-                            lane: v.lane,
-                            seq: v.seq,
-                            name: name.clone(),
-                            version: v.version,
-                            len_bytes: v.len_bytes,
-                        };
-                        out.push(c);
-                    }
+                    out.extend(versions.filter(|v| unreported(v.lane, v.seq)).map(|v| Committed::of(&name, &v)));
                 }
             }
         }
