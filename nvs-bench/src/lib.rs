@@ -88,6 +88,9 @@ pub(crate) struct Rate {
     pub gbps: f64,
     pub ns_per_op: f64,
     pub trials: usize,
+    /// The slowest and the fastest trial's GB/s (the spread around the median).
+    pub gbps_min: f64,
+    pub gbps_max: f64,
 }
 
 /// Setup facts printed above the table.
@@ -286,12 +289,19 @@ fn trial(
     Ok(Measured { objects: obj_rate.round() as u64, bytes: byte_rate.round() as u64, time: Duration::from_secs(1) })
 }
 
-/// Median GB/s of the samples and the ns per object of that same sample.
+/// Median GB/s of the samples and the ns per object of that same sample, with the
+/// slowest and fastest sample's GB/s.
 fn median(s: &mut [Measured]) -> Rate {
     let gbps = |m: &Measured| m.bytes as f64 / m.time.as_secs_f64().max(1e-12) / 1e9;
     s.sort_by(|a, b| gbps(a).total_cmp(&gbps(b)));
     let m = s[s.len() / 2];
-    Rate { gbps: gbps(&m), ns_per_op: m.time.as_secs_f64() * 1e9 / m.objects.max(1) as f64, trials: s.len() }
+    Rate {
+        gbps: gbps(&m),
+        ns_per_op: m.time.as_secs_f64() * 1e9 / m.objects.max(1) as f64,
+        trials: s.len(),
+        gbps_min: s.first().map_or(0.0, gbps),
+        gbps_max: s.last().map_or(0.0, gbps),
+    }
 }
 
 /// /dev/shm if writable, else the temporary directory.

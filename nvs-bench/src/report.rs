@@ -123,10 +123,14 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
     );
     let _ = writeln!(
         o,
-        "×ceiling: GB/s over the faster ceiling row (of the two store widths) of the same size and threads (batched rows: the batched ceilings)\n"
+        "×ceiling: GB/s over the faster ceiling row (of the two store widths) of the same size and threads (batched rows: the batched ceilings)\n\
+         spread: the slowest and the fastest trial's GB/s, in % of the median\n"
     );
-    let _ =
-        writeln!(o, "{:<8} {:>3}  {:<46} {:>8} {:>11} {:>9}", "size", "thr", "method", "GB/s", "ns/object", "×ceiling");
+    let _ = writeln!(
+        o,
+        "{:<8} {:>3}  {:<46} {:>8} {:>11} {:>9}  spread",
+        "size", "thr", "method", "GB/s", "ns/object", "×ceiling"
+    );
     let mut last = (0, 0);
     for r in rows {
         if (r.size, r.threads) != last && last != (0, 0) {
@@ -137,7 +141,9 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
         match &r.result {
             Ok(x) => {
                 let ratio = r.ratio.map_or("-".to_string(), |v| format!("{v:.2}"));
-                let _ = writeln!(o, "{head} {:>8.3} {:>11.1} {:>9}", x.gbps, x.ns_per_op, ratio);
+                let pct = |v: f64| (v / x.gbps.max(1e-12) - 1.0) * 100.0;
+                let spread = format!("{:+.0}%/{:+.0}%", pct(x.gbps_min), pct(x.gbps_max));
+                let _ = writeln!(o, "{head} {:>8.3} {:>11.1} {:>9}  {spread}", x.gbps, x.ns_per_op, ratio);
             }
             Err(e) => {
                 let _ = writeln!(o, "{head} {e}");
@@ -219,10 +225,14 @@ pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
             Ok(x) => (Some(x.gbps), Some(x.ns_per_op), x.trials, String::new()),
             Err(e) => (None, None, 0, e.clone()),
         };
+        let (lo, hi) = match &r.result {
+            Ok(x) => (Some(x.gbps_min), Some(x.gbps_max)),
+            Err(_) => (None, None),
+        };
         items.push(format!(
             "{{\"kind\": \"throughput\", \"method\": {}, \"description\": {}, \"size_bytes\": {}, \"threads\": {}, \
              \"gbps\": {}, \"ns_per_op\": {}, \"ratio_to_ceiling\": {}, \"ceiling_method\": {}, \"trials\": {t}, \
-             \"available\": {}, \"note\": {}, {common}}}",
+             \"gbps_min\": {}, \"gbps_max\": {}, \"available\": {}, \"note\": {}, {common}}}",
             string(r.method.name()),
             string(r.method.describe()),
             r.size,
@@ -231,6 +241,8 @@ pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
             num(n),
             num(r.ratio),
             r.ceiling.map_or("null".to_string(), |c| string(c.name())),
+            num(lo),
+            num(hi),
             r.result.is_ok(),
             string(&note),
         ));
