@@ -333,6 +333,11 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
             UnitSlot::Committed(h) => h,
         };
         let unit_end = off + h.unit_len;
+        // The unit after the next one, if it is as long as this one (a stream of
+        // same-size puts): its header and first object header are asked for now, so
+        // that they arrive while this unit and the next are indexed. A hint: it reads
+        // nothing into the walk and stores nothing.
+        media.prefetch((unit_end + h.unit_len) as usize, 2 * LINE as usize);
         index_objects(media, sb, index, lane_id, next_seq, off + LINE, &h, walk)?;
         walk.stats.units += 1;
         next_seq += 1;
