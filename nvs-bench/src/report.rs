@@ -221,13 +221,9 @@ pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
     };
     let common = format!("\"date\": {}, \"cpu\": {}, \"clock\": \"{clock}\"", string(&setup.date), string(&setup.cpu));
     for r in rows {
-        let (g, n, t, note) = match &r.result {
-            Ok(x) => (Some(x.gbps), Some(x.ns_per_op), x.trials, String::new()),
-            Err(e) => (None, None, 0, e.clone()),
-        };
-        let (lo, hi) = match &r.result {
-            Ok(x) => (Some(x.gbps_min), Some(x.gbps_max)),
-            Err(_) => (None, None),
+        let (g, n, t, note, lo, hi) = match &r.result {
+            Ok(x) => (Some(x.gbps), Some(x.ns_per_op), x.trials, String::new(), Some(x.gbps_min), Some(x.gbps_max)),
+            Err(e) => (None, None, 0, e.clone(), None, None),
         };
         items.push(format!(
             "{{\"kind\": \"throughput\", \"method\": {}, \"description\": {}, \"size_bytes\": {}, \"threads\": {}, \

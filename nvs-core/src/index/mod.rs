@@ -289,46 +289,35 @@ impl<X: IndexMemory> Index<X> {
         // must fit in exactly the memory the puts that wrote them fitted in.
         let found = self.find_name(media, hash, name);
         self.reserve(1, usize::from(found.is_none()))?;
-        let name_id = match found {
-            Some(id) => {
-                // A version above the name's newest cannot be there: recovery inserts a
-                // lane's versions in ascending order, and the probe for an absent key
-                // reads the entry of every other key it meets (a cache miss each: a
-                // quarter of a 1 GiB recovery's time).
-                let p = self.mem.parts_ref();
-                let last = p.names[id as usize].last;
-                let newest = last == NONE || p.entries[last as usize].version < entry.version;
-                if !newest && self.find_version(id, entry.version).is_some() {
-                    return Err(InsertError::Duplicate);
-                }
-                id
-            }
-            None => {
-                let id = self.names as u32;
-                let p = self.mem.parts();
-                p.names[id as usize] = NameSlot {
-                    hash,
-                    name_off,
-                    first: NONE,
-                    last: NONE,
-                    count: 0,
-                    name_len: name.len() as u16,
-                    pad: 0,
-                    reserved: 0,
-                };
-                let cap = usable(p.table.len());
-                let slot = free_slot(&p.table[..cap], hash);
-                p.table[slot] = id | NAME_TAG;
-                self.names += 1;
-                id
-            }
+        if let Some(id) = found {
+            return self.append(id, entry);
+        }
+        let id = self.names as u32;
+        let p = self.mem.parts();
+        p.names[id as usize] = NameSlot {
+            hash,
+            name_off,
+            first: NONE,
+            last: NONE,
+            count: 0,
+            name_len: name.len() as u16,
+            pad: 0,
+            reserved: 0,
         };
-        self.link(name_id, entry)
+        let cap = usable(p.table.len());
+        let slot = free_slot(&p.table[..cap], hash);
+        p.table[slot] = id | NAME_TAG;
+        self.names += 1;
+        self.link(id, entry)
     }
 
-    /// Append a committed object as the newest version of the known name `name_id`
-    /// (the put path: validation found the name's slot and checked that `entry.version`
-    /// exceeds its latest, and `reserve` made room). Skips the name lookup `insert` does.
+    /// Add a committed object as a version of the known name `name_id`: the put path
+    /// (validation found the name's slot and checked that `entry.version` exceeds its
+    /// latest, and `reserve` made room) and `insert` for a name it found. A version
+    /// above the name's newest cannot be there and skips the probe for it: recovery
+    /// meets a lane's versions in ascending order, and a probe for an absent key reads
+    /// the entry of every other key it meets (a cache miss each: a quarter of a 1 GiB
+    /// recovery's time when `insert` probed for every version).
     #[inline]
     pub fn append(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
         let p = self.mem.parts_ref();
@@ -474,7 +463,7 @@ mod tests {
 
     /// Versions inserted above, below and between a name's versions keep its list in
     /// order, and a version it holds is refused wherever it is (the newest, the oldest,
-    /// one in the middle), while only versions above the newest skip the probe.
+    /// one in the middle).
     #[test]
     fn insert_keeps_order_and_refuses_every_duplicate() {
         #[repr(align(64))]
