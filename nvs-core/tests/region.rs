@@ -146,7 +146,29 @@ fn large_summed_reads_into_any_alignment() {
     if cfg!(miri) {
         return; // megabytes: too slow there, and the portable path has no NT copy-out
     }
-    let size = (5 << 20) + 4096;
+    summed_reads_into(
+        (5 << 20) + 4096,
+        &[(5 << 20, 0usize), ((4 << 20) + 64, 1), ((4 << 20) + 200, 8), (5 << 20, 17), (4 << 20, 63)],
+    );
+}
+
+/// Summed reads below the NT copy-out's size (ordinary stores, aligned where the
+/// caller's buffer is not) likewise, for every count of lines the folding kernel splits
+/// differently (two lines, four accumulators of four lines and what is left after them).
+#[test]
+fn summed_reads_into_any_alignment() {
+    let lines: Vec<usize> = if cfg!(miri) { vec![2, 5] } else { (1..=20).chain([63, 64, 65, 512, 513]).collect() };
+    let cases: Vec<(usize, usize)> = lines
+        .iter()
+        .flat_map(|&n| [0usize, 1, 8, 17, 63].map(|at| (n * 64 + if n % 3 == 0 { 8 } else { 0 }, at)))
+        .collect();
+    summed_reads_into(64 * 600, &cases);
+}
+
+/// Read `len` bytes at offset 64 of a random region of `size` bytes into a buffer at
+/// `at`, for each `(len, at)`, by a plain and a shared region: the bytes, nothing around
+/// them, and the sum.
+fn summed_reads_into(size: usize, cases: &[(usize, usize)]) {
     let mut ram = Ram::new(size, 0);
     let mut rng = Rng(23);
     let bytes = rng.bytes(size);
@@ -156,12 +178,13 @@ fn large_summed_reads_into_any_alignment() {
         let p = ram.bytes_mut().as_mut_ptr();
         (Region::new(p, size), Region::new(p, size).shared())
     };
-    for (len, at) in [(5 << 20, 0usize), ((4 << 20) + 64, 1), ((4 << 20) + 200, 8), (5 << 20, 17), (4 << 20, 63)] {
+    for &(len, at) in cases {
         let mut want = Sum::new(3);
         want.write(&bytes[64..64 + len]);
         let want = want.finish(len as u64);
         for region in [&plain, &shared] {
-            let mut buf = vec![0xA5u8; len + 128];
+            let mut buf = Ram::new((len + 128).next_multiple_of(64), 0xA5);
+            let buf = &mut buf.bytes_mut()[..len + 128];
             let mut got = Sum::new(3);
             region.read_summed(64, &mut buf[at..at + len], &mut got);
             assert!(buf[at..at + len] == bytes[64..64 + len], "len {len} at {at}");
