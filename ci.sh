@@ -33,6 +33,8 @@ step "docs";    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p nvs-core -p
 step "tests";   cargo test --workspace
 step "crash check: nvs-verify all (every crash image of every workload, damage, lazy/eager, mutants)"
 cargo run --release -q -p nvs-verify -- all
+step "crash check of a user's own code: nvs-verify's restart_protocol example (passes as written, catches its seeded bug)"
+cargo run --release -q -p nvs-verify --example restart_protocol
 step "loom: every interleaving of the concurrent pool paths (preemption bound 3; 2 for the two recovery models)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test --release -q -p nvs-core --test loom
 step "loom x crash: every crash image of the interleavings of 2 lane writers x 2 puts (preemption bound 2)"

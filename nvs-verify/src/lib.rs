@@ -5,8 +5,10 @@
 //! explored (lazily, cross-checked eagerly), the contract checked on what comes back;
 //! bad media checked for clear errors; and seeded protocol bugs (mutants) that the
 //! check must kill. `cargo run --release -p nvs-verify -- all` prints the verdict table.
+//! [`user::check`] runs the same machinery over your own code on top of nvs.
 pub mod check;
 pub mod crosscheck;
 pub mod damage;
 pub mod mutants;
+pub mod user;
 pub mod workload;

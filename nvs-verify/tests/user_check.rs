@@ -1,0 +1,98 @@
+//! `user::check` on small protocols of a user's own: what it passes, what it catches,
+//! and that a failure's repro reproduces it alone.
+
+use nvs_verify::user::{check, CrashPool, Report, Run, Setup};
+
+/// Step `k` writes `a` then `b` (each its own put, version k), then `done` = k, and is
+/// acknowledged; `done_first` seeds the ordering bug (the commit before the data).
+fn steps(run: &mut Run<'_, u64>, done_first: bool, ack_early: bool) -> Result<(), String> {
+    for k in 1..=2u64 {
+        if ack_early {
+            run.ack(k); // a bug of its own: promised before anything was written
+        }
+        let done = |run: &mut Run<'_, u64>| run.put(1, b"done", &k.to_le_bytes()).map(|_| ());
+        if done_first {
+            done(run).map_err(|e| e.to_string())?;
+        }
+        for name in [&b"a"[..], b"b"] {
+            run.put(1, name, &vec![k as u8; 70 * k as usize]).map_err(|e| e.to_string())?;
+        }
+        if !done_first {
+            done(run).map_err(|e| e.to_string())?;
+        }
+        if !ack_early {
+            run.ack(k);
+        }
+    }
+    Ok(())
+}
+
+/// The step to resume from, loading `a` and `b` of it.
+fn restart(pool: &CrashPool<'_>) -> Result<u64, String> {
+    let Ok(v) = pool.latest("done") else { return Ok(0) };
+    let mut w = [0u8; 8];
+    pool.get("done", v, &mut w).map_err(|e| e.to_string())?;
+    let k = u64::from_le_bytes(w);
+    for name in ["a", "b"] {
+        let mut buf = vec![0u8; 70 * k as usize];
+        pool.get(name, k, &mut buf).map_err(|e| format!("{name} v{k}: {e}"))?;
+        if buf.iter().any(|&x| x != k as u8) {
+            return Err(format!("{name} v{k}: other bytes"));
+        }
+    }
+    Ok(k)
+}
+
+fn promise(k: &u64, acked: &[u64]) -> Result<(), String> {
+    match acked.last() {
+        Some(&safe) if *k < safe => Err(format!("resumes at {k}, but {safe} was acknowledged")),
+        _ => Ok(()),
+    }
+}
+
+fn run(setup: &Setup, done_first: bool, ack_early: bool) -> Report {
+    check(setup, |r| steps(r, done_first, ack_early), restart, promise)
+}
+
+#[test]
+fn a_correct_protocol_passes_every_crash_image() {
+    let r = run(&Setup::new(32 << 10), false, false);
+    assert!(r.passed(), "{r}");
+    assert!(r.points >= 10, "{r}");
+    assert!(r.states > r.points as u64, "some crash point has more than one image: {r}");
+}
+
+#[test]
+fn an_ordering_bug_is_caught_and_its_repro_reproduces_it() {
+    let setup = Setup::new(32 << 10);
+    let r = run(&setup, true, false);
+    let f = r.failure.clone().unwrap_or_else(|| panic!("the seeded bug was not caught: {r}"));
+    assert!(f.message.contains("the restart code failed"), "{r}");
+    assert!(f.repro().starts_with(&format!("NVS_CHECK_REPRO={}:", f.point)), "{}", f.repro());
+    // The repro alone: the same failure, one image.
+    let alone = run(&Setup { only: Some((f.point, f.choices.clone())), ..setup.clone() }, true, false);
+    assert_eq!((alone.points, alone.states), (1, 1));
+    assert_eq!(alone.failure.as_ref().map(|g| &g.message), Some(&f.message), "{alone}");
+}
+
+#[test]
+fn a_promise_made_too_early_is_caught_by_the_predicate() {
+    let r = run(&Setup::new(32 << 10), false, true);
+    let f = r.failure.unwrap_or_else(|| panic!("an early acknowledgement went unnoticed"));
+    assert!(f.message.contains("was acknowledged"), "{}", f.message);
+}
+
+#[test]
+fn a_failing_workload_or_a_bad_repro_is_an_error_not_a_violation() {
+    let setup = Setup::new(32 << 10);
+    let r = check(&setup, |_run: &mut Run<'_, u64>| Err("no".to_string()), restart, promise);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("the workload failed: no")), "{r}");
+    assert!(r.failure.is_none() && !r.passed());
+    let r = check(&setup, |_run: &mut Run<'_, u64>| panic!("boom"), restart, promise);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("panicked: boom")), "{r}");
+    let r = run(&Setup { only: Some((1 << 30, Vec::new())), ..setup.clone() }, false, false);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("past the trace's end")), "{r}");
+    // A pool too small to format.
+    let r = run(&Setup::new(4096), false, false);
+    assert!(r.error.as_deref().is_some_and(|e| e.starts_with("format")), "{r}");
+}
