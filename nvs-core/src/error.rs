@@ -125,6 +125,12 @@ pub enum Error {
     /// delta, rebuilt from several), or of a media that does not lend its bytes: copy it
     /// with `get` instead.
     NotBorrowable,
+    /// A read by name alone in a pool with lane names, of a name several lanes hold: name
+    /// the lane (`get_on` and the other `_on` reads).
+    AmbiguousName {
+        /// How many lanes hold the name.
+        lanes: u32,
+    },
     /// A typed get: the object is not a whole number of elements of the type asked for.
     ElementSize {
         /// The object's length.
@@ -243,6 +249,9 @@ impl fmt::Display for Error {
                 f,
                 "this version is not in one place on the media (a delta) or the media lends no bytes: copy it with get"
             ),
+            Error::AmbiguousName { lanes } => {
+                write!(f, "{lanes} lanes hold this name (the pool has lane names): name the lane to read")
+            }
             Error::ElementSize { len_bytes, elem_bytes } => {
                 write!(f, "object of {len_bytes} bytes is not a whole number of {elem_bytes}-byte elements")
             }

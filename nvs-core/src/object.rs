@@ -231,6 +231,9 @@ pub struct NameInfo {
     pub versions: u32,
     /// Its latest version.
     pub latest: u64,
+    /// In a pool with lane names: the lane whose name it is (the same name on another
+    /// lane is another name). `None` in a pool's one name space.
+    pub lane: Option<u32>,
 }
 
 /// Where a pool's index stands ([`crate::Pool::index_mark`]): which rebuild of it, and

@@ -29,7 +29,7 @@
 
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LANES_MAX, LINE, NAME_MAX};
-use crate::index::{name_hash, Entry, Full, Index, IndexMemory, InsertError, NONE};
+use crate::index::{name_key, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::{SegSlot, FREE, ONCE_WHOLE, RELEASED};
 use crate::media::Media;
@@ -458,7 +458,7 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
     for _ in 0..h.object_count {
         let d = format::decode_object(media, sb, obj, unit_end, name_buf)?;
         let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
-        let hash = name_hash(name);
+        let hash = name_key(name, sb.name_space(lane_id));
         if let Some(newest) = name_order {
             // Recovery makes names in the order it first meets them, lane by lane: a
             // catch-up gives the same order only if this object neither makes a name

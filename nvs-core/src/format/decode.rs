@@ -55,7 +55,8 @@ fn decode_superblock_in<M: Media + ?Sized>(media: &M, short: bool) -> Result<Sup
         && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
             == Some(sb.pool_len)
         && (sb.pool_len <= media_len || short && sb.data_off + sb.segment_len <= media_len)
-        && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
+        && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS | FLAG_LANE_NAMES) == 0
+        && (sb.flags & FLAG_LANE_NAMES == 0 || sb.format_version >= 2);
     if !geometry_ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
     }

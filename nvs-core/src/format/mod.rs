@@ -76,6 +76,10 @@ pub const FLAG_PAYLOAD_CHECKSUM: u32 = 1;
 /// this build; a pool without it (made before deltas existed) takes only full versions,
 /// and a build that does not know the flag refuses the pool instead of misreading it.
 pub const FLAG_DELTAS: u32 = 2;
+/// Superblock flag (format 2): each lane has names of its own. A name is identified by
+/// (lane, name) and its versions count per lane, so writers on several lanes — ranks in
+/// several processes — may all put "temperature" without agreeing on versions.
+pub const FLAG_LANE_NAMES: u32 = 4;
 
 /// Object header flag: the payload is a [`DeltaRecord`] against an earlier version.
 pub const OBJECT_DELTA: u16 = 1;
@@ -261,6 +265,19 @@ impl Superblock {
     }
     pub fn has_deltas(&self) -> bool {
         self.flags & FLAG_DELTAS != 0
+    }
+    /// Each lane has names of its own ([`FLAG_LANE_NAMES`]).
+    pub fn lane_names(&self) -> bool {
+        self.flags & FLAG_LANE_NAMES != 0
+    }
+    /// The name space a lane's names are in: 0 for the pool's one name space, `lane + 1`
+    /// in a pool with lane names (the index keys a name by it, [`crate::index::name_key`]).
+    pub fn name_space(&self, lane: u32) -> u32 {
+        if self.lane_names() {
+            lane + 1
+        } else {
+            0
+        }
     }
     /// Media offset of segment `i` (caller keeps `i < segment_count`).
     pub fn segment_off(&self, i: u32) -> u64 {

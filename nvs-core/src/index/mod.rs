@@ -46,9 +46,19 @@ const PROBE_STEP: usize = 17;
 /// Table slots with this bit set point at names.
 const NAME_TAG: u32 = 1 << 31;
 
-/// Hash of a name, as the index keys it.
-pub fn name_hash(name: &[u8]) -> u64 {
-    hash64(0x6e76_735f_6e61_6d65, name)
+/// Hash of a name in name space `space` (0: the pool's one name space; `lane + 1` in a
+/// pool with lane names, `Superblock::name_space`), as the index keys it: the space is
+/// its top 16 bits, so equal hashes mean equal spaces, and is mixed into the rest, so
+/// one name in many lanes' spaces does not share one probe sequence.
+pub fn name_key(name: &[u8], space: u32) -> u64 {
+    let h = hash64(0x6e76_735f_6e61_6d65, name);
+    let mixed = if space == 0 { h } else { h ^ finish(space as u64 ^ 0x6c61_6e65) };
+    mixed & (u64::MAX >> 16) | (space as u64) << 48
+}
+
+/// The name space a key of [`name_key`] is in.
+pub fn space_of(key: u64) -> u32 {
+    (key >> 48) as u32
 }
 
 /// Table key of `(name, version)`: the 16 versions `16k..16k+15` of a name share one
@@ -474,7 +484,7 @@ mod tests {
         let media = unsafe { crate::media::region::Region::new(line.0.as_mut_ptr(), 64) };
         let mut idx = Index::new(FixedMemory::<8, 2, 64, 1>::new());
         idx.clear(); // as recovery starts
-        let h = name_hash(b"temp");
+        let h = name_key(b"temp", 0);
         let e = |version| Entry { version, ..Entry::default() };
         for v in [5, 9, 2, 7] {
             assert!(idx.insert(&media, h, b"temp", 0, e(v)).is_ok(), "v{v}");

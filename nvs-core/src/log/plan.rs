@@ -7,7 +7,7 @@ use super::Writer;
 use crate::delta::{self, DeltaPlan};
 use crate::error::{Error, Result};
 use crate::format::{self, LINE, META_MAX, NAME_MAX};
-use crate::index::{name_hash, IndexMemory, NONE};
+use crate::index::{name_key, space_of, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
@@ -18,7 +18,7 @@ use crate::shared::{Shared, SharedAccess};
 /// ([`crate::Pool::put_batch_in`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PlanSlot {
-    /// `name_hash` of its name.
+    /// `name_key` of its name (in its lane's name space).
     pub(crate) hash: u64,
     pub(crate) version: u64,
     /// The object's length.
@@ -120,7 +120,7 @@ impl<M: Media> Writer<'_, M> {
         let (mut new_names, mut unit_len) = (0usize, LINE);
         let mut seen = [0u64; 8];
         for (i, o) in objects.iter().enumerate() {
-            let (p, new_name) = self.plan_object(s, l, objects, i, plan, &mut seen)?;
+            let (p, new_name) = self.plan_object(s, l, self.sb.name_space(lane), objects, i, plan, &mut seen)?;
             new_names += new_name as usize;
             unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
             // objects.len() <= plan.capacity() was checked: this cannot fail.
@@ -167,6 +167,7 @@ impl<M: Media> Writer<'_, M> {
         &self,
         s: &Shared<X>,
         l: &Lane,
+        space: u32,
         objects: &[Object<'_>],
         i: usize,
         plan: &[PlanSlot],
@@ -184,9 +185,9 @@ impl<M: Media> Writer<'_, M> {
         }
         let hint = s.name_hints.get(i).copied().unwrap_or(NONE);
         let (hash, found) = match s.index.name_is(&self.media, hint, o.name) {
-            Some(hash) => (hash, Some(hint)),
-            None => {
-                let hash = name_hash(o.name);
+            Some(hash) if space_of(hash) == space => (hash, Some(hint)),
+            _ => {
+                let hash = name_key(o.name, space);
                 (hash, s.index.find_name(&self.media, hash, o.name))
             }
         };

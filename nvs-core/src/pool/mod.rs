@@ -45,6 +45,12 @@ pub struct FormatOptions {
     pub lanes_max: u32,
     /// Checksum every payload (verified on every get and by check). On by default.
     pub payload_checksum: bool,
+    /// Each lane has names of its own: (lane, name) identifies a name, and its versions
+    /// count per lane (writers on several lanes, ranks in several processes, may all put
+    /// "temperature"). Reads by name alone answer when one lane holds the name
+    /// (`AmbiguousName` when several do); [`Pool::get_on`] and the other `_on` reads
+    /// name the lane. Off by default.
+    pub lane_names: bool,
 }
 
 impl FormatOptions {
@@ -54,7 +60,7 @@ impl FormatOptions {
     /// (or a batch) larger than a segment takes a span of consecutive segments:
     /// [`Pool::max_object_bytes`] says how large one can be.
     pub fn new(pool_id: u64) -> Self {
-        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: true }
+        FormatOptions { pool_id, segment_len: None, lanes_max: 64, payload_checksum: true, lane_names: false }
     }
 }
 
@@ -88,6 +94,8 @@ pub struct Layout {
     pub deltas: bool,
     /// The on-media format version.
     pub format_version: u32,
+    /// Each lane has names of its own ([`FormatOptions::lane_names`]).
+    pub lane_names: bool,
 }
 
 /// A pool on some media, with its index.
@@ -173,7 +181,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let mut sb = Superblock {
             magic: SUPERBLOCK_MAGIC,
             format_version: FORMAT_VERSION,
-            flags: format::FLAG_DELTAS | if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 },
+            flags: format::FLAG_DELTAS
+                | if opts.payload_checksum { format::FLAG_PAYLOAD_CHECKSUM } else { 0 }
+                | if opts.lane_names { format::FLAG_LANE_NAMES } else { 0 },
             pool_id,
             pool_len: g.pool_len,
             segment_len: g.segment_len,
@@ -459,5 +469,6 @@ pub(crate) fn layout_of(sb: &Superblock) -> Layout {
         payload_checksum: sb.has_payload_checksum(),
         deltas: sb.has_deltas(),
         format_version: sb.format_version,
+        lane_names: sb.lane_names(),
     }
 }

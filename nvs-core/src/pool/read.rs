@@ -7,7 +7,7 @@ use crate::delta::{self, read::chain_of, read::Chain};
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::sum::{payload_sum, Sum, SumKind, Summer};
 use crate::format::{self, ObjectHeader, NAME_MAX};
-use crate::index::{name_hash, Entry, IndexMemory, NONE};
+use crate::index::{name_key, space_of, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::{IndexMark, LaneInfo, NameInfo, ObjectInfo};
@@ -26,29 +26,75 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         *self.shared.read().lane_infos.get(lane as usize)?
     }
 
-    /// The entry of (`name`, `version`) in `s`'s index.
-    fn lookup<'s>(&self, s: &'s Shared<X>, name: &[u8], version: u64) -> Result<&'s Entry> {
-        Ok(s.index.entry(self.lookup_id(s, name, version)?.0))
+    /// The entry of (`name`, `version`) in `s`'s index (on `lane`, if given).
+    fn lookup<'s>(&self, s: &'s Shared<X>, lane: Option<u32>, name: &[u8], version: u64) -> Result<&'s Entry> {
+        Ok(s.index.entry(self.lookup_id(s, lane, name, version)?.0))
     }
 
-    /// The entry id of (`name`, `version`) in `s`'s index, and whether this reader is
-    /// walking the name's versions in order (it asked for the version after the one it
-    /// read last).
-    fn lookup_id(&self, s: &Shared<X>, name: &[u8], version: u64) -> Result<(u32, bool)> {
+    /// The name slot of `name`: in a pool with lane names, `lane`'s (`Some`), or the one
+    /// lane's that holds it (`None`: `AmbiguousName` if several do); otherwise the pool's
+    /// one name space's (then a `lane` is checked by the caller, on the entry).
+    fn find_id(&self, s: &Shared<X>, lane: Option<u32>, name: &[u8]) -> Result<u32> {
+        check_name(name)?;
+        let find = |space: u32| s.index.find_name(&self.media, name_key(name, space), name);
+        if !self.sb.lane_names() {
+            return find(0).ok_or(Error::NotFound);
+        }
+        if let Some(l) = lane {
+            self.check_lane(l)?;
+            return find(l + 1).ok_or(Error::NotFound);
+        }
+        // Only a lane holding a segment can hold objects.
+        let mut held = (0..self.sb.lanes_max).filter(|&l| s.lane_infos[l as usize].is_some()).filter_map(|l| find(l + 1));
+        match (held.next(), held.count()) {
+            (None, _) => Err(Error::NotFound),
+            (Some(id), 0) => Ok(id),
+            (Some(_), more) => Err(Error::AmbiguousName { lanes: 1 + more as u32 }),
+        }
+    }
+
+    /// `lane` exists in this pool.
+    fn check_lane(&self, lane: u32) -> Result<()> {
+        match lane < self.sb.lanes_max {
+            true => Ok(()),
+            false => Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max }),
+        }
+    }
+
+    /// The entry id of (`name`, `version`) in `s`'s index (on `lane`, if given), and
+    /// whether this reader is walking the name's versions in order (it asked for the
+    /// version after the one it read last).
+    fn lookup_id(&self, s: &Shared<X>, lane: Option<u32>, name: &[u8], version: u64) -> Result<(u32, bool)> {
         check_name(name)?;
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
         // The hint's name matches by its bytes on the media. A read-only pool's index may
         // be older than a writer's retention, which can have put another name's bytes
-        // there: it also needs the name's hash to agree (as `find_name` always does).
-        let id = match s.index.name_is(&self.media, hint_name, name) {
-            Some(hash) if self.writable || hash == name_hash(name) => hint_name,
-            _ => s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?,
+        // there: it also needs the name's hash to agree (as `find_name` always does). In
+        // a pool with lane names the hint serves only a read that names its lane (a
+        // read by name alone must see whether other lanes hold the name too).
+        let space = match lane {
+            Some(l) if self.sb.lane_names() => Some(l + 1),
+            _ if self.sb.lane_names() => None,
+            _ => Some(0),
+        };
+        let id = match (s.index.name_is(&self.media, hint_name, name), space) {
+            (Some(hash), Some(space)) if space_of(hash) == space && (self.writable || hash == name_key(name, space)) => {
+                hint_name
+            }
+            _ => self.find_id(s, lane, name)?,
         };
         let e = match s.index.find_version_near(id, version, if id == hint_name { hint_entry } else { NONE }) {
             Some(e) => e,
             None => s.index.find_version(id, version).ok_or(Error::NotFound)?,
         };
+        // In the pool's one name space, a read on a lane finds only that lane's objects.
+        if let Some(l) = lane {
+            self.check_lane(l)?;
+            if s.index.entry(e).lane != l {
+                return Err(Error::NotFound);
+            }
+        }
         self.read_hint.store((id as u64) << 32 | e as u64, Ordering::Relaxed);
         let walking = id == hint_name && s.index.next_of(hint_entry).is_some_and(|n| n.version == version);
         Ok((e, walking))
@@ -72,7 +118,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         version: u64,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
-        let e = *self.lookup(&self.shared.read(), name.as_ref(), version)?;
+        let e = *self.lookup(&self.shared.read(), None, name.as_ref(), version)?;
         if e.depth > 0 {
             return Err(Error::NotBorrowable);
         }
@@ -113,13 +159,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Copy version `version` of `name` into `buf`; returns its length. A delta version
     /// is rebuilt from its full version and the deltas up to it.
     pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        let name = name.as_ref();
+        self.get_in(None, name.as_ref(), version, buf)
+    }
+
+    /// [`Pool::get`] of `lane`'s `name`: in a pool with lane names, the name in that
+    /// lane's name space; otherwise the version only if `lane` wrote it.
+    pub fn get_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        self.get_in(Some(lane), name.as_ref(), version, buf)
+    }
+
+    fn get_in(&self, lane: Option<u32>, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
         // The read lock's Acquire pairs with the publishing writer's Release: an entry
         // seen here belongs to a committed unit whose payload stores came before.
         let mut chain = Chain::new();
         let (e_id, e, walked, ahead) = {
             let s = self.shared.read();
-            let (id, walking) = self.lookup_id(&s, name, version)?;
+            let (id, walking) = self.lookup_id(&s, lane, name, version)?;
             let walked = chain_of(&self.media, &s.index, id, &mut chain);
             // Read-ahead: a reader walking the versions in order reads the next one next.
             let next = walking.then(|| s.index.next_of(id)).flatten();
@@ -230,21 +285,48 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// The latest (committed) version of `name`.
     pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
-        let name = name.as_ref();
-        check_name(name)?;
+        self.latest_in(None, name.as_ref())
+    }
+
+    /// The latest version of `lane`'s `name` (see [`Pool::get_on`]).
+    pub fn latest_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<u64> {
+        self.latest_in(Some(lane), name.as_ref())
+    }
+
+    fn latest_in(&self, lane: Option<u32>, name: &[u8]) -> Result<u64> {
         let s = self.shared.read();
-        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
-        let last = if mutant::on(Mutant::LatestIsOldest) { s.index.name(id).first } else { s.index.name(id).last };
-        if last == NONE {
+        let id = self.find_id(&s, lane, name)?;
+        let n = s.index.name(id);
+        let at = if mutant::on(Mutant::LatestIsOldest) { n.first } else { n.last };
+        // In the pool's one name space, a lane's latest is its newest version there.
+        if let (Some(l), false) = (lane, self.sb.lane_names()) {
+            let mut newest = None;
+            let mut i = n.first;
+            while i != NONE {
+                let e = s.index.entry(i);
+                if e.lane == l {
+                    newest = Some(e.version);
+                }
+                i = e.next;
+            }
+            return newest.ok_or(Error::NotFound);
+        }
+        if at == NONE {
             return Err(Error::NotFound);
         }
-        Ok(s.index.entry(last).version)
+        Ok(s.index.entry(at).version)
     }
 
     /// Facts about version `version` of `name`.
     pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
         let s = self.shared.read();
-        Ok(ObjectInfo::of(self.lookup(&s, name.as_ref(), version)?))
+        Ok(ObjectInfo::of(self.lookup(&s, None, name.as_ref(), version)?))
+    }
+
+    /// Facts about version `version` of `lane`'s `name` (see [`Pool::get_on`]).
+    pub fn stat_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<ObjectInfo> {
+        let s = self.shared.read();
+        Ok(ObjectInfo::of(self.lookup(&s, Some(lane), name.as_ref(), version)?))
     }
 
     /// The metadata stored with version `version` of `name` ([`crate::Object::meta`]), copied
@@ -253,7 +335,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
         let (e, name_len) = {
             let s = self.shared.read();
-            let e = *self.lookup(&s, name.as_ref(), version)?;
+            let e = *self.lookup(&s, None, name.as_ref(), version)?;
             (e, s.index.name(e.name).name_len as usize)
         };
         let len = e.meta_len as usize;
@@ -273,12 +355,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// iterator takes the index's read lock only inside each `next`, so this thread may
     /// put while it iterates.
     pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, M, X>> {
-        let name = name.as_ref();
-        check_name(name)?;
+        self.versions_in(None, name.as_ref())
+    }
+
+    /// Every version of `lane`'s `name`, oldest first (see [`Pool::get_on`]; in a pool
+    /// without lane names, the name's versions `lane` wrote).
+    pub fn versions_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<VersionIter<'_, M, X>> {
+        self.versions_in(Some(lane), name.as_ref())
+    }
+
+    fn versions_in(&self, lane: Option<u32>, name: &[u8]) -> Result<VersionIter<'_, M, X>> {
         let s = self.shared.read();
-        let id = s.index.find_name(&self.media, name_hash(name), name).ok_or(Error::NotFound)?;
+        let id = self.find_id(&s, lane, name)?;
         let n = *s.index.name(id);
-        Ok(VersionIter { pool: self, at: n.first, left: n.count })
+        let only = lane.filter(|_| !self.sb.lane_names());
+        Ok(VersionIter { pool: self, at: n.first, left: n.count, only })
     }
 
     /// Every distinct name, in the order first committed (recovered), as they were when
@@ -316,7 +407,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let n = s.index.name(id);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
-        if !self.writable && name_hash(dst) != n.hash {
+        if !self.writable && name_key(dst, space_of(n.hash)) != n.hash {
             return &[];
         }
         dst
@@ -368,21 +459,25 @@ pub struct VersionIter<'p, M: Media, X: IndexMemory> {
     pool: &'p Pool<M, X>,
     at: u32,
     left: u32,
+    /// Only this lane's versions (a lane's versions of a name in the one name space).
+    only: Option<u32>,
 }
 
 impl<M: Media, X: IndexMemory> Iterator for VersionIter<'_, M, X> {
     type Item = ObjectInfo;
     fn next(&mut self) -> Option<ObjectInfo> {
-        if self.left == 0 || self.at == NONE {
-            return None;
-        }
-        self.left -= 1;
         // Entry ids stay valid while the pool is borrowed (only `&mut` methods remove
         // entries); new versions are appended after the ones counted at the start.
         let s = self.pool.shared.read();
-        let e = s.index.entry(self.at);
-        self.at = e.next;
-        Some(ObjectInfo::of(e))
+        while self.left > 0 && self.at != NONE {
+            self.left -= 1;
+            let e = s.index.entry(self.at);
+            self.at = e.next;
+            if self.only.is_none_or(|l| l == e.lane) {
+                return Some(ObjectInfo::of(e));
+            }
+        }
+        None
     }
 }
 
@@ -436,7 +531,8 @@ impl<M: Media, X: IndexMemory> Iterator for NameIter<'_, M, X> {
             self.next += 1;
             let n = s.index.name(id);
             if n.last != NONE {
-                return Some(NameInfo { id, versions: n.count, latest: s.index.entry(n.last).version });
+                let lane = space_of(n.hash).checked_sub(1);
+                return Some(NameInfo { id, versions: n.count, latest: s.index.entry(n.last).version, lane });
             }
         }
         None
