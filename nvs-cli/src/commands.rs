@@ -20,26 +20,18 @@ const PROGRESS_MIN: u64 = 16 << 20;
 /// How many versions `ls` shows on a name's line before summarising the rest.
 const LS_SHOWN: usize = 8;
 
-pub fn create(
-    pool: &Path,
-    size: u64,
-    segment_size: Option<u64>,
-    lanes: u32,
-    payload_checksum: bool,
-    durability: Option<Durability>,
-) -> Result<(), CliError> {
-    let opts =
-        CreateOptions { segment_len: segment_size, lanes_max: lanes, payload_checksum, durability, populate: false };
+pub fn create(pool: &Path, size: u64, opts: CreateOptions) -> Result<(), CliError> {
     let p = FilePool::create(pool, size, &opts)?;
     let sb = p.layout();
     stdout(&format!(
-        "created {}: {} in {} segments of {}, {} lanes, payload checksum {}, durability {} \
+        "created {}: {} in {} segments of {}, {} lanes{}, payload checksum {}, durability {} \
          (chosen at each open, not kept in the pool)\n",
         pool.display(),
         human(sb.pool_len),
         sb.segment_count,
         human(sb.segment_len),
         sb.lanes_max,
+        if sb.lane_names { " with names of their own" } else { "" },
         on_off(sb.payload_checksum),
         p.media().durability(),
     ))
@@ -96,9 +88,9 @@ fn committed(pool: &Path, name: &[u8], version: u64) -> Result<(), CliError> {
 /// `put --delta`: compare with the latest version chunk by chunk, store what differs.
 fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(), CliError> {
     let chunk = p.delta_options().chunk_bytes as usize;
-    let (parent, changes) = match p.latest(name) {
+    let (parent, changes) = match p.latest_on(lane, name) {
         Ok(latest) => {
-            let old = p.get_vec(name, latest)?;
+            let old = p.get_vec_on(lane, name, latest)?;
             let changed: Vec<(u64, u64)> = if old.len() == bytes.len() {
                 let pairs = old.chunks(chunk).zip(bytes.chunks(chunk)).enumerate();
                 pairs.filter(|(_, (a, b))| a != b).map(|(i, (_, b))| ((i * chunk) as u64, b.len() as u64)).collect()
@@ -127,6 +119,7 @@ pub fn get(
     pool: &Path,
     name: &OsStr,
     version: Option<u64>,
+    lane: Option<u32>,
     output: Option<&Path>,
     durability: Option<Durability>,
 ) -> Result<(), CliError> {
@@ -139,13 +132,23 @@ pub fn get(
         (Some(nvs_core::Error::NotFound), Some(v)) => {
             CliError::Usage(format!("{}: no version {v} of {}", pool.display(), show_name(name)))
         }
+        (Some(nvs_core::Error::AmbiguousName { lanes }), _) => CliError::Usage(format!(
+            "{}: {lanes} lanes hold {} (the pool has lane names): pick one with --lane",
+            pool.display(),
+            show_name(name)
+        )),
         _ => CliError::Pool(e),
     };
-    let version = match version {
-        Some(v) => v,
-        None => p.latest(name).map_err(not_found)?,
+    let version = match (version, lane) {
+        (Some(v), _) => v,
+        (None, Some(l)) => p.latest_on(l, name).map_err(not_found)?,
+        (None, None) => p.latest(name).map_err(not_found)?,
     };
-    let bytes = p.get_vec(name, version).map_err(not_found)?;
+    let bytes = match lane {
+        Some(l) => p.get_vec_on(l, name, version),
+        None => p.get_vec(name, version),
+    }
+    .map_err(not_found)?;
     // The output may be the pool under another name (a symlink, a hard link,
     // /proc/self/fd/N, stdout redirected onto it): refuse by identity, not by path.
     let out = output.map_or(Path::new("/proc/self/fd/1"), |o| o);
@@ -173,7 +176,7 @@ pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -
         if name.is_empty() {
             continue; // released by a writer's retention since this pool was opened
         }
-        let versions: Vec<_> = p.versions(name)?.collect();
+        let versions: Vec<_> = p.versions_of(n.id).collect();
         if json {
             for v in &versions {
                 out += &Obj::new()
@@ -191,9 +194,10 @@ pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -
         }
         let total: u64 = versions.iter().map(|v| v.len_bytes).sum();
         let stored: u64 = versions.iter().map(|v| v.stored_bytes).sum();
+        let lane = n.lane.map_or(String::new(), |l| format!("  lane={l}"));
         let _ = write!(
             out,
-            "{}  versions={} latest={} bytes={} stored={}",
+            "{}{lane}  versions={} latest={} bytes={} stored={}",
             show_name(name),
             n.versions,
             n.latest,
@@ -236,7 +240,7 @@ fn meta_text(p: &FilePool, name: &[u8], v: &nvs_core::ObjectInfo) -> String {
     if v.meta_len == 0 {
         return String::new();
     }
-    p.meta(name, v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
+    p.meta_on(v.lane, name, v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
 }
 
 pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
@@ -261,6 +265,7 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
             .num("lanes_in_use", st.lanes as u64)
             .bool("payload_checksum", sb.payload_checksum)
             .bool("deltas", sb.deltas)
+            .bool("lane_names", sb.lane_names)
             .str("durability", &m.durability().to_string())
             .num("units", st.units)
             .num("objects", st.objects)
@@ -300,6 +305,9 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
         ),
     );
     row("lanes", format!("{} (in use: {})", sb.lanes_max, st.lanes));
+    let names =
+        if sb.lane_names { "every lane its own (versions count per lane)" } else { "one name space for every lane" };
+    row("names", names.into());
     row("payload checksum", on_off(sb.payload_checksum).into());
     let deltas = if sb.deltas { "allowed" } else { "not in this pool (made before deltas): full versions only" };
     row("delta objects", deltas.into());

@@ -73,6 +73,7 @@ pub fn run(
         durability,
         // Page faults would dominate both sides of the comparison; pay them up front.
         populate: true,
+        ..CreateOptions::default()
     };
     let mut writer = FilePool::create(&pool_path, pool_len, &opts)?;
     cleanup.0.push(pool_path.clone());

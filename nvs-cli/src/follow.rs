@@ -29,7 +29,7 @@ pub fn follow(
             Followed::Objects(objs) => {
                 for o in objs {
                     if verify_stress {
-                        let bytes = f.pool().get_vec(&o.name, o.version)?;
+                        let bytes = f.pool().get_vec_on(o.lane, &o.name, o.version)?;
                         if bytes != stress_payload(&o.name, o.version, bytes.len()) {
                             return Err(CliError::Mismatch(format!(
                                 "BAD: {} v{} (lane {}) does not hold what the stress writer put",

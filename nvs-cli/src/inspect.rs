@@ -553,8 +553,9 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                 if name.is_empty() {
                     continue;
                 }
-                for v in p.versions(&name)? {
-                    let meta = if v.meta_len > 0 { p.meta(&name, v.version).unwrap_or_default() } else { vec![] };
+                for v in p.versions_of(n.id) {
+                    let meta =
+                        if v.meta_len > 0 { p.meta_on(v.lane, &name, v.version).unwrap_or_default() } else { vec![] };
                     found.push(Found {
                         name: name.clone(),
                         version: v.version,
@@ -649,7 +650,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         bar.inc(1);
         let f = &found[i];
         let bytes = match &source {
-            Source::Index(p) => p.get_vec(&f.name, f.version).map_err(|e| e.to_string()),
+            Source::Index(p) => p.get_vec_on(f.lane, &f.name, f.version).map_err(|e| e.to_string()),
             Source::Walk { walker, by_key } => rebuild(walker, &found, by_key, i),
         };
         let bytes = match bytes {

@@ -73,6 +73,10 @@ enum Command {
         /// Checksum every payload: the default, accepted for older scripts.
         #[arg(long, hide = true, conflicts_with = "no_payload_checksum")]
         payload_checksum: bool,
+        /// Give every lane names of its own: ranks putting the same name each get their
+        /// own versions 1, 2, 3...; `get --lane` reads one lane's.
+        #[arg(long)]
+        lane_names: bool,
     },
     /// Put FILE (or stdin) as the next version of NAME; prints the committed version
     /// (exit 4 if it was committed but stdout cannot take the version: stderr names it).
@@ -102,6 +106,10 @@ enum Command {
         name: OsString,
         #[arg(long)]
         version: Option<u64>,
+        /// The lane whose NAME to read (needed in a pool with lane names when several
+        /// lanes hold NAME; elsewhere only a version that lane wrote is read).
+        #[arg(long)]
+        lane: Option<u32>,
         /// Output file instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -387,13 +395,19 @@ fn main() -> ExitCode {
         sigbus::guard(pool);
     }
     let r = match cli.command {
-        Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _ } => {
-            commands::create(&pool, size, segment_size, lanes, !no_payload_checksum, d)
+        Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _, lane_names } => {
+            let opts = nvs_std::CreateOptions::new()
+                .lanes_max(lanes)
+                .payload_checksum(!no_payload_checksum)
+                .lane_names(lane_names);
+            commands::create(&pool, size, nvs_std::CreateOptions { segment_len: segment_size, durability: d, ..opts })
         }
         Command::Put { pool, name, file, lane, version, delta, meta } => {
             commands::put(&pool, &name, file.as_deref(), lane, version, delta, &meta, d)
         }
-        Command::Get { pool, name, version, output } => commands::get(&pool, &name, version, output.as_deref(), d),
+        Command::Get { pool, name, version, lane, output } => {
+            commands::get(&pool, &name, version, lane, output.as_deref(), d)
+        }
         Command::Ls { pool, long, json } => commands::ls(&pool, long, json, d),
         Command::BenchDelta { dir, quick } => bench_delta(&nvs_bench::delta::DeltaBenchOptions { dir, quick }),
         Command::Info { pool, stats, json } => commands::info(&pool, stats, json, d),

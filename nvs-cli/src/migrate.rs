@@ -22,12 +22,16 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
     let names: Vec<_> = src.names().collect();
     for n in &names {
         let name = src.name_bytes(n.id, &mut name_buf).to_vec();
-        for o in src.versions(&name)? {
+        if name.is_empty() {
+            continue; // released by a writer's retention since the pool was opened
+        }
+        for o in src.versions_of(n.id) {
             all.push((o.lane, o.seq, n.id, o.version));
         }
     }
     all.sort_unstable();
-    let mut opts = CreateOptions::new().segment_len(layout.segment_len).lanes_max(layout.lanes_max);
+    let mut opts =
+        CreateOptions::new().segment_len(layout.segment_len).lanes_max(layout.lanes_max).lane_names(layout.lane_names);
     opts.durability = d;
     let mut dst = FilePool::create(new, size, &opts)?;
     let mut i = 0;
@@ -37,7 +41,7 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
         let mut data = Vec::with_capacity(unit.len());
         for &&(_, _, id, version) in &unit {
             let name = src.name_bytes(id, &mut name_buf).to_vec();
-            let bytes = src.get_vec(&name, version)?;
+            let bytes = src.get_vec_on(lane, &name, version)?;
             data.push((name, version, bytes));
         }
         let objects: Vec<Object> = data.iter().map(|(n, v, b)| Object::new(n, b).version(*v)).collect();

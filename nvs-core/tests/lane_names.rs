@@ -56,7 +56,11 @@ fn check_reads(pool: &Pool<Region, HeapMemory>) {
     names.sort();
     assert_eq!(
         names,
-        [(b"pressure".to_vec(), Some(1), 1), (b"temperature".to_vec(), Some(0), 3), (b"temperature".to_vec(), Some(1), 3)]
+        [
+            (b"pressure".to_vec(), Some(1), 1),
+            (b"temperature".to_vec(), Some(0), 3),
+            (b"temperature".to_vec(), Some(1), 3)
+        ]
     );
 }
 

@@ -146,7 +146,7 @@ impl Follower {
                     if !wanted(&name) {
                         continue;
                     }
-                    let Ok(versions) = core.versions(&name) else { continue };
+                    let versions = core.versions_of(n.id);
                     out.extend(versions.filter(|v| unreported(v.lane, v.seq)).map(|v| Committed::of(&name, &v)));
                 }
             }

@@ -54,6 +54,9 @@ pub struct CreateOptions {
     /// Pre-fault the whole mapping at create (`MAP_POPULATE`), so the first puts into
     /// each page do not pay a page fault (benchmarks; costs time at create).
     pub populate: bool,
+    /// Every lane has names of its own (see [`nvs_core::FormatOptions::lane_names`]):
+    /// ranks writing one name each get their own versions. Off by default.
+    pub lane_names: bool,
 }
 
 impl Default for CreateOptions {
@@ -68,7 +71,14 @@ impl CreateOptions {
     /// file calls for ([`Durability::default_for`]),
     /// no pre-faulting.
     pub const fn new() -> Self {
-        CreateOptions { segment_len: None, lanes_max: 64, payload_checksum: true, durability: None, populate: false }
+        CreateOptions {
+            segment_len: None,
+            lanes_max: 64,
+            payload_checksum: true,
+            durability: None,
+            populate: false,
+            lane_names: false,
+        }
     }
 
     /// Segments of `bytes` (a multiple of 64, 4 KiB to 1 TiB): the unit of allocation
@@ -100,6 +110,12 @@ impl CreateOptions {
     /// Pre-fault the mapping at create (benchmarks).
     pub const fn populate(mut self, on: bool) -> Self {
         self.populate = on;
+        self
+    }
+
+    /// Give every lane names of its own ([`CreateOptions::lane_names`]).
+    pub const fn lane_names(mut self, on: bool) -> Self {
+        self.lane_names = on;
         self
     }
 }
@@ -214,6 +230,7 @@ impl FilePool {
         fo.segment_len = opts.segment_len;
         fo.lanes_max = opts.lanes_max;
         fo.payload_checksum = opts.payload_checksum;
+        fo.lane_names = opts.lane_names;
         fo.geometry(size_bytes).map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
             Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
@@ -408,15 +425,72 @@ impl FilePool {
         self.pool.get(name, version, buf).map_err(|e| self.about(name.as_ref(), Some(version), e))
     }
 
+    /// [`FilePool::get`] of `lane`'s `name` ([`nvs_core::Pool::get_on`]): in a pool with
+    /// lane names, the name in that lane's name space; otherwise the version only if
+    /// `lane` wrote it.
+    pub fn get_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        self.pool.get_on(lane, name, version, buf).map_err(|e| self.about(name.as_ref(), Some(version), e))
+    }
+
+    /// [`FilePool::get_vec`] of `lane`'s `name`.
+    pub fn get_vec_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<Vec<u8>> {
+        let core = |e| self.about(name.as_ref(), Some(version), e);
+        let info = self.pool.stat_on(lane, name, version).map_err(core)?;
+        let mut buf = vec![0; self.object_len(info.len_bytes)?];
+        let n = self.pool.get_on(lane, name, version, &mut buf).map_err(core)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// The latest version of `lane`'s `name` ([`nvs_core::Pool::latest_on`]).
+    pub fn latest_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<u64> {
+        self.pool.latest_on(lane, name).map_err(|e| self.about(name.as_ref(), None, e))
+    }
+
+    /// Facts about version `version` of `lane`'s `name`.
+    pub fn stat_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<ObjectInfo> {
+        self.pool.stat_on(lane, name, version).map_err(|e| self.about(name.as_ref(), Some(version), e))
+    }
+
+    /// Every version of `lane`'s `name`, oldest first ([`nvs_core::Pool::versions_on`]).
+    pub fn versions_on<N: AsRef<[u8]> + ?Sized>(
+        &self,
+        lane: u32,
+        name: &N,
+    ) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
+        self.pool.versions_on(lane, name).map_err(|e| self.about(name.as_ref(), None, e))
+    }
+
+    /// The metadata of version `version` of `lane`'s `name` ([`FilePool::meta`]).
+    pub fn meta_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; nvs_core::META_MAX];
+        let n = self
+            .pool
+            .meta_on(lane, name, version, &mut buf)
+            .map_err(|e| self.about(name.as_ref(), Some(version), e))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Every version of name `id` (from [`FilePool::names`]), oldest first, in any pool
+    /// ([`nvs_core::Pool::versions_of`]).
+    pub fn versions_of(&self, id: u32) -> VersionIter<'_, MappedMedia, HeapMemory> {
+        self.pool.versions_of(id)
+    }
+
+    /// An object's length as a buffer length here.
+    fn object_len(&self, len_bytes: u64) -> Result<usize> {
+        usize::try_from(len_bytes).map_err(|_| Error::Unsupported {
+            path: self.path.clone(),
+            what: "object larger than this address space".into(),
+        })
+    }
+
     /// Version `version` of `name`, as a new vector.
     pub fn get_vec<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
         let core = |e| self.about(name.as_ref(), Some(version), e);
         let info = self.pool.stat(name, version).map_err(core)?;
-        let len = usize::try_from(info.len_bytes).map_err(|_| Error::Unsupported {
-            path: self.path.clone(),
-            what: "object larger than this address space".into(),
-        })?;
-        let mut buf = vec![0; len];
+        let mut buf = vec![0; self.object_len(info.len_bytes)?];
         let n = self.pool.get(name, version, &mut buf).map_err(core)?;
         buf.truncate(n);
         Ok(buf)

@@ -163,6 +163,7 @@ impl<M: Media> Writer<'_, M> {
     /// the index learns it), its version, its length, its delta. True if its name is new
     /// to the index and to the unit.
     #[inline(always)] // once per object of every unit: the hot path of small batches
+    #[allow(clippy::too_many_arguments)] // the unit's state, passed down, not rebuilt per object
     fn plan_object<X: IndexMemory>(
         &self,
         s: &Shared<X>,

@@ -45,7 +45,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             return find(l + 1).ok_or(Error::NotFound);
         }
         // Only a lane holding a segment can hold objects.
-        let mut held = (0..self.sb.lanes_max).filter(|&l| s.lane_infos[l as usize].is_some()).filter_map(|l| find(l + 1));
+        let mut held =
+            (0..self.sb.lanes_max).filter(|&l| s.lane_infos[l as usize].is_some()).filter_map(|l| find(l + 1));
         match (held.next(), held.count()) {
             (None, _) => Err(Error::NotFound),
             (Some(id), 0) => Ok(id),
@@ -79,7 +80,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             _ => Some(0),
         };
         let id = match (s.index.name_is(&self.media, hint_name, name), space) {
-            (Some(hash), Some(space)) if space_of(hash) == space && (self.writable || hash == name_key(name, space)) => {
+            (Some(hash), Some(space))
+                if space_of(hash) == space && (self.writable || hash == name_key(name, space)) =>
+            {
                 hint_name
             }
             _ => self.find_id(s, lane, name)?,
@@ -333,9 +336,18 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// into `buf`; returns its length (0 if it has none). `BufferTooSmall` if `buf` is
     /// shorter than [`ObjectInfo::meta_len`].
     pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        self.meta_in(None, name.as_ref(), version, buf)
+    }
+
+    /// The metadata of version `version` of `lane`'s `name` (see [`Pool::get_on`]).
+    pub fn meta_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
+        self.meta_in(Some(lane), name.as_ref(), version, buf)
+    }
+
+    fn meta_in(&self, lane: Option<u32>, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
         let (e, name_len) = {
             let s = self.shared.read();
-            let e = *self.lookup(&s, None, name.as_ref(), version)?;
+            let e = *self.lookup(&s, lane, name, version)?;
             (e, s.index.name(e.name).name_len as usize)
         };
         let len = e.meta_len as usize;
@@ -362,6 +374,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// without lane names, the name's versions `lane` wrote).
     pub fn versions_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<VersionIter<'_, M, X>> {
         self.versions_in(Some(lane), name.as_ref())
+    }
+
+    /// Every version of name `id` (from [`Pool::names`]), oldest first: what a tool
+    /// listing every name reads, in any pool (no lookup by bytes).
+    pub fn versions_of(&self, id: u32) -> VersionIter<'_, M, X> {
+        let s = self.shared.read();
+        let (at, left) = match id < s.index.name_count() as u32 {
+            true => (s.index.name(id).first, s.index.name(id).count),
+            false => (NONE, 0),
+        };
+        VersionIter { pool: self, at, left, only: None }
     }
 
     fn versions_in(&self, lane: Option<u32>, name: &[u8]) -> Result<VersionIter<'_, M, X>> {

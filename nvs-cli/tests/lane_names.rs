@@ -1,0 +1,66 @@
+//! `nvs` on a pool with lane names: ranks put the same name on their own lanes and each
+//! gets versions 1, 2, ...; `get --lane`, `ls`, `info`, `check`, `migrate` and `follow`
+//! know the lanes; a read by a name several lanes hold is a clear refusal.
+
+mod common;
+use common::*;
+
+#[test]
+fn ranks_put_one_name_each_with_their_own_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("p");
+    let p = pool.to_str().unwrap();
+    let o = nvs(&["create", p, "--size", "1M", "--segment-size", "16K", "--lanes", "4", "--lane-names"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("with names of their own"), "{}", stdout(&o));
+    for step in 1..=2 {
+        for lane in 0..3 {
+            let o = nvs_stdin(
+                &["put", p, "temperature", "--lane", &lane.to_string()],
+                format!("r{lane}s{step}").as_bytes(),
+            );
+            assert_eq!((code(&o), stdout(&o)), (0, format!("{step}\n")), "{}", stderr(&o));
+        }
+    }
+    let o = nvs_stdin(&["put", p, "pressure", "--lane", "1"], b"solo");
+    assert_eq!(stdout(&o), "1\n");
+    for lane in 0..3 {
+        let o = nvs(&["get", p, "temperature", "--lane", &lane.to_string(), "--version", "1"]);
+        assert_eq!((code(&o), stdout(&o)), (0, format!("r{lane}s1")), "{}", stderr(&o));
+        let o = nvs(&["get", p, "temperature", "--lane", &lane.to_string()]);
+        assert_eq!(stdout(&o), format!("r{lane}s2"), "the latest of lane {lane}");
+    }
+    let o = nvs(&["get", p, "temperature"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("3 lanes hold temperature") && stderr(&o).contains("--lane"), "{}", stderr(&o));
+    let o = nvs(&["get", p, "pressure"]);
+    assert_eq!((code(&o), stdout(&o)), (0, "solo".to_string()), "a name one lane holds reads by name alone");
+    let o = nvs(&["get", p, "temperature", "--lane", "3"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("no object named temperature"), "{}", stderr(&o));
+    let o = nvs(&["get", p, "temperature", "--lane", "9"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("lane 9 does not exist"), "{}", stderr(&o));
+    let ls = stdout(&nvs(&["ls", p]));
+    for lane in 0..3 {
+        assert!(ls.contains(&format!("temperature  lane={lane}  versions=2 latest=2")), "{ls}");
+    }
+    assert!(ls.contains("pressure  lane=1  versions=1"), "{ls}");
+    assert!(stdout(&nvs(&["info", p])).contains("every lane its own"));
+    let o = nvs(&["check", p]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // A copy keeps the lane names and every lane's versions.
+    let copy = dir.path().join("copy");
+    let o = nvs(&["migrate", p, copy.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = nvs(&["get", copy.to_str().unwrap(), "temperature", "--lane", "2", "--version", "2"]);
+    assert_eq!(stdout(&o), "r2s2", "{}", stderr(&o));
+    // A follower reports every lane's versions.
+    let o = nvs(&["follow", p, "--timeout", "0.2"]);
+    let seen = stdout(&o);
+    for lane in 0..3 {
+        for step in 1..=2 {
+            assert!(seen.contains(&format!("{lane}\ttemperature\t{step}\t4\n")), "{seen}");
+        }
+    }
+}
