@@ -520,7 +520,7 @@ impl Found {
 /// Where salvage reads from: recovery's index, or (recovery failed) the raw walk.
 enum Source<'m> {
     Index(Box<FilePool>),
-    Walk { walker: Walker<'m, MappedMedia>, by_key: HashMap<(Vec<u8>, u64), usize> },
+    Walk { walker: Walker<'m, MappedMedia>, by_key: HashMap<Key, usize> },
 }
 
 /// `nvs salvage BAD NEW`: exit 0 if every object was copied and nothing was damaged,
@@ -629,8 +629,12 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
             // A (name, version) met twice (a released segment not yet invalidated):
             // the first one met is kept.
             let mut seen = std::collections::HashSet::new();
-            found.retain(|f| seen.insert((f.name.clone(), f.version)));
-            let by_key = found.iter().enumerate().map(|(i, f)| ((f.name.clone(), f.version), i)).collect();
+            found.retain(|f| seen.insert(key(layout.lane_names, f.lane, &f.name, f.version)));
+            let by_key = found
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (key(layout.lane_names, f.lane, &f.name, f.version), i))
+                .collect();
             (Source::Walk { walker, by_key }, "a raw walk (recovery failed)")
         }
         Err(e) => return Err(e.into()),
@@ -641,7 +645,8 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     let mut opts = CreateOptions::new()
         .segment_len(layout.segment_len)
         .lanes_max(layout.lanes_max)
-        .payload_checksum(layout.payload_checksum);
+        .payload_checksum(layout.payload_checksum)
+        .lane_names(layout.lane_names);
     opts.durability = durability;
     let mut dst = FilePool::create(new, size.unwrap_or(layout.pool_len), &opts)?;
     let bar = progress::bar(order.len() as u64, "salvage");
@@ -651,7 +656,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         let f = &found[i];
         let bytes = match &source {
             Source::Index(p) => p.get_vec_on(f.lane, &f.name, f.version).map_err(|e| e.to_string()),
-            Source::Walk { walker, by_key } => rebuild(walker, &found, by_key, i),
+            Source::Walk { walker, by_key } => rebuild(walker, &found, by_key, layout.lane_names, i),
         };
         let bytes = match bytes {
             Ok(b) => b,
@@ -713,10 +718,20 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
 
 /// Object `i`'s bytes from the raw walk: a full version's payload (verified), or a
 /// delta rebuilt over its parent's (each link verified).
+/// What identifies a version found by a walk: (name space, name, version) — the lane in a
+/// pool with lane names, one space otherwise (where a delta's parent may be another
+/// lane's).
+type Key = (Option<u32>, Vec<u8>, u64);
+
+fn key(lane_names: bool, lane: u32, name: &[u8], version: u64) -> Key {
+    (lane_names.then_some(lane), name.to_vec(), version)
+}
+
 fn rebuild(
     w: &Walker<'_, MappedMedia>,
     found: &[Found],
-    by_key: &HashMap<(Vec<u8>, u64), usize>,
+    by_key: &HashMap<Key, usize>,
+    lane_names: bool,
     i: usize,
 ) -> Result<Vec<u8>, String> {
     let f = &found[i];
@@ -728,12 +743,14 @@ fn rebuild(
         return Ok(buf);
     }
     let parent = w.delta_parent(&o).unwrap_or(0);
-    let &pi = by_key.get(&(f.name.clone(), parent)).ok_or_else(|| format!("its delta parent v{parent} is lost"))?;
+    let &pi = by_key
+        .get(&key(lane_names, f.lane, &f.name, parent))
+        .ok_or_else(|| format!("its delta parent v{parent} is lost"))?;
     let p = found[pi].walked().ok_or("not walked")?;
     if p.depth + 1 != o.depth || p.len_bytes != o.len_bytes || parent >= f.version {
         return Err(format!("its delta parent v{parent} does not fit it (depth or length)"));
     }
-    let mut buf = rebuild(w, found, by_key, pi).map_err(|e| format!("its delta parent v{parent}: {e}"))?;
+    let mut buf = rebuild(w, found, by_key, lane_names, pi).map_err(|e| format!("its delta parent v{parent}: {e}"))?;
     w.rebuild(&o, &mut buf).map_err(|e| e.to_string())?;
     Ok(buf)
 }
