@@ -91,6 +91,16 @@ pub enum Error {
         /// The lane asked for.
         lane: u32,
     },
+    /// A write on a lane this pool was not opened for ([`crate::Pool::open_lanes`]):
+    /// another process may own it.
+    LaneNotOwned {
+        /// The lane asked for.
+        lane: u32,
+    },
+    /// Writers in several processes share only a pool with lane names
+    /// ([`crate::FormatOptions::lane_names`]): in one name space two processes could
+    /// take the same version of a name.
+    NeedsLaneNames,
     /// The index memory given to the pool is full and cannot grow: `what` ran out
     /// ("entries", "names", "hash table slots", "segment slots", or "entry ids" / "name
     /// ids" at 2^31 - 1) with the index at `entries` objects over `names` names.
@@ -236,6 +246,14 @@ impl fmt::Display for Error {
             Error::NoSuchLane { lane, lanes_max } => write!(f, "lane {lane} does not exist (pool has {lanes_max})"),
             Error::ReadOnly => write!(f, "pool is open read-only"),
             Error::LaneBusy { lane } => write!(f, "lane {lane} already has a writer"),
+            Error::LaneNotOwned { lane } => {
+                write!(f, "lane {lane} is not one of this writer's lanes (another process may own it)")
+            }
+            Error::NeedsLaneNames => write!(
+                f,
+                "writers in several processes need a pool with lane names (create it with --lane-names / \
+                 lane_names), so that no two of them take the same version of a name"
+            ),
             Error::IndexFull { what, entries, names } => {
                 write!(f, "index memory full: no room for more {what} (at {entries} objects, {names} names)")
             }

@@ -17,7 +17,8 @@ use crate::shared::Own;
 type PerLane = [u64; LANES_MAX as usize];
 
 impl<M: Media, X: IndexMemory> Pool<M, X> {
-    /// Retention: on every lane, release the oldest segments whose objects all have at
+    /// Retention: on every lane (of a pool opened for some lanes, [`Pool::open_lanes`]:
+    /// on its own), release the oldest segments whose objects all have at
     /// least `keep_versions` newer versions of their name and are not the full version
     /// or an earlier delta that a version staying in the pool is rebuilt from — never a
     /// lane's current segment, and only a prefix of each lane's chain. Returns the
@@ -40,7 +41,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // new one, and if the free segments do not cover every such lane, nothing is
         // written (a lane truncated before a later lane found the pool full would leave a
         // refused reclaim half done).
-        let releasing = |lane: usize| base[lane] != u64::MAX && base[lane] > lowest[lane];
+        // Beside writers in other processes, only this pool's own lanes (their truncate
+        // units are written on the lane, and only its owner writes a lane).
+        let owned = self.owned;
+        let releasing = |lane: usize| {
+            base[lane] != u64::MAX && base[lane] > lowest[lane] && owned.is_none_or(|o| o.has(lane as u32))
+        };
         let claims = (0..lanes_max)
             .filter(|&lane| releasing(lane))
             .filter(|&lane| {

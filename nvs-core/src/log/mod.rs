@@ -40,6 +40,25 @@ pub(crate) struct Writer<'a, M: Media> {
     pub sb: &'a Superblock,
     pub writable: bool,
     pub delta: DeltaOptions,
+    /// The lanes this pool writes beside writers in other processes (`None`: the only
+    /// writer, of every lane).
+    pub owned: Option<LaneSet>,
+}
+
+/// A set of lanes: those a pool writes beside writers in other processes
+/// ([`crate::Pool::open_lanes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaneSet([u64; 4]);
+
+impl LaneSet {
+    pub fn insert(&mut self, lane: u32) {
+        if let Some(w) = self.0.get_mut(lane as usize / 64) {
+            *w |= 1 << (lane % 64);
+        }
+    }
+    pub fn has(&self, lane: u32) -> bool {
+        self.0.get(lane as usize / 64).is_some_and(|w| w & 1 << (lane % 64) != 0)
+    }
 }
 
 impl<M: Media> Writer<'_, M> {
@@ -114,6 +133,9 @@ impl<M: Media> Writer<'_, M> {
         }
         if lane >= self.sb.lanes_max {
             return Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max });
+        }
+        if self.owned.is_some_and(|o| !o.has(lane)) {
+            return Err(Error::LaneNotOwned { lane });
         }
         Ok(())
     }

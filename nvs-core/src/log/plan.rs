@@ -11,6 +11,7 @@ use crate::index::{name_key, space_of, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
+use crate::pool::ClaimLock;
 use crate::shared::{Shared, SharedAccess};
 
 /// What validation decided for one object of a unit being written: the caller's room
@@ -240,7 +241,19 @@ impl<M: Media> Writer<'_, M> {
     pub(super) fn claim<X: IndexMemory>(&self, s: &mut Shared<X>, lane: u32, old: Lane, span: u32) -> Result<Lane> {
         let Shared { index, alloc_cursor, stats, .. } = s;
         let segs = index.segments(self.sb.segment_count as usize)?;
-        let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?;
+        let l = match self.owned {
+            None => segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?,
+            // Beside writers in other processes: under the claim lock, the other
+            // processes' segments as their headers say now, then the claim, fenced before
+            // the lock goes — the next claimer reads this header whole.
+            Some(owned) => {
+                let _lock = ClaimLock::take(self.media);
+                segments::rescan(self.media, self.sb, segs, &owned);
+                let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?;
+                self.media.fence();
+                l
+            }
+        };
         if !old.active {
             stats.lanes += 1;
         }

@@ -4,8 +4,9 @@
 //! reads ownership back from the segment headers; retention decides what to release.)
 
 use super::lane::Lane;
+use super::LaneSet;
 use crate::error::{Error, Result};
-use crate::format::{SegmentHeader, Superblock, LINE, SEGMENT_MAGIC};
+use crate::format::{self, SegmentHeader, Superblock, LINE, SEGMENT_MAGIC};
 pub use crate::index::SegSlot;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -132,11 +133,64 @@ pub(crate) fn claim<M: Media>(
     })
 }
 
+/// Before a claim beside writers in other processes (under the claim lock): the slots of
+/// every segment `owned` lanes do not hold, as the headers say now — another process's
+/// claims (a valid header of another lane, and the segments its span covers) are taken,
+/// and what another process released (no valid header) is free. The slots of this
+/// pool's own lanes are its own to keep (its index knows them better than any header:
+/// released but still valid ones, for one). Segments a span of this pool covers are
+/// skipped: their first lines are unit bytes.
+pub(crate) fn rescan<M: Media>(media: &M, sb: &Superblock, segs: &mut [SegSlot], owned: &LaneSet) {
+    let count = sb.segment_count.min(segs.len() as u32);
+    let mut i = 0;
+    while i < count {
+        let slot = segs[i as usize];
+        if slot.lane != FREE && owned.has(slot.lane) {
+            // Ours: a head skips what it covers (a covered slot is skipped with its head).
+            i += slot.span.max(1);
+            continue;
+        }
+        match format::decode_segment(media, sb, i) {
+            Some(h) if !owned.has(h.lane) => {
+                let span = if sb.spans() { (h.span as u32).max(1) } else { 1 };
+                let span = span.min(count - i);
+                for k in i..i + span {
+                    let covered = if k == i { span } else { 0 };
+                    segs[k as usize] = SegSlot {
+                        chain_seq: h.chain_seq,
+                        first_seq: h.first_seq,
+                        lane: h.lane,
+                        index: k,
+                        span: covered,
+                        head: i,
+                    };
+                }
+                i += span;
+            }
+            // A header of one of our lanes that our index does not place: leave it as
+            // recovery left it.
+            Some(_) => i += 1,
+            None => {
+                if slot.lane != FREE {
+                    segs[i as usize] = SegSlot::free(i);
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
 /// Invalidate the headers of segments retention released (a crash may have left them
 /// valid), oldest first per lane, each fenced, so a lane's chain stays contiguous at
 /// every step; then they are free. `segs` are the pool's slots in index order.
-pub(crate) fn invalidate_released<M: Media>(media: &M, sb: &Superblock, segs: &mut [SegSlot], newest_first: bool) {
-    let released = |g: &SegSlot| g.lane != FREE && g.first_seq == RELEASED;
+pub(crate) fn invalidate_released<M: Media>(
+    media: &M,
+    sb: &Superblock,
+    segs: &mut [SegSlot],
+    newest_first: bool,
+    ours: impl Fn(u32) -> bool,
+) {
+    let released = |g: &SegSlot| g.lane != FREE && g.first_seq == RELEASED && ours(g.lane);
     if !segs.iter().any(released) {
         return;
     }

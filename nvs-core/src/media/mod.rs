@@ -90,6 +90,18 @@ pub trait Media {
         let _ = (off, len);
     }
 
+    /// Take the claim lock: until [`Media::unlock_claims`], no writer in another process
+    /// that shares this media claims or releases a segment (nor opens: its recovery
+    /// reads the segment headers under it). Only a pool opened for some lanes of a pool
+    /// other processes write ([`crate::Pool::open_lanes`]) takes it, around each claim,
+    /// release and recovery. Not a store: the simulator sees none, and a media with one
+    /// writer process needs nothing (the default). A lock that dies with its holder (a
+    /// kernel-held file lock) keeps a killed writer from blocking the others.
+    fn lock_claims(&self) {}
+
+    /// Release the claim lock ([`Media::lock_claims`]).
+    fn unlock_claims(&self) {}
+
     /// Lend `off..off + len` as a shared slice, if this media is plain memory that can
     /// (a [`Region`](region::Region)); `None` otherwise (the default: a simulator, say),
     /// or if the range is outside the media. nvs-core lends only committed payloads, for
@@ -138,6 +150,12 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)
+    }
+    fn lock_claims(&self) {
+        (**self).lock_claims()
+    }
+    fn unlock_claims(&self) {
+        (**self).unlock_claims()
     }
     unsafe fn borrow(&self, off: usize, len: usize) -> Option<&[u8]> {
         // SAFETY: the caller's contract, passed on.

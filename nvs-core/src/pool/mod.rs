@@ -17,6 +17,7 @@ use crate::format::{
 use crate::index::{IndexMemory, NONE};
 use crate::log::lane::{Lane, LaneCell};
 use crate::log::segments;
+use crate::log::LaneSet;
 use crate::log::Writer;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -127,6 +128,9 @@ pub struct Pool<M: Media, X: IndexMemory> {
     pub(crate) media: M,
     pub(crate) sb: Superblock,
     pub(crate) writable: bool,
+    /// The lanes this pool writes beside writers in other processes ([`Pool::open_lanes`]);
+    /// `None`: the pool's only writer (or a reader).
+    pub(crate) owned: Option<LaneSet>,
     pub(crate) lanes: [LaneCell; LANES_MAX as usize],
     pub(crate) shared: RwLock<Shared<X>>,
     /// How puts with a delta request choose between a delta and a full version.
@@ -196,7 +200,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if mutant::on(Mutant::FormatInOneStore) {
             media.store_nt(0, bytemuck::bytes_of(&sb));
             media.fence();
-            return Self::open_with(media, mem, true);
+            return Self::open_with(media, mem, true, None);
         }
         // Crash-safe in three fenced steps, so that a crash leaves the old pool, no pool
         // (`NotFormatted`), or the new empty one — never a torn superblock: (1) the old
@@ -210,30 +214,52 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         media.fence();
         media.store_word_nt(0, sb.magic);
         media.fence();
-        Self::open_with(media, mem, true)
+        Self::open_with(media, mem, true, None)
     }
 
     /// Open a pool for writing: recovery runs, nothing is written until a put.
     pub fn open(media: M, mem: X) -> Result<Self> {
-        Self::open_with(media, mem, true)
+        Self::open_with(media, mem, true, None)
     }
 
     /// Open a pool for reading only: recovery runs; this pool never writes the media.
     pub fn open_read_only(media: M, mem: X) -> Result<Self> {
-        Self::open_with(media, mem, false)
+        Self::open_with(media, mem, false, None)
     }
 
-    fn open_with(media: M, mem: X, writable: bool) -> Result<Self> {
+    /// Open a pool to write `lanes` only, beside writers of its other lanes in other
+    /// processes (each its own pool over the same media; who owns which lane is the
+    /// caller's to settle — nvs-std takes a kernel lock per lane). The pool must have
+    /// lane names (`NeedsLaneNames`): each process's names are its lanes' own, so no two
+    /// processes take the same version. Writes to other lanes are refused
+    /// (`LaneNotOwned`). Segment claims and releases, and recovery (here and at every
+    /// [`Pool::refresh`], which is how this pool learns what the other writers
+    /// committed), run under the media's claim lock ([`Media::lock_claims`]), and a
+    /// claim reads the segment headers first: the other processes' claims and releases
+    /// are in no index of this one.
+    pub fn open_lanes(media: M, mem: X, lanes: &[u32]) -> Result<Self> {
+        let mut owned = LaneSet::default();
+        for &lane in lanes {
+            owned.insert(lane);
+        }
+        Self::open_with(media, mem, true, Some(owned))
+    }
+
+    fn open_with(media: M, mem: X, writable: bool, owned: Option<LaneSet>) -> Result<Self> {
         let sb = format::decode_superblock(&media)?;
         // A format 1 pool is read, never written: this build writes what format 1 does
         // not have (spans), and a format 1 reader must never meet them.
         if writable && sb.format_version < FORMAT_VERSION {
             return Err(Error::OldFormat { found: sb.format_version });
         }
+        if owned.is_some() && !sb.lane_names() {
+            return Err(Error::NeedsLaneNames);
+        }
         let mut pool = Pool {
             media,
             sb,
             writable,
+            owned,
             lanes: core::array::from_fn(|_| LaneCell::default()),
             shared: RwLock::new(Shared::new(mem)),
             delta_opts: DeltaOptions::default(),
@@ -242,6 +268,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             catch_ups: 0,
             rebuilds: 0,
         };
+        if let Some(o) = owned {
+            for lane in (0..LANES_MAX).filter(|&l| o.has(l)) {
+                pool.writer().check_lane(lane)?;
+            }
+        }
         pool.refresh()?;
         if writable {
             // The writer's open-time repair (a crash between a truncate unit and the
@@ -275,6 +306,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// a claim's header never equals an earlier one: chain positions only grow), so equal
     /// headers mean that recovery saw a state that held, and its error is real damage.
     pub fn refresh(&mut self) -> Result<()> {
+        if self.owned.is_some() {
+            // Beside other writer processes: their claims and releases wait meanwhile,
+            // so the segment headers hold still while recovery reads them.
+            self.rebuilds += 1;
+            let mut lanes = [Lane::default(); LANES_MAX as usize];
+            {
+                let _lock = ClaimLock::take(&self.media);
+                let shared = self.shared.get_mut();
+                shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
+            }
+            self.install_lanes(&lanes);
+            return Ok(());
+        }
         if !self.writable && self.caught_up && self.catch_up_once() {
             self.catch_ups += 1;
             return Ok(());
@@ -439,22 +483,42 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// The write path's view of this pool.
     pub(crate) fn writer(&self) -> Writer<'_, M> {
-        Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts }
+        Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts, owned: self.owned }
     }
 
     /// The write path's view, the lanes and the shared state, apart (for `&mut self`
     /// writes, which need all three at once).
     pub(crate) fn split_mut(&mut self) -> (Writer<'_, M>, &mut [LaneCell], &mut Shared<X>) {
-        let Pool { media, sb, writable, lanes, shared, delta_opts, .. } = self;
+        let Pool { media, sb, writable, lanes, shared, delta_opts, owned, .. } = self;
         let lanes = &mut lanes[..sb.lanes_max as usize];
-        (Writer { media, sb, writable: *writable, delta: *delta_opts }, lanes, shared.get_mut())
+        (Writer { media, sb, writable: *writable, delta: *delta_opts, owned: *owned }, lanes, shared.get_mut())
     }
 
-    /// Invalidate the segments retention released (`log::segments`).
+    /// Invalidate the segments retention released (`log::segments`): of this pool's own
+    /// lanes, under the claim lock, when it shares the pool with other processes.
     pub(crate) fn invalidate_released(&mut self, newest_first: bool) -> Result<()> {
         let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
-        segments::invalidate_released(&self.media, &self.sb, segs, newest_first);
+        let owned = self.owned;
+        let ours = |lane: u32| owned.is_none_or(|o| o.has(lane));
+        let _lock = owned.map(|_| ClaimLock::take(&self.media));
+        segments::invalidate_released(&self.media, &self.sb, segs, newest_first, ours);
         Ok(())
+    }
+}
+
+/// The claim lock ([`Media::lock_claims`]), released when dropped.
+pub(crate) struct ClaimLock<'m, M: Media>(&'m M);
+
+impl<'m, M: Media> ClaimLock<'m, M> {
+    pub fn take(media: &'m M) -> Self {
+        media.lock_claims();
+        ClaimLock(media)
+    }
+}
+
+impl<M: Media> Drop for ClaimLock<'_, M> {
+    fn drop(&mut self) {
+        self.0.unlock_claims();
     }
 }
 

@@ -1,0 +1,169 @@
+//! Writers of one pool in several processes (`Pool::open_lanes`), modelled by several
+//! pools over one media in one process: each writes its own lanes, segment claims never
+//! collide (the claim reads the other writers' headers under the claim lock), retention
+//! releases only a writer's own segments, a refresh sees the others' objects, and a
+//! recovery of the whole media finds every acknowledged object byte-exact.
+
+mod common;
+use common::*;
+use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, Region, Sum};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A region whose claim lock is a real lock (a spin lock; nvs-std's is a file lock), for
+/// pools on several threads.
+struct Shared<'a> {
+    region: &'a Region,
+    lock: &'a AtomicBool,
+}
+
+impl Media for Shared<'_> {
+    fn len(&self) -> usize {
+        self.region.len()
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        self.region.read(off, dst)
+    }
+    fn load_word(&self, off: usize) -> u64 {
+        self.region.load_word(off)
+    }
+    fn store_nt(&self, off: usize, src: &[u8]) {
+        self.region.store_nt(off, src)
+    }
+    fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
+        self.region.store_nt_summed(off, src, sum)
+    }
+    fn read_summed(&self, off: usize, dst: &mut [u8], sum: &mut Sum) {
+        self.region.read_summed(off, dst, sum)
+    }
+    fn store_word_nt(&self, off: usize, word: u64) {
+        self.region.store_word_nt(off, word)
+    }
+    fn store(&self, off: usize, src: &[u8]) {
+        self.region.store(off, src)
+    }
+    fn flush(&self, off: usize, len: usize) {
+        self.region.flush(off, len)
+    }
+    fn fence(&self) {
+        self.region.fence()
+    }
+    fn lock_claims(&self) {
+        while self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::hint::spin_loop();
+        }
+    }
+    fn unlock_claims(&self) {
+        self.lock.store(false, Ordering::Release);
+    }
+}
+
+fn format_shared(ram: &mut Ram, segment_len: u64) {
+    let mut o = FormatOptions::new(0x5ba2_ed00);
+    o.segment_len = Some(segment_len);
+    o.lanes_max = 4;
+    o.lane_names = true;
+    drop(Pool::format(ram.region(), o, HeapMemory::new()).expect("format"));
+}
+
+fn payload(lane: u32, step: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u64 * 7 + step * 13 + lane as u64 * 101) as u8).collect()
+}
+
+/// Every lane's `t` holds versions 1..=steps with `payload(lane, v, len(v))`.
+fn check_all(pool: &Pool<Region, HeapMemory>, lanes: &[u32], steps: u64, len: impl Fn(u64) -> usize) {
+    for &lane in lanes {
+        assert_eq!(pool.latest_on(lane, "t"), Ok(steps), "lane {lane}");
+        for v in 1..=steps {
+            let mut buf = vec![0u8; len(v)];
+            assert_eq!(pool.get_on(lane, "t", v, &mut buf), Ok(len(v)), "lane {lane} v{v}");
+            assert!(buf == payload(lane, v, len(v)), "lane {lane} v{v}: other bytes");
+        }
+    }
+}
+
+#[test]
+fn two_writers_claim_segments_in_turn_and_never_collide() {
+    let mut ram = Ram::new(1 << 20, 0);
+    format_shared(&mut ram, 4096);
+    let region = ram.region();
+    let mut a = Pool::open_lanes(&region, HeapMemory::new(), &[0]).unwrap();
+    let mut b = Pool::open_lanes(&region, HeapMemory::new(), &[1]).unwrap();
+    // Sizes that need new segments often, and spans of 2 and 3 segments now and then.
+    let len = |v: u64| if v % 9 == 0 { 9000 } else { 300 + (v as usize * 37) % 1500 };
+    for v in 1..=60 {
+        assert_eq!(a.put(0, Object::new("t", &payload(0, v, len(v)))).unwrap().version, v);
+        assert_eq!(b.put(1, Object::new("t", &payload(1, v, len(v)))).unwrap().version, v);
+    }
+    // A writer does not write another's lane, and sees its objects after a refresh.
+    assert_eq!(a.put(1, Object::new("t", b"x")), Err(Error::LaneNotOwned { lane: 1 }));
+    assert_eq!(a.close_lane(1), Err(Error::LaneNotOwned { lane: 1 }));
+    assert!(matches!(a.lane(2), Err(Error::LaneNotOwned { lane: 2 })));
+    a.refresh().unwrap();
+    assert_eq!(a.latest_on(1, "t"), Ok(60));
+    drop((a, b));
+    let pool = Pool::open(ram.region(), HeapMemory::new()).expect("recovery of both writers' lanes");
+    check_all(&pool, &[0, 1], 60, len);
+    assert_eq!(pool.layout().lane_names, true);
+}
+
+#[test]
+fn only_a_pool_with_lane_names_takes_writers_in_several_processes() {
+    let mut ram = Ram::new(1 << 20, 0);
+    drop(format(&mut ram, 4096));
+    assert!(matches!(Pool::open_lanes(ram.region(), HeapMemory::new(), &[0]), Err(Error::NeedsLaneNames)));
+    format_shared(&mut ram, 4096);
+    assert!(matches!(
+        Pool::open_lanes(ram.region(), HeapMemory::new(), &[7]),
+        Err(Error::NoSuchLane { lane: 7, lanes_max: 4 })
+    ));
+}
+
+#[test]
+fn retention_of_one_writer_leaves_the_other_writers_segments_alone() {
+    let mut ram = Ram::new(1 << 20, 0);
+    format_shared(&mut ram, 4096);
+    let region = ram.region();
+    let mut a = Pool::open_lanes(&region, HeapMemory::new(), &[0]).unwrap();
+    let mut b = Pool::open_lanes(&region, HeapMemory::new(), &[1]).unwrap();
+    let len = |_| 1000;
+    for v in 1..=40 {
+        a.put(0, Object::new("t", &payload(0, v, 1000))).unwrap();
+        b.put(1, Object::new("t", &payload(1, v, 1000))).unwrap();
+    }
+    assert!(a.reclaim(2).unwrap() > 0);
+    // B's old versions are all there, and both go on claiming (A reuses what it freed).
+    for v in 41..=120 {
+        a.put(0, Object::new("t", &payload(0, v, 1000))).unwrap();
+        b.put(1, Object::new("t", &payload(1, v, 1000))).unwrap();
+        if v % 30 == 0 {
+            a.reclaim(2).unwrap();
+        }
+    }
+    drop((a, b));
+    let pool = Pool::open(ram.region(), HeapMemory::new()).unwrap();
+    check_all(&pool, &[1], 120, len);
+    assert_eq!(pool.latest_on(0, "t"), Ok(120));
+    assert!(pool.stat_on(0, "t", 1).is_err(), "A's reclaim released its own old versions");
+}
+
+#[test]
+fn writers_on_threads_over_one_media_claim_under_the_lock() {
+    let mut ram = Ram::new(4 << 20, 0);
+    format_shared(&mut ram, 4096);
+    let region = ram.region();
+    let lock = AtomicBool::new(false);
+    let len = |v: u64| 200 + (v as usize * 131) % 6000;
+    std::thread::scope(|t| {
+        for lane in 0..4u32 {
+            let media = Shared { region: &region, lock: &lock };
+            t.spawn(move || {
+                let mut p = Pool::open_lanes(media, HeapMemory::new(), &[lane]).unwrap();
+                for v in 1..=150 {
+                    assert_eq!(p.put(lane, Object::new("t", &payload(lane, v, len(v)))).unwrap().version, v);
+                }
+            });
+        }
+    });
+    let pool = Pool::open(ram.region(), HeapMemory::new()).expect("recovery");
+    check_all(&pool, &[0, 1, 2, 3], 150, len);
+}
