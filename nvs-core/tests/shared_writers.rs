@@ -89,7 +89,7 @@ fn two_writers_claim_segments_in_turn_and_never_collide() {
     let mut a = Pool::open_lanes(&region, HeapMemory::new(), &[0]).unwrap();
     let mut b = Pool::open_lanes(&region, HeapMemory::new(), &[1]).unwrap();
     // Sizes that need new segments often, and spans of 2 and 3 segments now and then.
-    let len = |v: u64| if v % 9 == 0 { 9000 } else { 300 + (v as usize * 37) % 1500 };
+    let len = |v: u64| if v.is_multiple_of(9) { 9000 } else { 300 + (v as usize * 37) % 1500 };
     for v in 1..=60 {
         assert_eq!(a.put(0, Object::new("t", &payload(0, v, len(v)))).unwrap().version, v);
         assert_eq!(b.put(1, Object::new("t", &payload(1, v, len(v)))).unwrap().version, v);
@@ -103,7 +103,7 @@ fn two_writers_claim_segments_in_turn_and_never_collide() {
     drop((a, b));
     let pool = Pool::open(ram.region(), HeapMemory::new()).expect("recovery of both writers' lanes");
     check_all(&pool, &[0, 1], 60, len);
-    assert_eq!(pool.layout().lane_names, true);
+    assert!(pool.layout().lane_names);
 }
 
 #[test]

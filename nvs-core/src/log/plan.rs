@@ -8,10 +8,9 @@ use crate::delta::{self, DeltaPlan};
 use crate::error::{Error, Result};
 use crate::format::{self, LINE, META_MAX, NAME_MAX};
 use crate::index::{name_key, space_of, IndexMemory, NONE};
-use crate::media::Media;
+use crate::media::{ClaimLock, Media};
 use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
-use crate::pool::ClaimLock;
 use crate::shared::{Shared, SharedAccess};
 
 /// What validation decided for one object of a unit being written: the caller's room

@@ -117,6 +117,22 @@ pub trait Media {
 }
 
 /// Shared references to a media are media: lanes on several threads share one.
+/// The claim lock ([`Media::lock_claims`]), released when dropped.
+pub(crate) struct ClaimLock<'m, M: Media>(&'m M);
+
+impl<'m, M: Media> ClaimLock<'m, M> {
+    pub fn take(media: &'m M) -> Self {
+        media.lock_claims();
+        ClaimLock(media)
+    }
+}
+
+impl<M: Media> Drop for ClaimLock<'_, M> {
+    fn drop(&mut self) {
+        self.0.unlock_claims();
+    }
+}
+
 impl<M: Media + ?Sized> Media for &M {
     fn len(&self) -> usize {
         (**self).len()

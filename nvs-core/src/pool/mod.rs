@@ -19,7 +19,7 @@ use crate::log::lane::{Lane, LaneCell};
 use crate::log::segments;
 use crate::log::LaneSet;
 use crate::log::Writer;
-use crate::media::Media;
+use crate::media::{ClaimLock, Media};
 use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
 use crate::object::RecoveryStats;
@@ -503,22 +503,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let _lock = owned.map(|_| ClaimLock::take(&self.media));
         segments::invalidate_released(&self.media, &self.sb, segs, newest_first, ours);
         Ok(())
-    }
-}
-
-/// The claim lock ([`Media::lock_claims`]), released when dropped.
-pub(crate) struct ClaimLock<'m, M: Media>(&'m M);
-
-impl<'m, M: Media> ClaimLock<'m, M> {
-    pub fn take(media: &'m M) -> Self {
-        media.lock_claims();
-        ClaimLock(media)
-    }
-}
-
-impl<M: Media> Drop for ClaimLock<'_, M> {
-    fn drop(&mut self) {
-        self.0.unlock_claims();
     }
 }
 
