@@ -42,7 +42,7 @@ pub fn put(
     pool: &Path,
     name: &OsStr,
     file: Option<&Path>,
-    lane: u32,
+    lane: Option<u32>,
     version: Option<u64>,
     delta: bool,
     meta: &[String],
@@ -55,7 +55,7 @@ pub fn put(
         m = m.set(k, v);
     }
     let meta = m.to_bytes().map_err(|e| CliError::Usage(format!("--meta: {e}")))?;
-    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+    let (mut p, lane) = open_to_put(pool, lane, durability)?;
     let name = name.as_bytes();
     let bytes = read_input(file, p.max_object_bytes(name.len()))?;
     if delta {
@@ -66,6 +66,25 @@ pub fn put(
     detach(&mut p);
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     committed(pool, name, v)
+}
+
+/// Open `pool` to put on `lane`: in a pool with lane names, that lane alone (`None`: the
+/// lowest free one, named on stderr), beside writers of other lanes in other processes;
+/// otherwise as the pool's one writer (lane 0 by default).
+fn open_to_put(pool: &Path, lane: Option<u32>, d: Option<Durability>) -> Result<(FilePool, u32), CliError> {
+    match FilePool::open_lanes_with(pool, lane.as_ref().map(std::slice::from_ref), d) {
+        Ok(p) => {
+            let owned = p.owned_lanes().and_then(|o| o.first().copied()).unwrap_or(0);
+            if lane.is_none() {
+                eprintln_note(&format!("lane {owned}"));
+            }
+            Ok((p, owned))
+        }
+        Err(e) if e.core() == Some(nvs_core::Error::NeedsLaneNames) => {
+            Ok((FilePool::open_with(pool, Access::ReadWrite, d)?, lane.unwrap_or(0)))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A clean exit: a detach marker, so that a follower beside a series of `nvs put` runs

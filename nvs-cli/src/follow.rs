@@ -29,8 +29,12 @@ pub fn follow(
             Followed::Objects(objs) => {
                 for o in objs {
                     if verify_stress {
-                        let bytes = f.pool().get_vec_on(o.lane, &o.name, o.version)?;
-                        if bytes != stress_payload(&o.name, o.version, bytes.len()) {
+                        let bytes = match f.pool().get_vec_on(o.lane, &o.name, o.version) {
+                            // Released by the writer's retention since it was reported.
+                            Err(e) if e.core() == Some(nvs_core::Error::NotFound) => continue,
+                            r => r?,
+                        };
+                        if bytes != stress_payload(o.lane, &o.name, o.version, bytes.len()) {
                             return Err(CliError::Mismatch(format!(
                                 "BAD: {} v{} (lane {}) does not hold what the stress writer put",
                                 show_name(&o.name),
@@ -53,7 +57,7 @@ pub fn follow(
                 }
             }
             Followed::EndOfStream => return Ok(()),
-            Followed::WriterGone => return Err(CliError::WriterGone),
+            Followed::WriterGone => return Err(CliError::WriterGone(f.gone_lanes())),
             Followed::Timeout => return Err(CliError::Usage("timed out waiting for the writer".into())),
         }
     }
@@ -67,17 +71,29 @@ pub fn stress_writer(
     count: Option<u64>,
     max_size: u64,
     pause_us: u64,
+    keep: Option<u32>,
     d: Option<Durability>,
 ) -> Result<(), CliError> {
-    let mut p = FilePool::open_with(pool, Access::ReadWrite, d)?;
+    // In a pool with lane names, beside stress writers of other lanes in other processes.
+    let mut p = match FilePool::open_lanes_with(pool, Some(&[lane]), d) {
+        Err(e) if e.core() == Some(nvs_core::Error::NeedsLaneNames) => FilePool::open_with(pool, Access::ReadWrite, d)?,
+        r => r?,
+    };
     let mut out = std::io::stdout().lock();
     let names: [&[u8]; 3] = [b"s0", b"s1", b"s2"];
     let mut i = 0u64;
     while count.is_none_or(|c| i < c) {
         let name = names[(i % 3) as usize];
-        let version = p.latest(name).map_or(1, |v| v + 1);
-        let data = stress_payload(name, version, stress_len(name, version, max_size));
-        let v = p.put(lane, nvs_core::Object::new(name, &data).version(version))?.version;
+        let version = p.latest_on(lane, name).map_or(1, |v| v + 1);
+        let data = stress_payload(lane, name, version, stress_len(name, version, max_size));
+        let object = nvs_core::Object::new(name, &data).version(version);
+        let v = match (p.put(lane, object), keep) {
+            (Err(e), Some(k)) if e.core() == Some(nvs_core::Error::Full) => {
+                p.reclaim(k)?;
+                p.put(lane, object)?.version
+            }
+            (r, _) => r?.version,
+        };
         let line = format!("{}\t{v}\n", show_name(name));
         out.write_all(line.as_bytes()).and_then(|_| out.flush()).map_err(|e| CliError::io("stdout", e))?;
         if pause_us > 0 {

@@ -85,9 +85,10 @@ enum Command {
         name: OsString,
         /// Input file; `-` or nothing reads stdin.
         file: Option<PathBuf>,
-        /// Writer lane.
-        #[arg(long, default_value_t = 0)]
-        lane: u32,
+        /// Writer lane (default 0; in a pool with lane names, the lowest lane no other
+        /// process is writing, named on stderr).
+        #[arg(long)]
+        lane: Option<u32>,
         /// Explicit version (must exceed the latest).
         #[arg(long)]
         version: Option<u64>,
@@ -246,6 +247,9 @@ enum Command {
         /// Pause between puts, in microseconds.
         #[arg(long, default_value_t = 0)]
         pause_us: u64,
+        /// When the pool is full, reclaim (keep this many versions per name) and go on.
+        #[arg(long)]
+        keep: Option<u32>,
     },
     /// Delta puts vs full puts on a miniAMR-like grid (sparse and dense changes), for
     /// every change detector: bytes stored and time per step.
@@ -304,7 +308,8 @@ pub enum CliError {
     /// A verification found bytes that differ from what was written.
     Mismatch(String),
     /// `follow`: the writer died without closing its lanes.
-    WriterGone,
+    /// The lanes whose writer is gone.
+    WriterGone(Vec<u32>),
     /// `put`: committed (durable) as this version, but stdout could not take the version.
     CommittedUnreported { what: String, version: u64, source: std::io::Error },
 }
@@ -314,7 +319,7 @@ impl CliError {
         match self {
             CliError::Pool(e) if e.is_corruption() => 1,
             CliError::Mismatch(_) => 1,
-            CliError::WriterGone => 3,
+            CliError::WriterGone(_) => 3,
             CliError::CommittedUnreported { .. } => 4,
             _ => 2,
         }
@@ -354,7 +359,10 @@ impl fmt::Display for CliError {
             }
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
             CliError::Usage(m) | CliError::Mismatch(m) => f.write_str(m),
-            CliError::WriterGone => f.write_str("writer gone: no writer holds the pool and a lane was never closed"),
+            CliError::WriterGone(lanes) => {
+                let lanes: Vec<String> = lanes.iter().map(|l| l.to_string()).collect();
+                write!(f, "writer gone: no writer holds lane {} and it was never closed", lanes.join(", "))
+            }
             CliError::CommittedUnreported { what, version, source } => {
                 write!(f, "{what}: committed as version {version}, but cannot write stdout: {source}")
             }
@@ -425,8 +433,8 @@ fn main() -> ExitCode {
             verify_stress,
             json,
         ),
-        Command::StressWriter { pool, lane, count, max_size, pause_us } => {
-            follow::stress_writer(&pool, lane, count, max_size, pause_us, d)
+        Command::StressWriter { pool, lane, count, max_size, pause_us, keep } => {
+            follow::stress_writer(&pool, lane, count, max_size, pause_us, keep, d)
         }
         Command::Demo { dir, steps, arrays, size } => demo::run(dir, steps, arrays as usize, size, d),
         Command::Bench { dir, sync_dir, quick, trials, json, plot, only, clock } => bench(&nvs_bench::BenchOptions {

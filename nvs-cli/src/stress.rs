@@ -3,10 +3,11 @@
 //! can recompute and compare them. The real-process crash test (tests/sigkill.rs)
 //! includes this file too.
 
-/// Deterministic test payload of `len` bytes for `(name, version)` (the stress writer
-/// puts these; a follower or a test can recompute and compare them).
-pub fn stress_payload(name: &[u8], version: u64, len: usize) -> Vec<u8> {
-    let mut x = nvs_core::internals::hash::hash64(version, name) | 1;
+/// Deterministic test payload of `len` bytes for `(name, version)` on `lane` (the stress
+/// writer puts these; a follower or a test can recompute and compare them). Lanes differ,
+/// so that in a pool with lane names one lane's bytes never pass for another's.
+pub fn stress_payload(lane: u32, name: &[u8], version: u64, len: usize) -> Vec<u8> {
+    let mut x = nvs_core::internals::hash::hash64(version ^ (lane as u64) << 48, name) | 1;
     (0..len)
         .map(|_| {
             x ^= x << 13;

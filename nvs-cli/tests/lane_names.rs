@@ -64,3 +64,42 @@ fn ranks_put_one_name_each_with_their_own_versions() {
         }
     }
 }
+
+/// Ten `nvs put` started at once on a pool with lane names all succeed: each takes the
+/// lowest lane no other process is writing (named on stderr; a lane a finished put let go
+/// may be taken again, its versions going on) and its bytes are there, on that lane, at
+/// the version it printed.
+#[test]
+fn ten_puts_at_once_all_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("p");
+    let p = pool.to_str().unwrap();
+    let o = nvs(&["create", p, "--size", "4M", "--segment-size", "16K", "--lanes", "16", "--lane-names"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let nvs_bin = env!("CARGO_BIN_EXE_nvs");
+    let children: Vec<_> = (0..10)
+        .map(|i| {
+            let mut c = std::process::Command::new(nvs_bin)
+                .args(["put", p, "x"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(format!("put number {i}").as_bytes()).unwrap();
+            (i, c)
+        })
+        .collect();
+    let mut placed = std::collections::BTreeSet::new();
+    for (i, c) in children {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(code(&o), 0, "put {i}: {}", stderr(&o));
+        let version: u64 = stdout(&o).trim().parse().expect("a version");
+        let lane: u32 = stderr(&o).trim().strip_prefix("nvs: lane ").and_then(|l| l.parse().ok()).expect("lane named");
+        assert!(placed.insert((lane, version)), "two puts at lane {lane} v{version}");
+        let got = nvs(&["get", p, "x", "--lane", &lane.to_string(), "--version", &version.to_string()]);
+        assert_eq!(stdout(&got), format!("put number {i}"));
+    }
+    assert_eq!(code(&nvs(&["check", p])), 0);
+}

@@ -65,7 +65,7 @@ fn sigkill_writer_fifty_times() {
         let pool = FilePool::open(&path, Access::ReadOnly).unwrap();
         for (name, v) in &acked {
             let bytes = pool.get_vec(name.as_bytes(), *v).unwrap_or_else(|e| panic!("round {round}: {name} v{v}: {e}"));
-            assert_eq!(bytes, stress_payload(name.as_bytes(), *v, bytes.len()), "round {round}: {name} v{v}");
+            assert_eq!(bytes, stress_payload(0, name.as_bytes(), *v, bytes.len()), "round {round}: {name} v{v}");
         }
         // Did the kill land between a commit and its printed acknowledgement? (Allowed:
         // recovered ⊇ acknowledged.) Counted per name, for the report.

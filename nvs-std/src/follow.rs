@@ -161,9 +161,11 @@ impl Follower {
         Ok(out)
     }
 
-    /// Whether the stream has ended (every written lane closed), its writer is gone, or
-    /// it is live — as of the last poll.
-    fn status(&self) -> Option<Followed> {
+    /// Whether the stream has ended (every written lane closed), a writer is gone, or it
+    /// is live — as of the last poll. A writer is gone when a lane that joined is
+    /// neither closed nor detached and no writer holds it (its lock, `crate::locks`)
+    /// now, nor held it before `dead_before` was read.
+    fn status(&self, dead_before: &[u32]) -> Option<Followed> {
         let lanes: Vec<_> = (0..self.pool.layout().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
         let expected_closed = self.expected.iter().all(|&l| self.pool.lane_info(l).is_some_and(|i| i.closed));
         if !lanes.is_empty() && lanes.iter().all(|l| l.closed) && expected_closed {
@@ -171,28 +173,36 @@ impl Follower {
         }
         // No lane joined yet: no writer has been here to die; wait for one. Lanes whose
         // writer detached cleanly (or closed) wait for the next writer too.
-        let dangling = lanes.iter().any(|l| !l.closed && !l.detached);
-        if dangling && !self.pool.writer_alive() {
-            return Some(Followed::WriterGone);
-        }
-        None
+        let gone = self.dangling().any(|l| dead_before.contains(&l) && !self.pool.lane_writer_alive(l));
+        gone.then_some(Followed::WriterGone)
     }
 
-    /// Poll until something is committed, the stream ends, the writer is gone, or
+    /// Lanes that joined and are neither closed nor detached: a writer owes them more.
+    fn dangling(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.pool.layout().lanes_max).filter(|&l| self.pool.lane_info(l).is_some_and(|i| !i.closed && !i.detached))
+    }
+
+    /// The lanes whose writer is gone (after [`Followed::WriterGone`]): joined, neither
+    /// closed nor detached, and held by no writer.
+    pub fn gone_lanes(&self) -> Vec<u32> {
+        self.dangling().filter(|&l| !self.pool.lane_writer_alive(l)).collect()
+    }
+
+    /// Poll until something is committed, the stream ends, a writer is gone, or
     /// `timeout` passes (`None`: wait as long as it takes). Polls every `interval`.
     pub fn wait(&mut self, timeout: Option<Duration>, interval: Duration) -> Result<Followed> {
         let start = Instant::now();
         loop {
-            // Read the writer's liveness *before* polling: if it was gone before the
-            // poll, that poll saw everything it ever committed.
-            let alive_before = self.pool.writer_alive();
+            // Read the writers' liveness *before* polling: if a lane's writer was gone
+            // before the poll, that poll saw everything it ever committed.
+            let dead_before: Vec<u32> = self.dangling().filter(|&l| !self.pool.lane_writer_alive(l)).collect();
             let objects = self.poll()?;
             if !objects.is_empty() {
                 return Ok(Followed::Objects(objects));
             }
-            match self.status() {
+            match self.status(&dead_before) {
                 Some(Followed::EndOfStream) => return Ok(Followed::EndOfStream),
-                Some(Followed::WriterGone) if !alive_before => return Ok(Followed::WriterGone),
+                Some(Followed::WriterGone) => return Ok(Followed::WriterGone),
                 _ => {}
             }
             if timeout.is_some_and(|t| start.elapsed() >= t) {

@@ -32,6 +32,7 @@ pub mod dirty;
 mod durability;
 mod error;
 mod follow;
+mod locks;
 mod media;
 mod meta;
 mod pool;

@@ -50,6 +50,9 @@ pub struct MappedMedia {
     writable: bool,
     sync: Mutex<SyncState>,
     prefault: Mutex<Option<Prefault>>,
+    /// The pool file, whose claim lock ([`crate::locks::CLAIMS`]) a writer of some lanes
+    /// takes around claims, releases and recoveries (`Media::lock_claims`).
+    claims: Option<File>,
 }
 
 /// A helper thread filling the mapping's page tables (see [`MappedMedia::start_prefault`]).
@@ -120,6 +123,7 @@ impl MappedMedia {
             writable,
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
             prefault: Mutex::new(None),
+            claims: None,
         })
     }
 
@@ -192,6 +196,12 @@ impl MappedMedia {
             p.stop.store(true, Ordering::Relaxed);
             let _ = p.handle.join();
         }
+    }
+
+    /// Take the pool file's claim lock in [`Media::lock_claims`] (a writer of some lanes
+    /// of a pool other processes write too).
+    pub(crate) fn share_claims(&mut self, file: File) {
+        self.claims = Some(file);
     }
 
     /// The durability mode in use.
@@ -338,6 +348,25 @@ impl Media for MappedMedia {
         self.writing();
         self.region.flush(off, len);
         self.dirtied(off, len);
+    }
+
+    fn lock_claims(&self) {
+        if let Some(f) = &self.claims {
+            // A writer that cannot exclude the others' claims must not claim: a
+            // collision would lose committed objects. (The kernel refuses only when out
+            // of lock records.)
+            if let Err(e) = crate::locks::lock_wait(f, crate::locks::CLAIMS, 1) {
+                panic!("nvs: cannot take the pool's claim lock: {e}");
+            }
+        }
+    }
+
+    fn unlock_claims(&self) {
+        if let Some(f) = &self.claims {
+            // Unlocking a lock this description holds does not fail; if it did, the
+            // lock goes when the file is closed.
+            let _ = crate::locks::unlock(f, crate::locks::CLAIMS, 1);
+        }
     }
 
     fn prefetch(&self, off: usize, len: usize) {

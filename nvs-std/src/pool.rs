@@ -16,6 +16,7 @@
 use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Result};
+use crate::locks;
 use crate::media::MappedMedia;
 use nvs_core::{
     FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
@@ -211,6 +212,9 @@ pub struct FilePool {
     open_time: Duration,
     /// Check every delta put against its parent before writing (`set_delta_check`).
     delta_check: bool,
+    /// The lanes this pool writes beside writers in other processes
+    /// ([`FilePool::open_lanes`]); `None`: the pool's one writer, or a reader.
+    owned: Option<Vec<u32>>,
 }
 
 impl FilePool {
@@ -256,7 +260,14 @@ impl FilePool {
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         cleanup.0 = None;
-        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed(), delta_check: DELTA_CHECK })
+        Ok(FilePool {
+            pool,
+            path: path.to_path_buf(),
+            file,
+            open_time: start.elapsed(),
+            delta_check: DELTA_CHECK,
+            owned: None,
+        })
     }
 
     /// Open an existing pool with the default durability for what it is; recovery runs.
@@ -294,7 +305,102 @@ impl FilePool {
         }
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         pool.media().stop_prefault();
-        Ok(FilePool { pool, path: path.to_path_buf(), file, open_time: start.elapsed(), delta_check: DELTA_CHECK })
+        Ok(FilePool {
+            pool,
+            path: path.to_path_buf(),
+            file,
+            open_time: start.elapsed(),
+            delta_check: DELTA_CHECK,
+            owned: None,
+        })
+    }
+
+    /// Open an existing pool to write the lanes `lanes` asks for, beside writers of its
+    /// other lanes in other processes (MPI ranks, several `nvs put`): a pool created
+    /// with lane names ([`CreateOptions::lane_names`]; else `NeedsLaneNames`), where each
+    /// process's names are its lanes' own. `Some(lanes)`: exactly those; `None`: the
+    /// lowest lane no writer holds. Each lane is owned by an OFD write lock on its byte
+    /// (`crate::locks`), which the kernel drops when this process ends however it ends:
+    /// a lane another live process holds is refused ([`Error::Locked`]), a dead
+    /// writer's lane is taken over (recovery has already found where it ended). The
+    /// pool's one writer ([`Access::ReadWrite`]) holds every lane, so the two kinds
+    /// exclude each other. Puts need no lock; segment claims take the claim lock briefly.
+    /// [`FilePool::refresh`] brings in the other writers' objects.
+    pub fn open_lanes(path: impl AsRef<Path>, lanes: Option<&[u32]>) -> Result<FilePool> {
+        Self::open_lanes_with(path, lanes, None)
+    }
+
+    /// [`FilePool::open_lanes`] with this durability (`None`: the default).
+    pub fn open_lanes_with(
+        path: impl AsRef<Path>,
+        lanes: Option<&[u32]>,
+        durability: Option<Durability>,
+    ) -> Result<FilePool> {
+        let path = path.as_ref();
+        let start = Instant::now();
+        let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| io("open", e))?;
+        let mut media = MappedMedia::map(&file, path, Access::ReadWrite, durability, false)?;
+        // Which lanes: the superblock says how many there are (checked again, with
+        // everything else, when the pool opens).
+        let lanes_max = lanes_of(&media);
+        let lock_lane = |lane: u32| locks::try_lock(&file, locks::LANES + lane as i64, 1);
+        let owned: Vec<u32> = match lanes {
+            Some(lanes) => {
+                // A lane past the pool's is refused by the open below (after what is
+                // wrong with the file itself, if anything).
+                for &lane in lanes.iter().filter(|&&l| l < lanes_max) {
+                    if !lock_lane(lane).map_err(|e| io("take a lane lock of", e))? {
+                        return Err(Error::Locked { path: path.to_path_buf() });
+                    }
+                }
+                lanes.to_vec()
+            }
+            None => {
+                let mut free = None;
+                for lane in 0..lanes_max {
+                    if lock_lane(lane).map_err(|e| io("take a lane lock of", e))? {
+                        free = Some(lane);
+                        break;
+                    }
+                }
+                vec![free.ok_or_else(|| Error::Locked { path: path.to_path_buf() })?]
+            }
+        };
+        back_every_block(&file, path)?;
+        media.share_claims(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
+        let pool = Pool::open_lanes(media, HeapMemory::new(), &owned)
+            .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        Ok(FilePool {
+            pool,
+            path: path.to_path_buf(),
+            file,
+            open_time: start.elapsed(),
+            delta_check: DELTA_CHECK,
+            owned: Some(owned),
+        })
+    }
+
+    /// The lanes this pool writes beside writers in other processes
+    /// ([`FilePool::open_lanes`]); `None` for the pool's one writer and for readers.
+    pub fn owned_lanes(&self) -> Option<&[u32]> {
+        self.owned.as_deref()
+    }
+
+    /// Does a writer (in any process) hold `lane` right now? (The pool's one writer
+    /// holds every lane.)
+    pub fn lane_writer_alive(&self, lane: u32) -> bool {
+        locks::held(&self.file, locks::LANES + lane as i64, 1)
+    }
+
+    /// A lane this pool may write: all of them for the pool's one writer.
+    fn writes(&self, lane: u32) -> bool {
+        self.owned.as_ref().is_none_or(|o| o.contains(&lane))
     }
 
     /// The pool's path.
@@ -656,7 +762,7 @@ impl FilePool {
     pub fn close(mut self) -> Result<()> {
         if self.pool.is_writable() {
             for lane in 0..self.pool.layout().lanes_max {
-                if self.pool.lane_info(lane).is_some_and(|i| !i.closed) {
+                if self.writes(lane) && self.pool.lane_info(lane).is_some_and(|i| !i.closed) {
                     self.close_lane(lane)?;
                 }
             }
@@ -675,7 +781,7 @@ impl FilePool {
     /// report it gone.
     pub fn detach(&mut self) -> Result<()> {
         for lane in 0..self.layout().lanes_max {
-            if self.lane_info(lane).is_some_and(|i| !i.closed && !i.detached) {
+            if self.writes(lane) && self.lane_info(lane).is_some_and(|i| !i.closed && !i.detached) {
                 self.write(|p| p.detach_lane(lane))?;
             }
         }
@@ -781,42 +887,38 @@ impl fmt::Debug for FileLane<'_> {
 /// tell a live writer from a dead one without taking any lock ([`writer_alive`]). A
 /// writer that cannot take it refuses to write.
 fn lock(file: &File, path: &Path) -> Result<()> {
-    let mut fl = ofd_byte0(libc::F_WRLCK);
-    // SAFETY: `fl` is a valid, initialised `struct flock`; the fd is open for the call.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) } == 0 {
-        return Ok(());
+    let io = |source| Error::Io {
+        op: "take the writer lock (an OFD write lock on byte 0) of",
+        path: path.to_path_buf(),
+        source,
+    };
+    if !locks::try_lock(file, locks::WRITER, 1).map_err(io)? {
+        return Err(Error::Locked { path: path.to_path_buf() });
     }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN | libc::EACCES) => Err(Error::Locked { path: path.to_path_buf() }),
-        _ => Err(Error::Io {
-            op: "take the writer lock (an OFD write lock on byte 0) of",
-            path: path.to_path_buf(),
-            source: e,
-        }),
+    // Every lane too: writers of some lanes in other processes are excluded, and see it.
+    if !locks::try_lock(file, locks::LANES, locks::LANE_COUNT).map_err(io)? {
+        let _ = locks::unlock(file, locks::WRITER, 1);
+        return Err(Error::Locked { path: path.to_path_buf() });
     }
+    Ok(())
 }
 
-/// A `struct flock` covering byte 0 for open-file-description locks.
-fn ofd_byte0(kind: libc::c_int) -> libc::flock {
-    // SAFETY: `flock` is plain data; all-zero is a valid value, completed below.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = 0;
-    fl.l_len = 1;
-    fl.l_pid = 0; // required for OFD locks
-    fl
+/// The lane count in `media`'s superblock, clamped to what a pool may have (the open
+/// checks the superblock whole).
+fn lanes_of(media: &MappedMedia) -> u32 {
+    let mut b = [0u8; 4];
+    if nvs_core::Media::len(media) < 64 {
+        return 1; // no superblock: the open says what it is
+    }
+    nvs_core::Media::read(media, 44, &mut b);
+    u32::from_le_bytes(b).clamp(1, nvs_core::LANES_MAX)
 }
 
 /// Does some writer hold the pool at `file` open right now? Asks the kernel whether an
 /// open-file-description write lock on byte 0 exists (`F_OFD_GETLK`), which takes no
 /// lock and so never gets in a writer's way.
 pub fn writer_alive(file: &File) -> bool {
-    let mut fl = ofd_byte0(libc::F_RDLCK);
-    // SAFETY: as in `lock`.
-    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
-    r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short
+    locks::held(file, locks::WRITER, locks::LANES + locks::LANE_COUNT)
 }
 
 /// Open `path` read-write if it is a device-DAX device (the one thing `create` formats
