@@ -109,6 +109,14 @@ fn second_writer_refused() {
     let o = nvs(&["get", s(&pool), "a"]);
     assert_eq!((code(&o), o.stdout.as_slice()), (0, &b"held"[..]));
     drop(held);
+    // The kernel drops the lock once no descriptor of the writer's open file remains:
+    // a child that another test of this process was spawning meanwhile holds a copy of
+    // it until its exec closes it, so wait (briefly) for the lock to go.
+    let reader = FilePool::open(&pool, Access::ReadOnly).unwrap();
+    let t = std::time::Instant::now();
+    while reader.writer_alive() && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let o = nvs_stdin(&["put", s(&pool), "a"], b"now free");
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "2\n"), "{}", stderr(&o));
 }

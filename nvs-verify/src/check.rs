@@ -49,56 +49,159 @@ pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
 }
 
 /// Everything `pool` holds, read back through every read call, which must agree with
-/// each other (see [`recover_all`]).
+/// each other (see [`recover_all`]). In a pool with lane names, every (lane, name) is
+/// read through the `_on` reads of its lane, and a read by name alone must answer for a
+/// name one lane holds and be refused (`AmbiguousName`) for one several lanes hold.
 pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, String> {
-    {
-        let media_len = pool.media().len() as u64;
-        let mut out = Vec::new();
-        let names: Vec<_> = pool.names().collect();
-        let mut listed = BTreeSet::new();
-        for n in names {
-            let mut nb = [0u8; NAME_MAX];
-            let name = pool.name_bytes(n.id, &mut nb).to_vec();
-            let shown = String::from_utf8_lossy(&name).into_owned();
-            if !listed.insert(name.clone()) {
-                return Err(format!("names() lists {shown} twice"));
+    use nvs_core::Error;
+    let media_len = pool.media().len() as u64;
+    let lane_names = pool.layout().lane_names;
+    let lanes = pool.superblock().lanes_max;
+    let mut out = Vec::new();
+    let names: Vec<_> = pool.names().collect();
+    // (its lane in a pool with lane names, name) -> its newest version.
+    let mut listed: BTreeMap<(Option<u32>, Vec<u8>), u64> = BTreeMap::new();
+    for n in names {
+        let mut nb = [0u8; NAME_MAX];
+        let name = pool.name_bytes(n.id, &mut nb).to_vec();
+        let shown = match n.lane {
+            Some(l) => format!("{} (lane {l})", String::from_utf8_lossy(&name)),
+            None => String::from_utf8_lossy(&name).into_owned(),
+        };
+        if n.lane.is_some() != lane_names {
+            let has = if lane_names { "has" } else { "has no" };
+            return Err(format!("names() lists {shown} with lane {:?}, but the pool {has} lane names", n.lane));
+        }
+        if listed.contains_key(&(n.lane, name.clone())) {
+            return Err(format!("names() lists {shown} twice"));
+        }
+        let infos = match n.lane {
+            Some(l) => pool.versions_on(l, &name),
+            None => pool.versions(&name),
+        };
+        let infos: Vec<_> = infos.map_err(|e| format!("versions({shown}): {e}"))?.collect();
+        let Some(newest) = infos.last() else {
+            return Err(format!("names() lists {shown}, which has no versions"));
+        };
+        if !infos.windows(2).all(|w| w[0].version < w[1].version) {
+            return Err(format!("versions({shown}) is not increasing"));
+        }
+        if !pool.versions_of(n.id).eq(infos.iter().copied()) {
+            return Err(format!("versions_of({shown}'s id) disagrees with versions()"));
+        }
+        if n.latest != newest.version || n.versions as usize != infos.len() {
+            return Err(format!(
+                "names() says {shown} has {} versions up to {}, versions() gives {} up to {}",
+                n.versions,
+                n.latest,
+                infos.len(),
+                newest.version
+            ));
+        }
+        let latest = match n.lane {
+            Some(l) => pool.latest_on(l, &name),
+            None => pool.latest(&name),
+        };
+        match latest {
+            Ok(v) if v == newest.version => {}
+            Ok(v) => return Err(format!("latest({shown}) = {v}, but its newest version is {}", newest.version)),
+            Err(e) => return Err(format!("latest({shown}): {e}")),
+        }
+        listed.insert((n.lane, name.clone()), newest.version);
+        for info in infos {
+            if info.len_bytes > media_len {
+                return Err(format!("recovered an object of {} bytes on {media_len} bytes of media", info.len_bytes));
             }
-            let infos: Vec<_> = pool.versions(&name).map_err(|e| format!("versions: {e}"))?.collect();
-            let Some(newest) = infos.last() else {
-                return Err(format!("names() lists {shown}, which has no versions"));
+            if n.lane.is_some_and(|l| l != info.lane) {
+                return Err(format!("versions({shown}) gives v{} of lane {}", info.version, info.lane));
+            }
+            let stat = match n.lane {
+                Some(l) => pool.stat_on(l, &name, info.version),
+                None => pool.stat(&name, info.version),
             };
-            if !infos.windows(2).all(|w| w[0].version < w[1].version) {
-                return Err(format!("versions({shown}) is not increasing"));
+            if stat != Ok(info) {
+                return Err(format!("stat({shown}, {}) disagrees with versions()", info.version));
             }
-            match pool.latest(&name) {
-                Ok(v) if v == newest.version => {}
-                Ok(v) => return Err(format!("latest({shown}) = {v}, but its newest version is {}", newest.version)),
-                Err(e) => return Err(format!("latest({shown}): {e}")),
-            }
-            for info in infos {
-                if info.len_bytes > media_len {
-                    return Err(format!(
-                        "recovered an object of {} bytes on {media_len} bytes of media",
-                        info.len_bytes
-                    ));
+            let mut buf = vec![0u8; info.len_bytes as usize];
+            let got = match n.lane {
+                Some(l) => pool.get_on(l, &name, info.version, &mut buf),
+                None => pool.get(&name, info.version, &mut buf),
+            };
+            match got {
+                Ok(len) if len as u64 == info.len_bytes => {}
+                Ok(len) => {
+                    return Err(format!("get({shown}, {}) = {len} bytes, stat says {}", info.version, info.len_bytes))
                 }
-                if pool.stat(&name, info.version) != Ok(info) {
-                    return Err(format!("stat({shown}, {}) disagrees with versions()", info.version));
-                }
-                let mut buf = vec![0u8; info.len_bytes as usize];
-                pool.get(&name, info.version, &mut buf).map_err(|e| format!("get: {e}"))?;
-                out.push((name.clone(), info.version, info.lane, buf));
+                Err(e) => return Err(format!("get({shown}, {}): {e}", info.version)),
             }
+            out.push((name.clone(), info.version, info.lane, buf));
         }
-        if pool.latest(b"never written") != Err(nvs_core::Error::NotFound) {
-            return Err("latest of a name never written is not NotFound".into());
-        }
-        out.sort();
-        let lanes = pool.superblock().lanes_max;
-        let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
-        let joined = (0..lanes).filter(|&l| pool.lane_info(l).is_some()).collect();
-        Ok(Recovered { objects: out, closed, joined })
     }
+    if lane_names {
+        cross_lane_reads(pool, &listed, &out)?;
+    }
+    if pool.latest(b"never written") != Err(Error::NotFound) {
+        return Err("latest of a name never written is not NotFound".into());
+    }
+    if (0..lanes).any(|l| pool.latest_on(l, b"never written") != Err(Error::NotFound)) {
+        return Err("latest_on of a name never written is not NotFound".into());
+    }
+    out.sort();
+    let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
+    let joined = (0..lanes).filter(|&l| pool.lane_info(l).is_some()).collect();
+    Ok(Recovered { objects: out, closed, joined })
+}
+
+/// In a pool with lane names, the reads across lanes: a lane that does not hold a name
+/// finds nothing of it; a read by name alone answers as the `_on` read of the one lane
+/// that holds the name, and is refused with `AmbiguousName` when several lanes do.
+/// `listed`: (lane, name) -> newest version, as `names()` listed them; `objects`: what
+/// the `_on` reads returned.
+fn cross_lane_reads<M: Media>(
+    pool: &Pool<M, HeapMemory>,
+    listed: &BTreeMap<(Option<u32>, Vec<u8>), u64>,
+    objects: &[Rec],
+) -> Result<(), String> {
+    use nvs_core::Error;
+    let mut holders: BTreeMap<&[u8], Vec<(u32, u64)>> = BTreeMap::new();
+    for ((lane, name), latest) in listed {
+        holders.entry(name).or_default().push((lane.unwrap_or(u32::MAX), *latest));
+    }
+    for (name, held) in holders {
+        let shown = String::from_utf8_lossy(name);
+        for l in (0..pool.superblock().lanes_max).filter(|l| !held.iter().any(|h| h.0 == *l)) {
+            if pool.latest_on(l, name) != Err(Error::NotFound) || pool.stat_on(l, name, 1) != Err(Error::NotFound) {
+                return Err(format!("lane {l} holds no {shown}, but a read on it finds one"));
+            }
+        }
+        let mut buf = vec![0u8; pool.media().len()];
+        if let [(lane, latest)] = held[..] {
+            // One lane holds it: a read by name alone is that lane's.
+            let want = objects.iter().find(|o| o.0 == name && o.1 == latest && o.2 == lane).map(|o| &o.3[..]);
+            let got = pool.get(name, latest, &mut buf).map(|len| &buf[..len]);
+            let count = pool.versions(name).map(|vs| vs.count());
+            let on = pool.versions_on(lane, name).map(|vs| vs.count());
+            if pool.latest(name) != Ok(latest)
+                || pool.stat(name, latest) != pool.stat_on(lane, name, latest)
+                || got.ok() != want
+                || count.ok() != on.ok()
+            {
+                return Err(format!("only lane {lane} holds {shown}, but a read by name alone disagrees with it"));
+            }
+            continue;
+        }
+        // Several lanes hold it: a read by name alone must name the lane.
+        let ambiguous = Err(Error::AmbiguousName { lanes: held.len() as u32 });
+        let latest = held[0].1;
+        if pool.latest(name).map(|_| ()) != ambiguous
+            || pool.stat(name, latest).map(|_| ()) != ambiguous
+            || pool.get(name, latest, &mut buf).map(|_| ()) != ambiguous
+            || pool.versions(name).map(|_| ()) != ambiguous
+        {
+            return Err(format!("{} lanes hold {shown}, but a read by name alone is not AmbiguousName", held.len()));
+        }
+    }
+    Ok(())
 }
 
 pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
@@ -118,51 +221,61 @@ pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 /// - a lane whose join was acknowledged holds a segment, and no lane holds one that no
 ///   started operation (or `durable`) gave it.
 pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recovered) -> Result<(), String> {
-    // (name, version) -> (issuing op, or None for `durable`; lane; bytes)
-    type Expect<'a> = BTreeMap<(&'a [u8], u64), (Option<usize>, u32, &'a [u8])>;
+    // (lane, name, version) -> (issuing op, or None for `durable`; bytes). Keyed by lane
+    // too: in a pool with lane names, two lanes hold the same (name, version); in one
+    // name space (name, version) alone is unique, and the lane is the one that wrote it.
+    type Key<'a> = (u32, &'a [u8], u64);
+    type Expect<'a> = BTreeMap<Key<'a>, (Option<usize>, &'a [u8])>;
     let acked = |op: &Issued| matches!(op.ack, Some(a) if a <= point);
     let mut expect: Expect = BTreeMap::new();
     for (n, v, lane, b) in &durable.objects {
-        expect.insert((n, *v), (None, *lane, b));
+        expect.insert((*lane, n, *v), (None, b));
     }
     for (i, op) in issued.iter().enumerate() {
         if op.start < point {
             for (n, v, b) in &op.objects {
-                expect.insert((n, *v), (Some(i), op.lane, b));
+                expect.insert((op.lane, n, *v), (Some(i), b));
             }
         }
     }
     // Objects a reclaim released: gone for good once it was acknowledged, either way
     // while it ran.
-    let mut gone: BTreeMap<(&[u8], u64), bool> = BTreeMap::new();
+    let mut gone: BTreeMap<Key, bool> = BTreeMap::new();
     for op in issued.iter().filter(|op| op.start < point) {
-        for (n, v) in &op.released {
-            gone.insert((n, *v), acked(op));
+        for (lane, n, v) in &op.released {
+            gone.insert((*lane, n, *v), acked(op));
         }
     }
     let mut got: BTreeMap<usize, usize> = BTreeMap::new();
     let mut durable_seen = 0;
     for (n, v, lane, b) in &rec.objects {
         let name = String::from_utf8_lossy(n);
-        if gone.get(&(&n[..], *v)) == Some(&true) {
-            return Err(format!("{name} v{v} came back after a reclaim released it"));
+        let key = (*lane, &n[..], *v);
+        if gone.get(&key) == Some(&true) {
+            return Err(format!("{name} v{v} (lane {lane}) came back after a reclaim released it"));
         }
-        let Some((op, want_lane, want)) = expect.get(&(&n[..], *v)) else {
-            return Err(format!("phantom: {name} v{v} was never written"));
+        let Some((op, want)) = expect.get(&key) else {
+            let elsewhere: Vec<u32> =
+                expect.keys().filter(|(l, en, ev)| *en == &n[..] && ev == v && l != lane).map(|k| k.0).collect();
+            return Err(match elsewhere.first() {
+                Some(other) => format!("phantom: {name} v{v} recovered on lane {lane}, but written on lane {other}"),
+                None => format!("phantom: {name} v{v} (lane {lane}) was never written"),
+            });
         };
         if b[..] != want[..] {
-            return Err(format!("{name} v{v}: wrong bytes ({} recovered, {} written)", b.len(), want.len()));
-        }
-        if lane != want_lane {
-            return Err(format!("{name} v{v}: recovered on lane {lane}, written on lane {want_lane}"));
+            return Err(format!(
+                "{name} v{v} (lane {lane}): wrong bytes ({} recovered, {} written)",
+                b.len(),
+                want.len()
+            ));
         }
         match op {
             Some(i) => *got.entry(*i).or_default() += 1,
-            None if !gone.contains_key(&(&n[..], *v)) => durable_seen += 1,
+            None if !gone.contains_key(&key) => durable_seen += 1,
             None => {}
         }
     }
-    let durable_owed = durable.objects.iter().filter(|(n, v, _, _)| !gone.contains_key(&(&n[..], *v))).count();
+    let durable_owed = durable.objects.iter().filter(|(n, v, l, _)| !gone.contains_key(&(*l, &n[..], *v))).count();
     if durable_seen != durable_owed {
         return Err(format!(
             "{} of {} objects recovered before the crash are lost",
@@ -172,7 +285,7 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recove
     }
     // A put whose objects a reclaim released (a unit's objects share a segment, so all
     // or none) was committed, but is no longer owed.
-    let released = |op: &Issued| op.objects.iter().any(|(n, v, _)| gone.contains_key(&(&n[..], *v)));
+    let released = |op: &Issued| op.objects.iter().any(|(n, v, _)| gone.contains_key(&(op.lane, &n[..], *v)));
     let mut lane_gap: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, op) in issued.iter().enumerate() {
         // Reclaims and closes write no objects.

@@ -40,7 +40,7 @@
 //! ```
 
 use crate::check::{oracle, panic_message, read_all, Recovered, BUDGET};
-use crate::workload::Issued;
+use crate::workload::{present, Issued};
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Put};
 use nvs_sim::{explore, fence_points, replay, Chooser, CrashView, SimMedia, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -163,19 +163,6 @@ impl<'m, A> Run<'m, A> {
         let ack = ok.then(|| self.media.point());
         self.issued.push(Issued { op: self.issued.len(), lane, start, ack, objects, ..Issued::default() });
     }
-}
-
-/// Every (name, version) the pool holds.
-fn present(pool: &SimPool<'_>) -> Vec<(Vec<u8>, u64)> {
-    let mut out = Vec::new();
-    let mut nb = [0u8; nvs_core::NAME_MAX];
-    for n in pool.names().collect::<Vec<_>>() {
-        let name = pool.name_bytes(n.id, &mut nb).to_vec();
-        if let Ok(vs) = pool.versions(&name) {
-            out.extend(vs.map(|v| (name.clone(), v.version)));
-        }
-    }
-    out
 }
 
 /// The first violation a check found.

@@ -4,6 +4,7 @@
 
 use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Object, Pool};
 use nvs_sim::SimMedia;
+use std::collections::BTreeMap;
 
 /// One operation of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,11 +51,21 @@ pub struct Setup {
     pub stale: bool,
     /// Delta chains may cross segments (`DeltaOptions::chains_cross_segments`).
     pub cross_chains: bool,
+    /// Every lane has names of its own (`FormatOptions::lane_names`); the workload's lanes
+    /// then put the same names (see [`name`]), so versions repeat across lanes.
+    pub lane_names: bool,
 }
 
 impl Setup {
     pub const fn small() -> Setup {
-        Setup { segment_len: 4096, segments: 6, payload_checksum: false, stale: false, cross_chains: false }
+        Setup {
+            segment_len: 4096,
+            segments: 6,
+            payload_checksum: false,
+            stale: false,
+            cross_chains: false,
+            lane_names: false,
+        }
     }
     pub fn media_len(&self) -> usize {
         (4096 + self.segment_len * self.segments) as usize
@@ -81,8 +92,8 @@ pub struct Issued {
     pub ack: Option<usize>,
     /// (name, version, bytes) of each object.
     pub objects: Vec<(Vec<u8>, u64, Vec<u8>)>,
-    /// A reclaim: the (name, version) it released (must be gone once acknowledged).
-    pub released: Vec<(Vec<u8>, u64)>,
+    /// A reclaim: the (lane, name, version) it released (must be gone once acknowledged).
+    pub released: Vec<(u32, Vec<u8>, u64)>,
     /// An end-of-stream marker on `lane` (once acknowledged, the lane is closed until a
     /// later unit of the lane commits).
     pub close: bool,
@@ -99,9 +110,14 @@ pub struct Trace {
     pub setup: Setup,
 }
 
-/// Object names cycle through a few, so versions of one name come from several ops.
-fn name(op: usize, obj: usize) -> Vec<u8> {
-    format!("n{}", (op + obj) % 3).into_bytes()
+/// Object names cycle through a few, so versions of one name come from several ops. In
+/// a pool with lane names, a name depends on the object's place in its op alone, so
+/// every lane puts the same names (and their versions repeat across lanes).
+fn name(op: usize, obj: usize, lane_names: bool) -> Vec<u8> {
+    match lane_names {
+        true => format!("n{}", obj % 2).into_bytes(),
+        false => format!("n{}", (op + obj) % 3).into_bytes(),
+    }
 }
 
 /// Deterministic, distinct-per-(seed, op, object) payload bytes.
@@ -117,6 +133,41 @@ fn payload(seed: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The latest version of each name a workload's pool holds, by (lane, name) in a pool
+/// with lane names and by name alone otherwise: every put must get the next version of
+/// its name (with lane names, the next of its lane's name, whatever other lanes hold).
+struct Versions {
+    lane_names: bool,
+    latest: BTreeMap<(Option<u32>, Vec<u8>), u64>,
+}
+
+impl Versions {
+    fn of(pool: &Pool<&SimMedia, HeapMemory>) -> Versions {
+        let mut nb = [0u8; nvs_core::NAME_MAX];
+        let latest = pool.names().map(|n| ((n.lane, pool.name_bytes(n.id, &mut nb).to_vec()), n.latest)).collect();
+        Versions { lane_names: pool.layout().lane_names, latest }
+    }
+
+    /// Op `op` put `objects` (name, version), in order, on `lane`.
+    fn check<'a>(
+        &mut self,
+        op: usize,
+        lane: u32,
+        objects: impl IntoIterator<Item = (&'a [u8], u64)>,
+    ) -> Result<(), String> {
+        for (name, v) in objects {
+            let latest = self.latest.entry((self.lane_names.then_some(lane), name.to_vec())).or_insert(0);
+            if v != *latest + 1 {
+                let name = String::from_utf8_lossy(name);
+                let was = if *latest == 0 { "none".to_string() } else { format!("v{latest}") };
+                return Err(format!("op {op}: {name} put on lane {lane} as v{v}, but its latest was {was}"));
+            }
+            *latest = v;
+        }
+        Ok(())
+    }
+}
+
 /// Run `ops` on `pool`; `on_op` sees each operation's outcome.
 fn apply<'m>(
     media: &'m SimMedia,
@@ -127,8 +178,11 @@ fn apply<'m>(
     issued: &mut Vec<Issued>,
 ) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
     pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
-    // The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next delta.
-    let mut delta_base: Option<(u64, Vec<u8>)> = None;
+    let lane_names = pool.layout().lane_names;
+    // The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next
+    // delta; per lane in a pool with lane names (each lane's `DELTA_NAME` is its own).
+    let mut delta_bases: [Option<(u64, Vec<u8>)>; 2] = [None, None];
+    let mut versions = Versions::of(&pool);
     for (i, op) in ops.iter().enumerate() {
         let start = media.point();
         // Each object: its name and its payload's parts.
@@ -183,9 +237,10 @@ fn apply<'m>(
                 continue;
             }
             Op::Delta { lane, size, changes } => {
+                let delta_base = &mut delta_bases[if lane_names { *lane as usize } else { 0 }];
                 let fresh = payload(seed, i, 0, *size);
                 let mut ranges = Vec::new();
-                let (parent, mut bytes) = match &delta_base {
+                let (parent, mut bytes) = match &*delta_base {
                     Some((v, b)) => {
                         let mut bytes = b.clone();
                         bytes.resize(*size, 0);
@@ -206,6 +261,7 @@ fn apply<'m>(
                 ranges.sort_unstable();
                 match pool.put(*lane, Object::new(DELTA_NAME, &bytes).delta(parent, &ranges)) {
                     Ok(put) => {
+                        versions.check(i, *lane, [(DELTA_NAME, put.version)])?;
                         issued.push(Issued {
                             op: i,
                             lane: *lane,
@@ -214,33 +270,38 @@ fn apply<'m>(
                             objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
                             ..Default::default()
                         });
-                        delta_base = Some((put.version, bytes));
+                        *delta_base = Some((put.version, bytes));
                     }
                     Err(Error::Full) if media.point() == start => {}
                     Err(e) => return Err(format!("op {i}: delta: {e} (after {} events)", media.point() - start)),
                 }
                 continue;
             }
-            Op::Put { lane, size } => (*lane, vec![(name(i, 0), vec![payload(seed, i, 0, *size)])]),
+            Op::Put { lane, size } => (*lane, vec![(name(i, 0, lane_names), vec![payload(seed, i, 0, *size)])]),
             Op::Vectored { lane, sizes } => {
                 let parts = sizes.iter().enumerate().map(|(k, &s)| payload(seed, i, 100 + k, s)).collect();
-                (*lane, vec![(name(i, 0), parts)])
+                (*lane, vec![(name(i, 0, lane_names), parts)])
             }
             Op::Batch { lane, sizes } => {
-                (*lane, sizes.iter().enumerate().map(|(k, &s)| (name(i, k), vec![payload(seed, i, k, s)])).collect())
+                let objects =
+                    sizes.iter().enumerate().map(|(k, &s)| (name(i, k, lane_names), vec![payload(seed, i, k, s)]));
+                (*lane, objects.collect())
             }
         };
         let parts: Vec<Vec<&[u8]>> = objects.iter().map(|(_, ps)| ps.iter().map(|p| &p[..]).collect()).collect();
         let objs: Vec<Object> = objects.iter().zip(&parts).map(|((n, _), p)| Object::vectored(n, p)).collect();
         match pool.put_batch(lane, &objs) {
-            Ok(versions) => issued.push(Issued {
-                op: i,
-                lane,
-                start,
-                ack: Some(media.point()),
-                objects: objects.iter().zip(versions.iter()).map(|((n, ps), v)| (n.clone(), *v, ps.concat())).collect(),
-                ..Default::default()
-            }),
+            Ok(vs) => {
+                versions.check(i, lane, objects.iter().zip(vs.iter()).map(|((n, _), v)| (&n[..], *v)))?;
+                issued.push(Issued {
+                    op: i,
+                    lane,
+                    start,
+                    ack: Some(media.point()),
+                    objects: objects.iter().zip(vs.iter()).map(|((n, ps), v)| (n.clone(), *v, ps.concat())).collect(),
+                    ..Default::default()
+                })
+            }
             Err(Error::Full) => {
                 if media.point() != start {
                     return Err(format!("op {i}: Full after storing {} events", media.point() - start));
@@ -252,14 +313,19 @@ fn apply<'m>(
     Ok(pool)
 }
 
-/// Every (name, version) the pool holds.
-fn present(pool: &Pool<&SimMedia, HeapMemory>) -> Vec<(Vec<u8>, u64)> {
+/// Every (lane, name, version) the pool holds (the lane that wrote it; in a pool with
+/// lane names, the lane whose name it is).
+pub(crate) fn present(pool: &Pool<&SimMedia, HeapMemory>) -> Vec<(u32, Vec<u8>, u64)> {
     let mut out = Vec::new();
     let mut nb = [0u8; nvs_core::NAME_MAX];
     for n in pool.names().collect::<Vec<_>>() {
         let name = pool.name_bytes(n.id, &mut nb).to_vec();
-        if let Ok(vs) = pool.versions(&name) {
-            out.extend(vs.map(|v| (name.clone(), v.version)));
+        let versions = match n.lane {
+            Some(lane) => pool.versions_on(lane, &name),
+            None => pool.versions(&name),
+        };
+        if let Ok(vs) = versions {
+            out.extend(vs.map(|v| (v.lane, name.clone(), v.version)));
         }
     }
     out
@@ -270,6 +336,7 @@ fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
     o.segment_len = Some(setup.segment_len);
     o.lanes_max = 2;
     o.payload_checksum = setup.payload_checksum;
+    o.lane_names = setup.lane_names;
     o
 }
 
@@ -589,6 +656,12 @@ pub fn families() -> Vec<Family> {
         Setup { stale: true, ..span_setup.clone() },
         span,
     ));
+    fams.push(family(
+        "lane-names",
+        "lane names: both lanes put the same names (batches, reclaims, deltas, reopens)",
+        Setup { lane_names: true, ..Setup::small() },
+        lane_name_workloads(),
+    ));
     // Format over fresh media and over earlier pools (each ran its workload and more).
     let mut format =
         family("format", "a crash inside format, on fresh media and over an earlier pool", Setup::small(), vec![]);
@@ -605,6 +678,82 @@ pub fn families() -> Vec<Family> {
     let depth2 = depth2_families(&fams);
     fams.extend(depth2);
     fams
+}
+
+/// The `lane-names` family: in a pool with lane names both lanes put the same names
+/// ([`name`]), so the same (name, version) is held by both lanes; the checker reads each
+/// lane's names through the `_on` reads, and a read by name alone must be refused while
+/// both lanes hold the name.
+fn lane_name_workloads() -> Vec<Vec<Op>> {
+    let small = |k: usize, pos: usize| {
+        let s = |j: usize| SIZES[(pos * 3 + j) % SIZES.len()];
+        match k {
+            0 => Op::Put { lane: 0, size: s(0) },
+            1 => Op::Put { lane: 1, size: s(1) },
+            // n0, n1, n0: a name twice in one unit.
+            2 => Op::Batch { lane: 0, sizes: vec![s(0), s(1), s(2)] },
+            3 => Op::Batch { lane: 1, sizes: vec![s(2), s(0)] },
+            4 => Op::Vectored { lane: 1, sizes: vec![s(1), s(2)] },
+            _ => Op::Reopen,
+        }
+    };
+    let mut out = Vec::new();
+    // Every sequence of 1-2 ops; of 3 ops, those that start with lane 0 then lane 1.
+    for a in 0..6 {
+        out.push(vec![small(a, 0)]);
+        for b in 0..6 {
+            out.push(vec![small(a, 0), small(b, 1)]);
+        }
+    }
+    for a in [0, 2] {
+        for b in [1, 3, 4] {
+            for c in 0..6 {
+                out.push(vec![small(a, 0), small(b, 1), small(c, 2)]);
+            }
+        }
+    }
+    // Retention: puts filling segments on both lanes, a reclaim (keep 1, of each lane's
+    // names), more puts into released segments, a reopen.
+    let big = |k: usize| match k {
+        0 => Op::Put { lane: 0, size: 1500 },
+        1 => Op::Put { lane: 1, size: 2500 },
+        2 => Op::Batch { lane: 0, sizes: vec![1200, 900] },
+        _ => Op::Batch { lane: 1, sizes: vec![900, 1200] },
+    };
+    for a in [0, 2] {
+        for b in [1, 3] {
+            for tail in 0..4 {
+                out.push(vec![
+                    big(a),
+                    big(b),
+                    big(a),
+                    big(b),
+                    big(a),
+                    Op::Reclaim { keep: 1 },
+                    big(tail),
+                    Op::Reopen,
+                    big(b),
+                    Op::Reclaim { keep: 1 },
+                ]);
+            }
+        }
+    }
+    // Deltas of `DELTA_NAME` on both lanes, each lane's chain against its own versions.
+    let delta = |k: usize| match k {
+        0 => Op::Delta { lane: 0, size: 1000, changes: vec![(10, 5)] },
+        1 => Op::Delta { lane: 1, size: 1000, changes: vec![(100, 1), (700, 130)] },
+        2 => Op::Delta { lane: 1, size: 700, changes: vec![(5, 10)] },
+        3 => Op::Reopen,
+        _ => Op::Reclaim { keep: 1 },
+    };
+    for a in [0, 1] {
+        for b in 0..5 {
+            for c in 0..5 {
+                out.push(vec![delta(a), delta(1 - a), delta(b), delta(c), delta(0), delta(1)]);
+            }
+        }
+    }
+    out
 }
 
 /// Depth 2: first crashes of other families' workloads, each followed by a writer that
@@ -650,6 +799,14 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
     );
     let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(4).cloned().collect();
     add("span2", "spans, crash, then a span and a reclaim", span, vec![put(0, 5000), Op::Reclaim { keep: 1 }]);
+    // A lane-names pool's followers refresh (catch up) across the lanes' name spaces.
+    let lanes: Vec<Workload> = of("lane-names").iter().filter(|w| w.ops.len() == 2).step_by(3).cloned().collect();
+    add(
+        "lane-names2",
+        "lane names, crash, then both lanes put the same names again and a reclaim",
+        lanes,
+        vec![put(1, 77), Op::Batch { lane: 0, sizes: vec![9, 1500] }, put(1, 3000), Op::Reclaim { keep: 1 }],
+    );
     let delta: Vec<Workload> = of("delta").iter().step_by(6).cloned().collect();
     add(
         "delta2",

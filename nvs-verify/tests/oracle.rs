@@ -117,7 +117,7 @@ fn retention_family_releases_objects() {
         lane: u32::MAX,
         start: 60,
         ack: Some(70),
-        released: vec![(b"a".to_vec(), 1)],
+        released: vec![(0, b"a".to_vec(), 1)],
         ..Default::default()
     });
     let all = vec![
@@ -143,7 +143,7 @@ fn durable_objects_a_reclaim_released() {
         lane: u32::MAX,
         start: 10,
         ack: Some(20),
-        released: vec![(b"d".to_vec(), 1)],
+        released: vec![(0, b"d".to_vec(), 1)],
         ..Default::default()
     };
     let is = vec![reclaim];
@@ -192,4 +192,37 @@ fn closed_lanes_follow_the_contract() {
     assert!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));
     assert_eq!(oracle(&later, 20, &durable, &r(vec![a1.clone(), a2.clone()], &[])), Ok(()));
     assert!(oracle(&later, 20, &durable, &r(vec![a1, a2], &[0])).unwrap_err().contains("no close follows"));
+}
+
+/// The lane-names family is not vacuous: its pools have lane names, both lanes end up
+/// holding the same (name, version), its reclaims release objects and its deltas are
+/// stored as deltas. And in the oracle, an object recovered on the other lane than the
+/// one that wrote it is a phantom, even where that lane wrote the same (name, version).
+#[test]
+fn lane_names_family_repeats_versions_across_lanes() {
+    use nvs_core::{HeapMemory, Pool};
+    let fams = nvs_verify::workload::families();
+    let fam = fams.iter().find(|f| f.name == "lane-names").unwrap();
+    let (mut shared, mut released, mut deltas) = (0, 0, 0);
+    for w in &fam.workloads {
+        assert!(w.setup.lane_names);
+        let t = nvs_verify::workload::run(w).unwrap();
+        released += t.issued.iter().map(|i| i.released.len()).sum::<usize>();
+        let rec = nvs_verify::check::recover_all(&t.media).unwrap();
+        let pool = Pool::open_read_only(&t.media, HeapMemory::new()).unwrap();
+        assert!(pool.layout().lane_names);
+        for (n, v, lane, _) in &rec.objects {
+            shared += usize::from(*lane == 0 && rec.objects.iter().any(|o| (&o.0, o.1, o.2) == (n, *v, 1)));
+            deltas += usize::from(pool.stat_on(*lane, n, *v).unwrap().depth > 0);
+        }
+    }
+    assert!(shared > 100, "only {shared} (name, version) on both lanes");
+    assert!(released > 20, "only {released} objects released");
+    assert!(deltas > 20, "only {deltas} delta versions");
+    let is = vec![op(0, 0, 10, Some(20), &[("a", 1, b"A")]), op(1, 1, 20, Some(30), &[("a", 1, b"B")])];
+    assert_eq!(o(&is, 40, &[], &[rec("a", 1, 0, b"A"), rec("a", 1, 1, b"B")]), Ok(()));
+    let e = o(&is, 25, &[], &[rec("a", 1, 0, b"A"), rec("a", 1, 1, b"A")]).unwrap_err();
+    assert!(e.contains("wrong bytes"), "{e}");
+    let e = o(&is[..1], 25, &[], &[rec("a", 1, 0, b"A"), rec("a", 1, 1, b"A")]).unwrap_err();
+    assert!(e.contains("phantom") && e.contains("written on lane 0"), "{e}");
 }

@@ -194,7 +194,7 @@ impl<M: Media> Writer<'_, M> {
         };
         // The last earlier object of this unit with the same name holds its latest
         // version (versions of one name increase through a unit).
-        let bit = (hash >> 55) as usize; // 0..512
+        let bit = (hash >> 39) as usize & 511; // bits 39..47: hashed (the top 16 are the name space)
         let word = &mut seen[bit / 64];
         let maybe_earlier = *word & 1 << (bit % 64) != 0;
         *word |= 1 << (bit % 64);
