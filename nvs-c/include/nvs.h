@@ -91,6 +91,9 @@
 // Open read-only: any number of readers, beside a live writer in another process.
 #define NVS_OPEN_READ_ONLY 1
 
+// `nvs_pool_open_lane`: the lowest lane no other process is writing.
+#define NVS_ANY_LANE UINT32_MAX
+
 // The longest name, in bytes.
 #define NVS_NAME_MAX 255
 
@@ -136,6 +139,9 @@ typedef struct nvs_create_options {
   uint32_t lanes_max;
   // Non-zero: no payload checksums (they are on by default).
   int32_t no_payload_checksum;
+  // Non-zero: every lane has names of its own (ranks putting one name each get their
+  // own versions); needed for writer processes per lane (`nvs_pool_open_lane`).
+  int32_t lane_names;
 } nvs_create_options;
 
 // One part of a vectored object.
@@ -287,6 +293,25 @@ int32_t nvs_pool_create(const char *path,
 // `path` is a NUL-terminated string; `out` is valid for a write.
 int32_t nvs_pool_open(const char *path, int32_t mode, struct nvs_pool **out);
 
+// Open the pool at `path` to write lane `lane` (`NVS_ANY_LANE`: the lowest lane no
+// other process is writing) beside writer processes of its other lanes — an MPI rank
+// per lane. The pool must have lane names (created with `lane_names`; else `NVS_E_ARG`);
+// a lane another live process writes is `NVS_E_BUSY`; a lane whose writer died is taken
+// over where it ended. Puts to other lanes are refused; reads see the other writers'
+// objects as of the open or the last `nvs_pool_refresh`. `nvs_pool_owned_lane` tells
+// which lane was taken.
+//
+// # Safety
+// `path` is a NUL-terminated string; `out` is valid for a write.
+int32_t nvs_pool_open_lane(const char *path, uint32_t lane, struct nvs_pool **out);
+
+// The lane a pool opened by `nvs_pool_open_lane` writes, into `*lane`; `NVS_E_ARG` for
+// a pool opened otherwise (which writes every lane, or none).
+//
+// # Safety
+// `pool` is NULL or a live handle; `lane` is valid for a write.
+int32_t nvs_pool_owned_lane(const struct nvs_pool *pool, uint32_t *lane);
+
 // Close the pool: end the stream of every lane that joined it (followers see the end
 // of stream), unmap, unlock, free the handle. `NVS_E_BUSY` (and the pool stays open)
 // while lane handles are held. NULL is a no-op. The one call not to make beside others
@@ -402,6 +427,31 @@ int32_t nvs_lane_put_batch(struct nvs_lane *lane,
 // # Safety
 // `lane` is NULL or a live handle.
 int32_t nvs_lane_end_stream(struct nvs_lane *lane);
+
+// Copy version `version` of lane `lane`'s `name` (`NVS_LATEST`: its latest) into `buf`
+// of `cap` bytes; `*len` the object's length (size query and `NVS_E_TOO_SMALL` as for
+// `nvs_get`). In a pool with lane names, the name in that lane's name space (rank r's
+// `temperature`); otherwise the version only if that lane wrote it.
+//
+// # Safety
+// As `nvs_get`.
+int32_t nvs_get_on(const struct nvs_pool *pool,
+                   uint32_t lane,
+                   const char *name,
+                   uint64_t version,
+                   void *buf,
+                   size_t cap,
+                   size_t *len);
+
+// The latest version of lane `lane`'s `name` (see `nvs_get_on`).
+//
+// # Safety
+// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `version` is
+// valid for a write.
+int32_t nvs_latest_on(const struct nvs_pool *pool,
+                      uint32_t lane,
+                      const char *name,
+                      uint64_t *version);
 
 // Copy version `version` of `name` (`NVS_LATEST`: the latest) into `buf`, which holds
 // `cap` bytes; `*len` gets the object's length. A size query: `buf` NULL and `cap` 0

@@ -24,6 +24,8 @@ pub const NVS_LATEST: u64 = 0;
 pub const NVS_OPEN_READ_WRITE: i32 = 0;
 /// Open read-only: any number of readers, beside a live writer in another process.
 pub const NVS_OPEN_READ_ONLY: i32 = 1;
+/// `nvs_pool_open_lane`: the lowest lane no other process is writing.
+pub const NVS_ANY_LANE: u32 = u32::MAX;
 /// The longest name, in bytes.
 pub const NVS_NAME_MAX: usize = 255;
 /// The most metadata an object carries, in bytes.
@@ -65,6 +67,9 @@ pub struct nvs_create_options {
     pub lanes_max: u32,
     /// Non-zero: no payload checksums (they are on by default).
     pub no_payload_checksum: i32,
+    /// Non-zero: every lane has names of its own (ranks putting one name each get their
+    /// own versions); needed for writer processes per lane (`nvs_pool_open_lane`).
+    pub lane_names: i32,
 }
 
 /// One part of a vectored object.
@@ -251,7 +256,7 @@ pub unsafe extern "C" fn nvs_pool_create(
         }
         // SAFETY: the caller's promises.
         let (path, o) = unsafe { (cstr(path, "path")?, opts.as_ref().copied().unwrap_or_default()) };
-        let mut co = CreateOptions::new().payload_checksum(o.no_payload_checksum == 0);
+        let mut co = CreateOptions::new().payload_checksum(o.no_payload_checksum == 0).lane_names(o.lane_names != 0);
         if o.segment_len != 0 {
             co = co.segment_len(o.segment_len);
         }
@@ -286,6 +291,54 @@ pub unsafe extern "C" fn nvs_pool_open(path: *const c_char, mode: i32, out: *mut
         let pool = FilePool::open(path_of(path), access)?;
         // SAFETY: checked non-null; the caller's promise.
         unsafe { out.write(nvs_pool::new(pool)) };
+        Ok(())
+    })
+}
+
+/// Open the pool at `path` to write lane `lane` (`NVS_ANY_LANE`: the lowest lane no
+/// other process is writing) beside writer processes of its other lanes — an MPI rank
+/// per lane. The pool must have lane names (created with `lane_names`; else `NVS_E_ARG`);
+/// a lane another live process writes is `NVS_E_BUSY`; a lane whose writer died is taken
+/// over where it ended. Puts to other lanes are refused; reads see the other writers'
+/// objects as of the open or the last `nvs_pool_refresh`. `nvs_pool_owned_lane` tells
+/// which lane was taken.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_open_lane(path: *const c_char, lane: u32, out: *mut *mut nvs_pool) -> i32 {
+    guard("nvs_pool_open_lane", || {
+        if out.is_null() {
+            return Err(arg("out is NULL"));
+        }
+        // SAFETY: the caller's promise.
+        let path = unsafe { cstr(path, "path")? };
+        let lanes = [lane];
+        let pool = FilePool::open_lanes(path_of(path), (lane != NVS_ANY_LANE).then_some(&lanes[..]))?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { out.write(nvs_pool::new(pool)) };
+        Ok(())
+    })
+}
+
+/// The lane a pool opened by `nvs_pool_open_lane` writes, into `*lane`; `NVS_E_ARG` for
+/// a pool opened otherwise (which writes every lane, or none).
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `lane` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_owned_lane(pool: *const nvs_pool, lane: *mut u32) -> i32 {
+    guard("nvs_pool_owned_lane", || {
+        if lane.is_null() {
+            return Err(arg("lane is NULL"));
+        }
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        let (_g, fp) = p.shared()?;
+        let owned = fp.owned_lanes().and_then(|o| o.first().copied());
+        let owned = owned.ok_or_else(|| arg("the pool was not opened for one lane (nvs_pool_open_lane)"))?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { lane.write(owned) };
         Ok(())
     })
 }
@@ -649,6 +702,70 @@ pub unsafe extern "C" fn nvs_lane_end_stream(lane: *mut nvs_lane) -> i32 {
 /// `version`, or the latest version of `name` for `NVS_LATEST`.
 fn resolve(fp: &FilePool, name: &[u8], version: u64) -> Res<u64> {
     Ok(if version == NVS_LATEST { fp.latest(name)? } else { version })
+}
+
+/// Copy version `version` of lane `lane`'s `name` (`NVS_LATEST`: its latest) into `buf`
+/// of `cap` bytes; `*len` the object's length (size query and `NVS_E_TOO_SMALL` as for
+/// `nvs_get`). In a pool with lane names, the name in that lane's name space (rank r's
+/// `temperature`); otherwise the version only if that lane wrote it.
+///
+/// # Safety
+/// As `nvs_get`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_get_on(
+    pool: *const nvs_pool,
+    lane: u32,
+    name: *const c_char,
+    version: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    guard("nvs_get_on", || {
+        // SAFETY: the caller's promises.
+        let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let (_g, fp) = p.shared()?;
+        let version = if version == NVS_LATEST { fp.latest_on(lane, name)? } else { version };
+        let info = fp.stat_on(lane, name, version)?;
+        let need = usize::try_from(info.len_bytes).map_err(|_| arg("object larger than this address space"))?;
+        // SAFETY: the caller's promise (len is NULL or valid).
+        unsafe { put_out(len, need) };
+        if buf.is_empty() {
+            return Ok(()); // a size query
+        }
+        let Some(dst) = buf.get_mut(..need) else {
+            let msg = format!("the buffer holds {} bytes, the object has {need}", buf.len());
+            return Err(Fail { status: NVS_E_TOO_SMALL, msg });
+        };
+        fp.get_on(lane, name, version, dst)?;
+        Ok(())
+    })
+}
+
+/// The latest version of lane `lane`'s `name` (see `nvs_get_on`).
+///
+/// # Safety
+/// `pool` is NULL or a live handle; `name` is a NUL-terminated string; `version` is
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_latest_on(
+    pool: *const nvs_pool,
+    lane: u32,
+    name: *const c_char,
+    version: *mut u64,
+) -> i32 {
+    guard("nvs_latest_on", || {
+        if version.is_null() {
+            return Err(arg("version is NULL"));
+        }
+        // SAFETY: the caller's promises.
+        let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
+        let (_g, fp) = p.shared()?;
+        let v = fp.latest_on(lane, name)?;
+        // SAFETY: checked non-null; the caller's promise.
+        unsafe { version.write(v) };
+        Ok(())
+    })
 }
 
 /// Copy `version` of `name` (`NVS_LATEST`: the latest) of `pool` into `buf`, with one

@@ -72,3 +72,11 @@ fn c_nvstream_wrapper() {
         run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
     }
 }
+
+#[test]
+fn c_writer_processes_per_lane() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("ranks");
+    build("ranks.c", &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+}
