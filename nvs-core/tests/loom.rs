@@ -7,12 +7,15 @@
 //! the x86 guarantees a reader in another process relies on.
 #![cfg(loom)]
 
-use loom::sync::atomic::{fence, AtomicU64, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use loom::sync::Arc;
 use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool};
 
 struct LoomMedia {
     words: Vec<AtomicU64>,
+    /// The claim lock of writers in several processes (a spin lock here; a file lock in
+    /// nvs-std).
+    claims: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -70,6 +73,14 @@ impl Media for Shared {
     fn fence(&self) {
         fence(Ordering::SeqCst);
     }
+    fn lock_claims(&self) {
+        while self.0.claims.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            loom::thread::yield_now();
+        }
+    }
+    fn unlock_claims(&self) {
+        self.0.claims.store(false, Ordering::Release);
+    }
 }
 
 type LPool = Pool<Shared, HeapMemory>;
@@ -102,7 +113,10 @@ fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> loom::thr
 
 /// A fresh pool of 3 segments of 4 KiB, 2 lanes.
 fn pool() -> (Shared, Arc<LPool>) {
-    let media = Shared(Arc::new(LoomMedia { words: (0..(4096 * 4) / 8).map(|_| AtomicU64::new(0)).collect() }));
+    let media = Shared(Arc::new(LoomMedia {
+        words: (0..(4096 * 4) / 8).map(|_| AtomicU64::new(0)).collect(),
+        claims: AtomicBool::new(false),
+    }));
     let mut o = FormatOptions::new(9);
     o.segment_len = Some(4096);
     o.lanes_max = 2;
@@ -133,6 +147,40 @@ fn concurrent_segment_claims() {
         let mut b = [0u8; 9];
         for lane in 0..2u32 {
             r.get(b"x", vs[lane as usize], &mut b).unwrap();
+            assert_eq!(b, [lane as u8; 9]);
+        }
+    });
+}
+
+/// Two writer processes — two pools over one media, each opened for its own lane of a
+/// pool with lane names — claim their first segments at once, each under the claim lock
+/// after reading the other's headers: they get different segments, and both puts
+/// survive a reopen.
+#[test]
+fn cross_process_segment_claims() {
+    model(|| {
+        let media = Shared(Arc::new(LoomMedia {
+            words: (0..(4096 * 4) / 8).map(|_| AtomicU64::new(0)).collect(),
+            claims: AtomicBool::new(false),
+        }));
+        let mut o = FormatOptions::new(9);
+        o.segment_len = Some(4096);
+        o.lanes_max = 2;
+        o.lane_names = true;
+        drop(Pool::format(media.clone(), o, HeapMemory::new()).unwrap());
+        let hs: Vec<_> = (0..2u32)
+            .map(|lane| {
+                let mut p = Pool::open_lanes(media.clone(), HeapMemory::new(), &[lane]).unwrap();
+                spawn(move || p.put(lane, Object::new(b"x", &[lane as u8; 9])).unwrap().version)
+            })
+            .collect();
+        let vs: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(vs, [1, 1], "each lane's own name space");
+        let r = reopen(&media);
+        assert_eq!(r.stats().segments_used, 2);
+        let mut b = [0u8; 9];
+        for lane in 0..2u32 {
+            r.get_on(lane, b"x", 1, &mut b).unwrap();
             assert_eq!(b, [lane as u8; 9]);
         }
     });
@@ -249,7 +297,10 @@ fn a_reclaim_racing_a_reader_in_another_process() {
         RECLAIM_RUNS.fetch_add(1, R);
         WRITER_STARTED.store(false, R);
         WRITER_DONE.store(false, R);
-        let media = Shared(Arc::new(LoomMedia { words: (0..(4096 * 3) / 8).map(|_| AtomicU64::new(0)).collect() }));
+        let media = Shared(Arc::new(LoomMedia {
+            words: (0..(4096 * 3) / 8).map(|_| AtomicU64::new(0)).collect(),
+            claims: AtomicBool::new(false),
+        }));
         let mut o = FormatOptions::new(9);
         o.segment_len = Some(4096);
         o.lanes_max = 1;
