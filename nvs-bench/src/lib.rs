@@ -17,6 +17,9 @@
 //! on the root file system, memcpy out of the mapping and nvs get; and nvs put and get on a
 //! pool without payload checksums (which are on by default), for the checksums' cost. Sizes 1 KiB, 32 KiB,
 //! 1 MiB, 20 MiB; 1 and 2 threads (2: each thread its own files, aggregate throughput).
+//! Beside the 2-thread rows, nvs put from 2 writer processes on one pool (a lane each,
+//! aggregate throughput): the tool's own `bench-worker` subcommand, running [`worker`]
+//! (see `procs.rs`).
 //!
 //! Trials are interleaved — round r runs every (size, threads, method) once — so drift
 //! and other load hit every row alike; each row is the median of the rounds. Then the
@@ -32,13 +35,16 @@ mod error;
 mod nt;
 mod plot;
 mod pmdk;
+mod procs;
 mod recovery;
 mod report;
 mod run;
 
 pub use error::{Error, Result};
+pub use procs::worker;
 pub use run::Clock;
 use run::{Measured, Method, Slot};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -67,6 +73,10 @@ pub struct BenchOptions {
     pub only: Vec<String>,
     /// The clock the rates are computed from.
     pub clock: Clock,
+    /// The command (program and leading arguments) that runs [`worker`] in another
+    /// process, for the two-process row: `nvs` passes itself, `/proc/self/exe
+    /// bench-worker`. `None`: that row is "not available".
+    pub worker: Option<Vec<OsString>>,
 }
 
 /// One row: a method at a size and thread count, measured or not available.
@@ -102,6 +112,8 @@ pub(crate) struct Setup {
     pub dir: PathBuf,
     pub sync_dir: PathBuf,
     pub region: usize,
+    /// Bytes of the two-process row's pool (0: not run).
+    pub shared_pool: usize,
     pub trials: usize,
     pub budget: Duration,
     pub load_start: String,
@@ -150,17 +162,29 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
         slots.push(slot);
     }
 
-    // Every (size, threads, method) cell collects one sample per round.
+    // Every (size, threads, method) cell collects one sample per round; a row of several
+    // processes runs at as many threads, one per process.
     let cells: Vec<(usize, usize, Method)> = SIZES
         .iter()
         .flat_map(|&s| THREADS.iter().flat_map(move |&t| Method::ALL.iter().map(move |&m| (s, t, m))))
-        .filter(|c| wanted(c.2))
+        .filter(|c| wanted(c.2) && (c.2.processes() == 1 || c.2.processes() == c.1))
         .collect();
+    // The two-process row's pool: as much room as the 2-thread rows' two files.
+    let mut shared = None;
+    let mut shared_err = String::from("not available: no worker command (the nvs tool has one)");
+    if let (Some(cmd), true) = (&opts.worker, cells.iter().any(|c| c.2 == Method::Put2Proc)) {
+        match procs::Shared::new(&dir, 2 * region, cmd.clone(), &mut cleanup.0) {
+            Ok(s) => shared = Some(s),
+            Err(e) => shared_err = format!("not available: {e}"),
+        }
+    }
     let mut samples: Vec<Vec<Measured>> = vec![Vec::new(); cells.len()];
     let mut failed: Vec<Option<String>> = vec![None; cells.len()];
     for (i, &(size, _, method)) in cells.iter().enumerate() {
         if let Err(e) = slots[0].available(method, &pmdk) {
             failed[i] = Some(format!("not available: {e}"));
+        } else if method == Method::Put2Proc && shared.is_none() {
+            failed[i] = Some(shared_err.clone());
         } else if !fits(method, size, region) {
             failed[i] = Some(format!("not run: {} objects of this size do not fit the region", method.per_op()));
         }
@@ -170,13 +194,19 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
             if failed[i].is_some() {
                 continue;
             }
-            match trial(&mut slots[..threads], method, size, budget, opts.clock, &pmdk) {
+            let r = match shared.as_mut() {
+                Some(sh) if method == Method::Put2Proc => sh.trial(size, budget, opts.clock),
+                _ => trial(&mut slots[..threads], method, size, budget, opts.clock, &pmdk),
+            };
+            match r {
                 Ok(m) => samples[i].push(m),
                 Err(e) => failed[i] = Some(format!("failed: {e}")),
             }
         }
     }
     drop(slots);
+    let shared_pool = if shared.is_some() { 2 * region } else { 0 };
+    drop(shared);
 
     let mut rows: Vec<Row> = cells
         .iter()
@@ -224,6 +254,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
         dir,
         sync_dir,
         region,
+        shared_pool,
         trials,
         budget,
         load_start,
@@ -277,16 +308,19 @@ fn trial(
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into()))).collect()
     });
-    // Aggregate: the sum of the threads' rates, as one measurement over the mean time.
+    Ok(aggregate(&results.into_iter().collect::<Result<Vec<_>, String>>()?))
+}
+
+/// The aggregate of measurements made at the same time (threads, processes): the sum of
+/// their rates, as objects and bytes over one second.
+pub(crate) fn aggregate(parts: &[Measured]) -> Measured {
     let (mut obj_rate, mut byte_rate) = (0.0, 0.0);
-    for r in results {
-        let m = r?;
+    for m in parts {
         let s = m.time.as_secs_f64().max(1e-9);
         obj_rate += m.objects as f64 / s;
         byte_rate += m.bytes as f64 / s;
     }
-    // Express it as objects and bytes over one second.
-    Ok(Measured { objects: obj_rate.round() as u64, bytes: byte_rate.round() as u64, time: Duration::from_secs(1) })
+    Measured { objects: obj_rate.round() as u64, bytes: byte_rate.round() as u64, time: Duration::from_secs(1) }
 }
 
 /// Median GB/s of the samples and the ns per object of that same sample, with the

@@ -29,7 +29,11 @@ fn gbps(rows: &[Row], m: Method, size: usize, threads: usize) -> Option<f64> {
 }
 
 fn ratio(rows: &[Row], a: Method, b: Method, size: usize) -> Option<f64> {
-    Some(gbps(rows, a, size, 1)? / gbps(rows, b, size, 1)?)
+    ratio_at(rows, a, b, size, 1)
+}
+
+fn ratio_at(rows: &[Row], a: Method, b: Method, size: usize, threads: usize) -> Option<f64> {
+    Some(gbps(rows, a, size, threads)? / gbps(rows, b, size, threads)?)
 }
 
 /// Row `a`'s ratio to the faster of PMDK's two rows, `threads` threads.
@@ -40,7 +44,12 @@ fn to_pmdk(rows: &[Row], a: Method, size: usize, threads: usize) -> Option<f64> 
 
 /// Row `a`'s ratio to its (faster) ceiling, 1 thread.
 fn to_ceiling(rows: &[Row], a: Method, size: usize) -> Option<f64> {
-    rows.iter().find(|r| r.method == a && r.size == size && r.threads == 1).and_then(|r| r.ratio)
+    to_ceiling_at(rows, a, size, 1)
+}
+
+/// Row `a`'s ratio to its (faster) ceiling, `threads` threads.
+fn to_ceiling_at(rows: &[Row], a: Method, size: usize, threads: usize) -> Option<f64> {
+    rows.iter().find(|r| r.method == a && r.size == size && r.threads == threads).and_then(|r| r.ratio)
 }
 
 /// The performance targets (1 thread unless a line says 2).
@@ -58,6 +67,16 @@ pub fn targets(rows: &[Row], rec: &[Recovery]) -> Vec<Target> {
             let what = format!("put {} / better PMDK row, {threads} thr", human(s as u64));
             add(what, to_pmdk(rows, Method::Put, s, threads), 1.0, true);
         }
+    }
+    // Two writer processes on one pool, a lane each, against one process's two threads
+    // (the raw NT copy, and nvs put with a pool per thread).
+    for s in [k32, m1, m20] {
+        let what = format!("put {} 2 processes / 2-thr ceiling", human(s as u64));
+        add(what, to_ceiling_at(rows, Method::Put2Proc, s, 2), 0.9, true);
+    }
+    for s in [k32, m1, m20] {
+        let what = format!("put {} 2 processes / put 2 threads", human(s as u64));
+        add(what, ratio_at(rows, Method::Put2Proc, Method::Put, s, 2), 0.9, true);
     }
     add("put 1 KiB / pmemlog_append".into(), ratio(rows, Method::Put, Method::PmemLog, k1), 1.2, true);
     add("put_batch 64 x 1 KiB / its ceiling".into(), to_ceiling(rows, Method::Batch, k1), 0.6, true);
@@ -111,6 +130,14 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
             w => format!(" and {w} B (AVX-512)"),
         }
     );
+    if setup.shared_pool > 0 {
+        let _ = writeln!(
+            o,
+            "2 processes: two `nvs bench-worker` processes, each one lane of one lane-names pool file of {} \
+             (reformatted before each trial; when full, each reclaims its own lane), aggregate GB/s",
+            human(setup.shared_pool as u64)
+        );
+    }
     let _ = writeln!(
         o,
         "clock: {}",
@@ -227,12 +254,13 @@ pub fn json(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
         };
         items.push(format!(
             "{{\"kind\": \"throughput\", \"method\": {}, \"description\": {}, \"size_bytes\": {}, \"threads\": {}, \
-             \"gbps\": {}, \"ns_per_op\": {}, \"ratio_to_ceiling\": {}, \"ceiling_method\": {}, \"trials\": {t}, \
+             \"processes\": {}, \"gbps\": {}, \"ns_per_op\": {}, \"ratio_to_ceiling\": {}, \"ceiling_method\": {}, \"trials\": {t}, \
              \"gbps_min\": {}, \"gbps_max\": {}, \"available\": {}, \"note\": {}, {common}}}",
             string(r.method.name()),
             string(r.method.describe()),
             r.size,
             r.threads,
+            r.method.processes(),
             num(g),
             num(n),
             num(r.ratio),

@@ -36,6 +36,8 @@ pub enum Method {
     CeilingBatch,
     CeilingBatchWide,
     Put,
+    /// nvs put from 2 processes, each on its own lane of one pool (`procs`).
+    Put2Proc,
     PutNoSum,
     Batch,
     Memcpy,
@@ -49,10 +51,11 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 15] = [
+    pub const ALL: [Method; 16] = [
         Method::Ceiling,
         Method::CeilingWide,
         Method::Put,
+        Method::Put2Proc,
         Method::PutNoSum,
         Method::CeilingBatch,
         Method::CeilingBatchWide,
@@ -75,6 +78,7 @@ impl Method {
             Method::CeilingBatch => "ceiling_batch64",
             Method::CeilingBatchWide => "ceiling_batch64_avx512",
             Method::Put => "nvs_put",
+            Method::Put2Proc => "nvs_put_2proc",
             Method::PutNoSum => "nvs_put_nosum",
             Method::Batch => "nvs_put_batch64",
             Method::Memcpy => "memcpy_into_mapping",
@@ -96,6 +100,7 @@ impl Method {
             Method::CeilingBatch => "ceiling: 64 NT copies + 2 fences",
             Method::CeilingBatchWide => "ceiling, AVX-512: 64 NT copies + 2 fences",
             Method::Put => "nvs put (1 object per commit)",
+            Method::Put2Proc => "nvs put, 2 processes on one pool (a lane each)",
             Method::PutNoSum => "nvs put, payload checksums off",
             Method::Batch => "nvs put_batch (64 per commit)",
             Method::Memcpy => "memcpy into the mapping",
@@ -119,6 +124,15 @@ impl Method {
 
     pub fn is_ceiling(self) -> bool {
         matches!(self, Method::Ceiling | Method::CeilingWide | Method::CeilingBatch | Method::CeilingBatchWide)
+    }
+
+    /// Writer processes: 2 for the two-process row (which runs at 2 threads only, one
+    /// per process), else 1 (this process, with as many threads as the row says).
+    pub fn processes(self) -> usize {
+        match self {
+            Method::Put2Proc => 2,
+            _ => 1,
+        }
     }
 
     /// Objects per operation.
@@ -152,7 +166,7 @@ pub enum Clock {
 }
 
 /// This thread's CPU time so far.
-fn cpu_now() -> Duration {
+pub(crate) fn cpu_now() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -163,7 +177,7 @@ fn cpu_now() -> Duration {
 }
 
 /// Name of the single-put object.
-const NAME: &[u8] = b"temperature";
+pub(crate) const NAME: &[u8] = b"temperature";
 
 /// One thread's files and buffers.
 pub struct Slot {
@@ -203,6 +217,16 @@ pub struct SlotConfig<'a> {
     pub sync_len: usize,
     /// Largest object.
     pub max_size: usize,
+}
+
+/// Segment size for units of `unit` bytes in a pool of `region` bytes: a power of two,
+/// at least 4 MiB, holding one.
+pub fn segment_for(unit: u64, region: usize) -> Result<u64, String> {
+    let seg = (unit + LINE).next_power_of_two().max(4 << 20);
+    if DATA_OFF + seg > region as u64 {
+        return Err(format!("a {unit}-byte unit does not fit this region"));
+    }
+    Ok(seg)
 }
 
 /// Create a file of `len` bytes with its blocks reserved (tmpfs: pages allocated).
@@ -328,13 +352,9 @@ impl Slot {
         Ok(())
     }
 
-    /// Segment size for units of `unit` bytes: a power of two, at least 4 MiB, holding one.
+    /// Segment size for units of `unit` bytes ([`segment_for`]).
     fn segment_for(&self, unit: u64) -> Result<u64, String> {
-        let seg = (unit + LINE).next_power_of_two().max(4 << 20);
-        if DATA_OFF + seg > self.raw_len as u64 {
-            return Err(format!("a {unit}-byte unit does not fit this region"));
-        }
-        Ok(seg)
+        segment_for(unit, self.raw_len)
     }
 
     fn ensure_pool(&mut self, unit: u64, sum: bool) -> Result<(), String> {
@@ -429,6 +449,8 @@ impl Slot {
                         }
                         self.off += n * step + LINE as usize;
                     }
+                    // Not on a thread of this process: `procs` runs it in two others.
+                    Method::Put2Proc => return Err("runs in worker processes".into()),
                     Method::Put | Method::PutNoSum => {
                         let pool = self.pool.as_mut().ok_or("no pool")?;
                         match pool.put(0, Object::new(NAME, &self.src[..size])) {

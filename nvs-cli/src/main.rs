@@ -290,6 +290,13 @@ enum Command {
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "wall"])]
         clock: String,
     },
+    /// A writer process of `nvs bench`'s two-process row (started by `nvs bench`, which
+    /// passes the arguments: POOL LANE SIZE BUDGET_NS cpu|wall).
+    #[command(hide = true)]
+    BenchWorker {
+        #[arg(allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -446,7 +453,12 @@ fn main() -> ExitCode {
             plot,
             only,
             clock: if clock == "wall" { nvs_bench::Clock::Wall } else { nvs_bench::Clock::Cpu },
+            // This very program (even if its file was replaced since it started).
+            worker: Some(vec!["/proc/self/exe".into(), "bench-worker".into()]),
         }),
+        Command::BenchWorker { args } => {
+            nvs_bench::worker(&args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock()).map_err(Into::into)
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
