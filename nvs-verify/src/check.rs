@@ -663,7 +663,7 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
         return report.lock().unwrap().counts.add(&t.counts);
     }
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
-    let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.format_end).collect();
+    let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.check_from).collect();
     let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
     for (point, choices, message) in t.failures {
         fail(point, choices, message);

@@ -10,5 +10,6 @@ pub mod check;
 pub mod crosscheck;
 pub mod damage;
 pub mod mutants;
+pub mod processes;
 pub mod user;
 pub mod workload;

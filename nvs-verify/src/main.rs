@@ -76,7 +76,7 @@ fn row(r: &FamilyReport, what: &str) {
         "-".into()
     };
     println!(
-        "{:<10} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.1}s  {what}",
+        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.1}s  {what}",
         r.name,
         r.workloads,
         r.counts.points,
@@ -94,7 +94,7 @@ fn row(r: &FamilyReport, what: &str) {
 /// The crash check over the named families (all when empty).
 fn crash(names: &[String]) -> (bool, Totals) {
     println!(
-        "{:<10} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>8}",
+        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>8}",
         "family", "workloads", "points", "states", "lazy/eager runs", "violations", "incomplete", "time"
     );
     let mut t = Totals { workloads: 0, points: 0, states: 0, violations: 0, incomplete: 0 };

@@ -2,7 +2,8 @@
 //! [`SimMedia`] to get a trace and the model of what each operation issued and when it
 //! was acknowledged.
 
-use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Object, Pool};
+use crate::check::{read_all, recover_all};
+use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::SimMedia;
 use std::collections::BTreeMap;
 
@@ -29,6 +30,50 @@ pub enum Op {
     /// (offset, len; clipped to `size`) rewritten. The first one is a full put; one whose
     /// size differs from its parent's must become a full version (nvs decides).
     Delta { lane: u32, size: usize, changes: Vec<(usize, usize)> },
+    /// Retention by the writer of `lane` (of writer processes, [`Writers::Processes`]: that
+    /// process, which releases only its own lane's segments; of one pool: [`Op::Reclaim`]).
+    ReclaimBy { lane: u32, keep: u32 },
+    /// The writer of `lane` refreshes (of a process: recovers, and so learns what the
+    /// other processes committed); what it then holds must be what a recovery of the
+    /// media gives.
+    Refresh { lane: u32 },
+    /// Writer processes only: a new process takes `lane` over (`Pool::open_lanes`): its
+    /// writer died ([`Op::Crash`]), or is closed first (a clean restart). Its recovery
+    /// is held to the contract at once, with no power loss, and decides the dead
+    /// writer's cut operation (whole: it happened, and is durable once drained; absent:
+    /// it never will).
+    Takeover { lane: u32 },
+    /// Writer processes only: `op`'s process dies (a process crash, not a power loss)
+    /// after `events` of `op`'s events (stores, fences), a wide store cut at a word; it
+    /// does nothing more (its lane waits for an [`Op::Takeover`]). Its stores stay in the
+    /// media. If `op` ends first, the process dies right after it.
+    Crash { events: usize, op: Box<Op> },
+    /// Writer processes only: `op`'s process is paused inside it after `events` of its
+    /// events (at its first store or fence from there on outside the claim lock),
+    /// while `meanwhile` run, each whole, in the other processes (op `j` of them is
+    /// numbered 1000 × (this op's number + 1) + `j`); then `op` goes on. A paused
+    /// process's NT stores not yet fenced are not yet visible to the others.
+    Paused { events: usize, op: Box<Op>, meanwhile: Vec<Op> },
+}
+
+impl Op {
+    /// The lane whose writer runs this op (`None`: the pool's, for [`Op::Reopen`] and
+    /// [`Op::Reclaim`]).
+    pub fn lane(&self) -> Option<u32> {
+        match self {
+            Op::Put { lane, .. }
+            | Op::Vectored { lane, .. }
+            | Op::Batch { lane, .. }
+            | Op::Close { lane }
+            | Op::Join { lane }
+            | Op::Delta { lane, .. }
+            | Op::ReclaimBy { lane, .. }
+            | Op::Refresh { lane }
+            | Op::Takeover { lane } => Some(*lane),
+            Op::Crash { op, .. } | Op::Paused { op, .. } => op.lane(),
+            Op::Reopen | Op::Reclaim { .. } => None,
+        }
+    }
 }
 
 /// Name of the object delta puts write.
@@ -54,6 +99,23 @@ pub struct Setup {
     /// Every lane has names of its own (`FormatOptions::lane_names`); the workload's lanes
     /// then put the same names (see [`name`]), so versions repeat across lanes.
     pub lane_names: bool,
+    /// Who writes: one pool, or two writer processes.
+    pub writers: Writers,
+}
+
+/// Who writes a workload's pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writers {
+    /// One pool writes every lane (`Pool::format`, `Pool::open`).
+    One,
+    /// Two writer processes over one media (`Pool::open_lanes`; the pool needs lane
+    /// names): A writes lane 0, B lane 1, each on a thread of its own (fences are per
+    /// thread), in turn: op by op, or one paused inside an op ([`Op::Paused`]); each op
+    /// runs in the process of its lane (`crate::processes`). `drain`: a process that dies ([`Op::Crash`]) has its
+    /// pending stores drained to the persistence domain (the kernel's entry on its CPU
+    /// drains the write-combining buffers; nvs stores by NT stores only); otherwise they
+    /// stay pending for good (a stricter model than x86 with ADR).
+    Processes { drain: bool },
 }
 
 impl Setup {
@@ -65,6 +127,7 @@ impl Setup {
             stale: false,
             cross_chains: false,
             lane_names: false,
+            writers: Writers::One,
         }
     }
     pub fn media_len(&self) -> usize {
@@ -104,10 +167,15 @@ pub struct Issued {
 /// A workload's recorded run.
 pub struct Trace {
     pub media: SimMedia,
-    /// Trace position after format: crash points start here.
+    /// Trace position after format.
     pub format_end: usize,
+    /// Crash points start here: after format, or (a workload that kills a writer
+    /// process) when it died.
+    pub check_from: usize,
     pub issued: Vec<Issued>,
     pub setup: Setup,
+    /// Each op's trace positions when it started and when it returned.
+    pub spans: Vec<(usize, usize)>,
 }
 
 /// Object names cycle through a few, so versions of one name come from several ops. In
@@ -142,10 +210,24 @@ struct Versions {
 }
 
 impl Versions {
-    fn of(pool: &Pool<&SimMedia, HeapMemory>) -> Versions {
+    fn of<M: Media>(pool: &Pool<M, HeapMemory>) -> Versions {
         let mut nb = [0u8; nvs_core::NAME_MAX];
         let latest = pool.names().map(|n| ((n.lane, pool.name_bytes(n.id, &mut nb).to_vec()), n.latest)).collect();
         Versions { lane_names: pool.layout().lane_names, latest }
+    }
+
+    /// The versions puts of `names`, in order, on `lane` must get.
+    fn next<'a>(&self, lane: u32, names: impl IntoIterator<Item = &'a [u8]>) -> Vec<u64> {
+        let mut taken: BTreeMap<&[u8], u64> = BTreeMap::new();
+        let key = |name: &[u8]| (self.lane_names.then_some(lane), name.to_vec());
+        names
+            .into_iter()
+            .map(|n| {
+                let v = taken.get(n).copied().unwrap_or_else(|| self.latest.get(&key(n)).copied().unwrap_or(0)) + 1;
+                taken.insert(n, v);
+                v
+            })
+            .collect()
     }
 
     /// Op `op` put `objects` (name, version), in order, on `lane`.
@@ -168,115 +250,55 @@ impl Versions {
     }
 }
 
-/// Run `ops` on `pool`; `on_op` sees each operation's outcome.
-fn apply<'m>(
+/// Each object of an operation: its name and its payload's parts.
+type Parts = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+
+/// A writer of a workload: its pool and what the workload knows of it (the versions it
+/// has put, each lane's delta base). One pool writes every lane, or (in a workload of
+/// writer processes, `crate::processes`) one process's pool writes its own lane.
+pub(crate) struct Runner<'m, M: Media> {
+    /// The recording media (the pool's media is this, or a process's tap on it).
     media: &'m SimMedia,
-    mut pool: Pool<&'m SimMedia, HeapMemory>,
-    ops: &[Op],
+    /// `None` only while a reopen swaps it.
+    pool: Option<Pool<M, HeapMemory>>,
     seed: u64,
     cross_chains: bool,
-    issued: &mut Vec<Issued>,
-) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
-    pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
-    let lane_names = pool.layout().lane_names;
-    // The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next
-    // delta; per lane in a pool with lane names (each lane's `DELTA_NAME` is its own).
-    let mut delta_bases: [Option<(u64, Vec<u8>)>; 2] = [None, None];
-    let mut versions = Versions::of(&pool);
-    for (i, op) in ops.iter().enumerate() {
-        let start = media.point();
-        // Each object: its name and its payload's parts.
-        type Parts = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
-        let (lane, objects): (u32, Parts) = match op {
-            Op::Reopen => {
-                let (m, _) = pool.close();
-                pool = Pool::open(m, HeapMemory::new()).map_err(|e| format!("reopen failed: {e}"))?;
-                pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
-                if media.point() != start {
-                    return Err("reopen stored to the media".into());
-                }
-                continue;
-            }
-            Op::Close { lane } => {
-                pool.close_lane(*lane).map_err(|e| format!("op {i}: close: {e}"))?;
-                issued.push(Issued {
-                    op: i,
-                    lane: *lane,
-                    start,
-                    ack: Some(media.point()),
-                    close: true,
-                    ..Default::default()
-                });
-                continue;
-            }
-            Op::Join { lane } => {
-                drop(pool.lane(*lane).map_err(|e| format!("op {i}: join: {e}"))?);
-                issued.push(Issued {
-                    op: i,
-                    lane: *lane,
-                    start,
-                    ack: Some(media.point()),
-                    join: true,
-                    ..Default::default()
-                });
-                continue;
-            }
-            Op::Reclaim { keep } => {
-                let before = present(&pool);
-                pool.reclaim(*keep).map_err(|e| format!("op {i}: reclaim: {e}"))?;
-                let after = present(&pool);
-                let released: Vec<_> = before.into_iter().filter(|o| !after.contains(o)).collect();
-                issued.push(Issued {
-                    op: i,
-                    lane: u32::MAX,
-                    start,
-                    ack: Some(media.point()),
-                    released,
-                    ..Default::default()
-                });
-                continue;
-            }
-            Op::Delta { lane, size, changes } => {
-                let delta_base = &mut delta_bases[if lane_names { *lane as usize } else { 0 }];
-                let fresh = payload(seed, i, 0, *size);
-                let mut ranges = Vec::new();
-                let (parent, mut bytes) = match &*delta_base {
-                    Some((v, b)) => {
-                        let mut bytes = b.clone();
-                        bytes.resize(*size, 0);
-                        if b.len() < *size {
-                            bytes[b.len()..].copy_from_slice(&fresh[b.len()..]);
-                            ranges.push((b.len() as u64, (*size - b.len()) as u64));
-                        }
-                        (*v, bytes)
-                    }
-                    None => (0, fresh),
-                };
-                for (k, &(off, len)) in changes.iter().enumerate() {
-                    let (off, end) = (off.min(*size), (off + len).min(*size));
-                    bytes[off..end].copy_from_slice(&payload(seed, i, 1 + k, end - off));
-                    ranges.push((off as u64, (end - off) as u64));
-                }
-                // Sorted by offset, as `Changes` requires (overlaps nvs merges itself).
-                ranges.sort_unstable();
-                match pool.put(*lane, Object::new(DELTA_NAME, &bytes).delta(parent, &ranges)) {
-                    Ok(put) => {
-                        versions.check(i, *lane, [(DELTA_NAME, put.version)])?;
-                        issued.push(Issued {
-                            op: i,
-                            lane: *lane,
-                            start,
-                            ack: Some(media.point()),
-                            objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
-                            ..Default::default()
-                        });
-                        *delta_base = Some((put.version, bytes));
-                    }
-                    Err(Error::Full) if media.point() == start => {}
-                    Err(e) => return Err(format!("op {i}: delta: {e} (after {} events)", media.point() - start)),
-                }
-                continue;
-            }
+    lane_names: bool,
+    /// The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next
+    /// delta; per lane in a pool with lane names (each lane's `DELTA_NAME` is its own).
+    delta_bases: [Option<(u64, Vec<u8>)>; 2],
+    versions: Versions,
+    /// The lane this writer owns beside other writer processes; `None`: the pool's one
+    /// writer.
+    owned: Option<u32>,
+}
+
+impl<'m, M: Media> Runner<'m, M> {
+    pub(crate) fn new(
+        media: &'m SimMedia,
+        mut pool: Pool<M, HeapMemory>,
+        seed: u64,
+        cross_chains: bool,
+        owned: Option<u32>,
+    ) -> Result<Self, String> {
+        pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
+        let (lane_names, versions) = (pool.layout().lane_names, Versions::of(&pool));
+        let delta_bases = [None, None];
+        Ok(Runner { media, pool: Some(pool), seed, cross_chains, lane_names, delta_bases, versions, owned })
+    }
+
+    pub(crate) fn pool(&mut self) -> &mut Pool<M, HeapMemory> {
+        self.pool.as_mut().expect("a pool")
+    }
+
+    pub(crate) fn into_pool(self) -> Pool<M, HeapMemory> {
+        self.pool.expect("a pool")
+    }
+
+    /// The objects op `i` puts, if it puts any (a delta put aside).
+    fn parts(&self, i: usize, op: &Op) -> Option<(u32, Parts)> {
+        let (seed, lane_names) = (self.seed, self.lane_names);
+        Some(match op {
             Op::Put { lane, size } => (*lane, vec![(name(i, 0, lane_names), vec![payload(seed, i, 0, *size)])]),
             Op::Vectored { lane, sizes } => {
                 let parts = sizes.iter().enumerate().map(|(k, &s)| payload(seed, i, 100 + k, s)).collect();
@@ -287,12 +309,185 @@ fn apply<'m>(
                     sizes.iter().enumerate().map(|(k, &s)| (name(i, k, lane_names), vec![payload(seed, i, k, s)]));
                 (*lane, objects.collect())
             }
+            _ => return None,
+        })
+    }
+
+    /// A delta put's (parent, bytes, changed ranges) for op `i` (see [`Op::Delta`]).
+    fn delta_input(
+        &self,
+        i: usize,
+        lane: u32,
+        size: usize,
+        changes: &[(usize, usize)],
+    ) -> (u64, Vec<u8>, Vec<(u64, u64)>) {
+        let delta_base = &self.delta_bases[if self.lane_names { lane as usize } else { 0 }];
+        let fresh = payload(self.seed, i, 0, size);
+        let mut ranges = Vec::new();
+        let (parent, mut bytes) = match delta_base {
+            Some((v, b)) => {
+                let mut bytes = b.clone();
+                bytes.resize(size, 0);
+                if b.len() < size {
+                    bytes[b.len()..].copy_from_slice(&fresh[b.len()..]);
+                    ranges.push((b.len() as u64, (size - b.len()) as u64));
+                }
+                (*v, bytes)
+            }
+            None => (0, fresh),
+        };
+        for (k, &(off, len)) in changes.iter().enumerate() {
+            let (off, end) = (off.min(size), (off + len).min(size));
+            bytes[off..end].copy_from_slice(&payload(self.seed, i, 1 + k, end - off));
+            ranges.push((off as u64, (end - off) as u64));
+        }
+        // Sorted by offset, as `Changes` requires (overlaps nvs merges itself).
+        ranges.sort_unstable();
+        (parent, bytes, ranges)
+    }
+
+    /// Whether a reclaim of this writer may release objects of `lane`.
+    fn releases(&self, lane: u32) -> bool {
+        self.owned.is_none_or(|o| o == lane)
+    }
+
+    /// What op `i` will issue if it gets anywhere, before it runs: its objects with the
+    /// versions they must get, its close or join, the objects a reclaim may release.
+    /// Not acknowledged (`ack: None`); `start` is the caller's. `None` for an operation
+    /// that stores nothing.
+    pub(crate) fn intent(&mut self, i: usize, op: &Op) -> Option<Issued> {
+        let is = |lane| Issued { op: i, lane, ..Default::default() };
+        match op {
+            Op::Delta { lane, size, changes } => {
+                let (_, bytes, _) = self.delta_input(i, *lane, *size, changes);
+                let v = self.versions.next(*lane, [DELTA_NAME])[0];
+                Some(Issued { objects: vec![(DELTA_NAME.to_vec(), v, bytes)], ..is(*lane) })
+            }
+            Op::Close { lane } => Some(Issued { close: true, ..is(*lane) }),
+            Op::Join { lane } => Some(Issued { join: true, ..is(*lane) }),
+            Op::Reclaim { .. } | Op::ReclaimBy { .. } => {
+                let lane = match op {
+                    Op::ReclaimBy { lane, .. } if self.owned.is_some() => *lane,
+                    _ => u32::MAX,
+                };
+                let mut released = present(self.pool());
+                released.retain(|o| self.releases(o.0));
+                Some(Issued { released, ..is(lane) })
+            }
+            op => {
+                let (lane, objects) = self.parts(i, op)?;
+                let vs = self.versions.next(lane, objects.iter().map(|(n, _)| &n[..]));
+                let objects = objects.into_iter().zip(vs).map(|((n, ps), v)| (n, v, ps.concat())).collect();
+                Some(Issued { objects, ..is(lane) })
+            }
+        }
+    }
+
+    /// Run op `i`; what it issued goes to `issued`.
+    pub(crate) fn step(&mut self, i: usize, op: &Op, issued: &mut Vec<Issued>) -> Result<(), String> {
+        let media = self.media;
+        let start = media.point();
+        let (lane, objects): (u32, Parts) = match op {
+            Op::Reopen => {
+                if self.owned.is_some() {
+                    return Err(format!("op {i}: a reopen of one of several writer processes (take over instead)"));
+                }
+                let (m, _) = self.pool.take().expect("a pool").close();
+                let mut pool = Pool::open(m, HeapMemory::new()).map_err(|e| format!("reopen failed: {e}"))?;
+                pool.set_delta_options(delta_options(self.cross_chains)).map_err(|e| e.to_string())?;
+                self.pool = Some(pool);
+                if media.point() != start {
+                    return Err("reopen stored to the media".into());
+                }
+                return Ok(());
+            }
+            Op::Refresh { .. } => {
+                // What the writer then knows (the other writers' objects too) is what a
+                // recovery of the media gives.
+                self.pool().refresh().map_err(|e| format!("op {i}: refresh: {e}"))?;
+                if media.point() != start {
+                    return Err(format!("op {i}: refresh stored to the media"));
+                }
+                let pool = self.pool();
+                let mine = read_all(pool).map_err(|e| format!("op {i}: after a refresh: {e}"))?;
+                // A recovery of the media as this writer sees it.
+                let media_holds = recover_all(pool.media()).map_err(|e| format!("op {i}: {e}"))?;
+                if mine != media_holds {
+                    return Err(format!(
+                        "op {i}: a refreshed writer holds {} objects, a recovery of the media {}",
+                        mine.objects.len(),
+                        media_holds.objects.len()
+                    ));
+                }
+                return Ok(());
+            }
+            Op::Close { lane } => {
+                self.pool().close_lane(*lane).map_err(|e| format!("op {i}: close: {e}"))?;
+                issued.push(Issued {
+                    op: i,
+                    lane: *lane,
+                    start,
+                    ack: Some(media.point()),
+                    close: true,
+                    ..Default::default()
+                });
+                return Ok(());
+            }
+            Op::Join { lane } => {
+                drop(self.pool().lane(*lane).map_err(|e| format!("op {i}: join: {e}"))?);
+                issued.push(Issued {
+                    op: i,
+                    lane: *lane,
+                    start,
+                    ack: Some(media.point()),
+                    join: true,
+                    ..Default::default()
+                });
+                return Ok(());
+            }
+            Op::Reclaim { keep } | Op::ReclaimBy { keep, .. } => {
+                let before = present(self.pool());
+                self.pool().reclaim(*keep).map_err(|e| format!("op {i}: reclaim: {e}"))?;
+                let after = present(self.pool());
+                let released: Vec<_> =
+                    before.into_iter().filter(|o| !after.contains(o) && self.releases(o.0)).collect();
+                let lane = match op {
+                    Op::ReclaimBy { lane, .. } if self.owned.is_some() => *lane,
+                    _ => u32::MAX,
+                };
+                issued.push(Issued { op: i, lane, start, ack: Some(media.point()), released, ..Default::default() });
+                return Ok(());
+            }
+            Op::Delta { lane, size, changes } => {
+                let (parent, bytes, ranges) = self.delta_input(i, *lane, *size, changes);
+                match self.pool().put(*lane, Object::new(DELTA_NAME, &bytes).delta(parent, &ranges)) {
+                    Ok(put) => {
+                        self.versions.check(i, *lane, [(DELTA_NAME, put.version)])?;
+                        issued.push(Issued {
+                            op: i,
+                            lane: *lane,
+                            start,
+                            ack: Some(media.point()),
+                            objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
+                            ..Default::default()
+                        });
+                        self.delta_bases[if self.lane_names { *lane as usize } else { 0 }] = Some((put.version, bytes));
+                    }
+                    Err(Error::Full) if media.point() == start => {}
+                    Err(e) => return Err(format!("op {i}: delta: {e} (after {} events)", media.point() - start)),
+                }
+                return Ok(());
+            }
+            Op::Takeover { .. } | Op::Crash { .. } | Op::Paused { .. } => {
+                return Err(format!("op {i}: {op:?} needs writer processes (Setup::writers)"))
+            }
+            op => self.parts(i, op).expect("an op that puts objects"),
         };
         let parts: Vec<Vec<&[u8]>> = objects.iter().map(|(_, ps)| ps.iter().map(|p| &p[..]).collect()).collect();
         let objs: Vec<Object> = objects.iter().zip(&parts).map(|((n, _), p)| Object::vectored(n, p)).collect();
-        match pool.put_batch(lane, &objs) {
+        match self.pool().put_batch(lane, &objs) {
             Ok(vs) => {
-                versions.check(i, lane, objects.iter().zip(vs.iter()).map(|((n, _), v)| (&n[..], *v)))?;
+                self.versions.check(i, lane, objects.iter().zip(vs.iter()).map(|((n, _), v)| (&n[..], *v)))?;
                 issued.push(Issued {
                     op: i,
                     lane,
@@ -309,13 +504,32 @@ fn apply<'m>(
             }
             Err(e) => return Err(format!("op {i}: {e}")),
         }
+        Ok(())
     }
-    Ok(pool)
 }
 
+/// Run `ops` on `pool` (its one writer), each op's (start, end) trace positions to
+/// `spans`.
+fn apply<'m>(
+    media: &'m SimMedia,
+    pool: Pool<&'m SimMedia, HeapMemory>,
+    ops: &[Op],
+    seed: u64,
+    cross_chains: bool,
+    issued: &mut Vec<Issued>,
+    spans: &mut Vec<(usize, usize)>,
+) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
+    let mut runner = Runner::new(media, pool, seed, cross_chains, None)?;
+    for (i, op) in ops.iter().enumerate() {
+        let start = media.point();
+        runner.step(i, op, issued)?;
+        spans.push((start, media.point()));
+    }
+    Ok(runner.into_pool())
+}
 /// Every (lane, name, version) the pool holds (the lane that wrote it; in a pool with
 /// lane names, the lane whose name it is).
-pub(crate) fn present(pool: &Pool<&SimMedia, HeapMemory>) -> Vec<(u32, Vec<u8>, u64)> {
+pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>, u64)> {
     let mut out = Vec::new();
     let mut nb = [0u8; nvs_core::NAME_MAX];
     for n in pool.names().collect::<Vec<_>>() {
@@ -331,7 +545,7 @@ pub(crate) fn present(pool: &Pool<&SimMedia, HeapMemory>) -> Vec<(u32, Vec<u8>, 
     out
 }
 
-fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
+pub(crate) fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
     let mut o = FormatOptions::new(pool_id);
     o.segment_len = Some(setup.segment_len);
     o.lanes_max = 2;
@@ -342,6 +556,9 @@ fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
 
 /// Run a workload on a fresh recording media.
 pub fn run(w: &Workload) -> Result<Trace, String> {
+    if let Writers::Processes { drain } = w.setup.writers {
+        return crate::processes::run(w, drain);
+    }
     let mut base = vec![0u8; w.setup.media_len()];
     if w.setup.stale {
         // An earlier pool: the same operations and then more on both lanes, other bytes.
@@ -349,15 +566,15 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
         let pool = Pool::format(&old, options(&w.setup, 0x0DD_0DD), HeapMemory::new()).map_err(|e| e.to_string())?;
         let mut ops = w.ops.clone();
         ops.extend([Op::Put { lane: 0, size: 100 }, Op::Put { lane: 1, size: 100 }, Op::Put { lane: 0, size: 300 }]);
-        apply(&old, pool, &ops, 0xBAD, w.setup.cross_chains, &mut Vec::new())?;
+        apply(&old, pool, &ops, 0xBAD, w.setup.cross_chains, &mut Vec::new(), &mut Vec::new())?;
         base = old.volatile_bytes();
     }
     let media = SimMedia::from_bytes(&base);
     let pool = Pool::format(&media, options(&w.setup, 0x600D), HeapMemory::new()).map_err(|e| e.to_string())?;
     let format_end = media.point();
-    let mut issued = Vec::new();
-    apply(&media, pool, &w.ops, 0x5EED, w.setup.cross_chains, &mut issued)?;
-    Ok(Trace { media, format_end, issued, setup: w.setup.clone() })
+    let (mut issued, mut spans) = (Vec::new(), Vec::new());
+    apply(&media, pool, &w.ops, 0x5EED, w.setup.cross_chains, &mut issued, &mut spans)?;
+    Ok(Trace { media, format_end, check_from: format_end, issued, setup: w.setup.clone(), spans })
 }
 
 /// After a crash: open the image on `media` as a writer (recovery, and the writer's
@@ -365,7 +582,8 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
 pub fn continue_with(media: &SimMedia, ops: &[Op]) -> Result<Vec<Issued>, String> {
     let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("reopen after the crash failed: {e}"))?;
     let mut issued = Vec::new();
-    apply(media, pool, ops, 0xC0DE, false, &mut issued).map_err(|e| format!("after the crash: {e}"))?;
+    apply(media, pool, ops, 0xC0DE, false, &mut issued, &mut Vec::new())
+        .map_err(|e| format!("after the crash: {e}"))?;
     for i in &mut issued {
         i.op += 100;
     }
@@ -677,6 +895,7 @@ pub fn families() -> Vec<Family> {
     fams.push(format);
     let depth2 = depth2_families(&fams);
     fams.extend(depth2);
+    fams.extend(crate::processes::families());
     fams
 }
 
