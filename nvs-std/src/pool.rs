@@ -218,6 +218,12 @@ pub struct FilePool {
 }
 
 impl FilePool {
+    /// A pool just made or opened (`start`: when that began).
+    fn new(pool: CorePool, path: &Path, file: File, start: Instant, owned: Option<Vec<u32>>) -> FilePool {
+        let open_time = start.elapsed();
+        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned }
+    }
+
     /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
     /// pool id, and return it open for writing. On failure nothing is left behind.
     ///
@@ -260,14 +266,7 @@ impl FilePool {
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         cleanup.0 = None;
-        Ok(FilePool {
-            pool,
-            path: path.to_path_buf(),
-            file,
-            open_time: start.elapsed(),
-            delta_check: DELTA_CHECK,
-            owned: None,
-        })
+        Ok(FilePool::new(pool, path, file, start, None))
     }
 
     /// Open an existing pool with the default durability for what it is; recovery runs.
@@ -305,14 +304,7 @@ impl FilePool {
         }
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         pool.media().stop_prefault();
-        Ok(FilePool {
-            pool,
-            path: path.to_path_buf(),
-            file,
-            open_time: start.elapsed(),
-            delta_check: DELTA_CHECK,
-            owned: None,
-        })
+        Ok(FilePool::new(pool, path, file, start, None))
     }
 
     /// Open an existing pool to write the lanes `lanes` asks for, beside writers of its
@@ -376,14 +368,7 @@ impl FilePool {
         media.share_claims(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
         let pool = Pool::open_lanes(media, HeapMemory::new(), &owned)
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
-        Ok(FilePool {
-            pool,
-            path: path.to_path_buf(),
-            file,
-            open_time: start.elapsed(),
-            delta_check: DELTA_CHECK,
-            owned: Some(owned),
-        })
+        Ok(FilePool::new(pool, path, file, start, Some(owned)))
     }
 
     /// The lanes this pool writes beside writers in other processes
