@@ -166,7 +166,7 @@ pub unsafe extern "C" fn nvs_follower_get(
     guard("nvs_follower_get", || {
         // SAFETY: the caller's promises.
         let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
-        get_from(h.inner()?.pool(), name, version, buf, len)
+        get_from(h.inner()?.pool(), None, name, version, buf, len)
     })
 }
 

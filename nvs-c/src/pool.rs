@@ -701,7 +701,16 @@ pub unsafe extern "C" fn nvs_lane_end_stream(lane: *mut nvs_lane) -> i32 {
 
 /// `version`, or the latest version of `name` for `NVS_LATEST`.
 fn resolve(fp: &FilePool, name: &[u8], version: u64) -> Res<u64> {
-    Ok(if version == NVS_LATEST { fp.latest(name)? } else { version })
+    resolve_on(fp, None, name, version)
+}
+
+/// [`resolve`] of `lane`'s `name` (`None`: by name alone).
+fn resolve_on(fp: &FilePool, lane: Option<u32>, name: &[u8], version: u64) -> Res<u64> {
+    Ok(match (version, lane) {
+        (NVS_LATEST, Some(l)) => fp.latest_on(l, name)?,
+        (NVS_LATEST, None) => fp.latest(name)?,
+        (v, _) => v,
+    })
 }
 
 /// Copy version `version` of lane `lane`'s `name` (`NVS_LATEST`: its latest) into `buf`
@@ -725,20 +734,7 @@ pub unsafe extern "C" fn nvs_get_on(
         // SAFETY: the caller's promises.
         let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         let (_g, fp) = p.shared()?;
-        let version = if version == NVS_LATEST { fp.latest_on(lane, name)? } else { version };
-        let info = fp.stat_on(lane, name, version)?;
-        let need = usize::try_from(info.len_bytes).map_err(|_| arg("object larger than this address space"))?;
-        // SAFETY: the caller's promise (len is NULL or valid).
-        unsafe { put_out(len, need) };
-        if buf.is_empty() {
-            return Ok(()); // a size query
-        }
-        let Some(dst) = buf.get_mut(..need) else {
-            let msg = format!("the buffer holds {} bytes, the object has {need}", buf.len());
-            return Err(Fail { status: NVS_E_TOO_SMALL, msg });
-        };
-        fp.get_on(lane, name, version, dst)?;
-        Ok(())
+        get_from(fp, Some(lane), name, version, buf, len)
     })
 }
 
@@ -770,9 +766,20 @@ pub unsafe extern "C" fn nvs_latest_on(
 
 /// Copy `version` of `name` (`NVS_LATEST`: the latest) of `pool` into `buf`, with one
 /// lookup: a buffer too small (an empty one: a size query) is told the length by the get.
-pub(crate) fn get_from(fp: &FilePool, name: &[u8], version: u64, buf: &mut [u8], len: *mut usize) -> Res {
-    let version = resolve(fp, name, version)?;
-    let e = match fp.get(name, version, buf) {
+pub(crate) fn get_from(
+    fp: &FilePool,
+    lane: Option<u32>,
+    name: &[u8],
+    version: u64,
+    buf: &mut [u8],
+    len: *mut usize,
+) -> Res {
+    let version = resolve_on(fp, lane, name, version)?;
+    let got = match lane {
+        Some(l) => fp.get_on(l, name, version, buf),
+        None => fp.get(name, version, buf),
+    };
+    let e = match got {
         Ok(n) => {
             // SAFETY: the caller's promise (len is NULL or valid).
             unsafe { put_out(len, n) };
@@ -811,7 +818,7 @@ pub unsafe extern "C" fn nvs_get(
         // SAFETY: the caller's promises.
         let (p, name, buf) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         let (_g, fp) = p.shared()?;
-        get_from(fp, name, version, buf, len)
+        get_from(fp, None, name, version, buf, len)
     })
 }
 
