@@ -85,6 +85,14 @@ impl Media for Shared {
 
 type LPool = Pool<Shared, HeapMemory>;
 
+/// Fresh (zeroed) media of `pages` 4 KiB pages.
+fn media(pages: usize) -> Shared {
+    Shared(Arc::new(LoomMedia {
+        words: (0..(4096 * pages) / 8).map(|_| AtomicU64::new(0)).collect(),
+        claims: AtomicBool::new(false),
+    }))
+}
+
 /// Stack for each model thread: a pool (256 lanes of state) and recovery live there.
 const STACK: usize = 4 << 20;
 
@@ -113,10 +121,7 @@ fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> loom::thr
 
 /// A fresh pool of 3 segments of 4 KiB, 2 lanes.
 fn pool() -> (Shared, Arc<LPool>) {
-    let media = Shared(Arc::new(LoomMedia {
-        words: (0..(4096 * 4) / 8).map(|_| AtomicU64::new(0)).collect(),
-        claims: AtomicBool::new(false),
-    }));
+    let media = media(4);
     let mut o = FormatOptions::new(9);
     o.segment_len = Some(4096);
     o.lanes_max = 2;
@@ -159,10 +164,7 @@ fn concurrent_segment_claims() {
 #[test]
 fn cross_process_segment_claims() {
     model(|| {
-        let media = Shared(Arc::new(LoomMedia {
-            words: (0..(4096 * 4) / 8).map(|_| AtomicU64::new(0)).collect(),
-            claims: AtomicBool::new(false),
-        }));
+        let media = media(4);
         let mut o = FormatOptions::new(9);
         o.segment_len = Some(4096);
         o.lanes_max = 2;
@@ -297,10 +299,7 @@ fn a_reclaim_racing_a_reader_in_another_process() {
         RECLAIM_RUNS.fetch_add(1, R);
         WRITER_STARTED.store(false, R);
         WRITER_DONE.store(false, R);
-        let media = Shared(Arc::new(LoomMedia {
-            words: (0..(4096 * 3) / 8).map(|_| AtomicU64::new(0)).collect(),
-            claims: AtomicBool::new(false),
-        }));
+        let media = media(3);
         let mut o = FormatOptions::new(9);
         o.segment_len = Some(4096);
         o.lanes_max = 1;
