@@ -48,6 +48,7 @@ mutants! {
     FormatInOneStore => "format_in_one_store", "format stores the whole superblock at once (a crash can tear it)";
     RetentionDropsDeltaBases => "retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'";
     JoinUnfenced => "join_unfenced", "taking a lane claims its segment but does not fence it (the join is not durable)";
+    OthersTailSkipped => "others_tail_skipped", "a writer process's refresh does not walk the other processes' lanes on from their tails (only into their new segments)";
 }
 
 impl Mutant {

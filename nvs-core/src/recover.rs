@@ -31,7 +31,8 @@ use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LANES_MAX, LINE, NAME_MAX};
 use crate::index::{name_key, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
-use crate::log::segments::{SegSlot, FREE, ONCE_WHOLE, RELEASED};
+use crate::log::segments::{self, SegSlot, FREE, ONCE_WHOLE, RELEASED};
+use crate::log::LaneSet;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 use crate::object::RecoveryStats;
@@ -277,6 +278,90 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
         if !format::decode_segment(media, sb, k).is_some_and(|h| same_header(view, &h)) {
             return Err(UNSURE);
         }
+    }
+    Ok(walk.stats)
+}
+
+/// A writer process's catch-up ([`crate::Pool::refresh`] of a pool opened for some lanes,
+/// run under the claim lock): the other processes' lanes, each from its tail (segment,
+/// offset, next sequence) on, into the segments it chained since — the state a recovery
+/// would give them now — or `Err` when that cannot be made sure of (the caller recovers
+/// instead). This pool's own lanes are left alone: its own puts keep them, and their
+/// entries, up to date. Writes nothing to the media.
+///
+/// Under the claim lock no segment header changes (claims and releases take it), so one
+/// pass re-reads every header the own lanes do not hold (`segments::rescan`) and that is
+/// the state to walk; units the others append meanwhile are, as to recovery, units not
+/// yet committed. Another process releases its segments only after committing a truncate
+/// unit on that lane, and a walk that meets one gives up (recovery forgets what it
+/// released) — so a segment walked earlier is still the lane's unless a truncate unit
+/// was walked since. It gives up too when the superblock changed, a lane's tail segment
+/// no longer holds its header, a new segment does not continue its lane's chain or
+/// starts at another sequence, a segment of another lane is ahead of its lane's chain
+/// and not followed, or anything the walk reads is an error (corruption, a duplicate, an
+/// index out of room). Names keep the order they were learned in (a writer's own puts
+/// already order them by time, not as recovery would). Cost: the segment headers and
+/// the new units, whatever the number of objects already indexed.
+pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lanes: &mut [Lane],
+    stats: RecoveryStats,
+    owned: &LaneSet,
+) -> Result<RecoveryStats> {
+    let count = sb.segment_count as usize;
+    let now: Superblock = format::read_pod(media, 0);
+    if now != *sb {
+        return Err(UNSURE);
+    }
+    let segs = index.segments(count)?;
+    segments::rescan(media, sb, segs, owned);
+    // The others' segments ahead of what their lanes' walks reached: to follow.
+    let mut claims = [SegSlot::free(0); CLAIMS_MAX];
+    let mut new = 0usize;
+    for g in segs.iter().filter(|g| g.lane != FREE && !owned.has(g.lane) && !g.is_covered()) {
+        let l = lanes.get(g.lane as usize).ok_or(UNSURE)?;
+        if !l.active || g.chain_seq > l.chain_seq {
+            *claims.get_mut(new).ok_or(UNSURE)? = *g;
+            new += 1;
+        }
+    }
+    let claims = claims.get(..new).unwrap_or(&[]);
+    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None };
+    let mut followed = 0usize;
+    for (lane_id, l) in lanes.iter_mut().enumerate().take(sb.lanes_max as usize) {
+        let lane_id = lane_id as u32;
+        if owned.has(lane_id) || (!l.active && !claims.iter().any(|c| c.lane == lane_id)) {
+            continue;
+        }
+        if l.active {
+            let head = (l.seg_start.checked_sub(sb.data_off).ok_or(UNSURE)? / sb.segment_len) as usize;
+            let s = index.segments_ref().get(..count).and_then(|s| s.get(head)).copied().ok_or(UNSURE)?;
+            if s.lane != lane_id || s.chain_seq != l.chain_seq || s.is_covered() || s.first_seq == RELEASED {
+                return Err(UNSURE);
+            }
+            if !mutant::on(Mutant::OthersTailSkipped) {
+                walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
+            }
+        }
+        loop {
+            let chain = if l.active { l.chain_seq + 1 } else { 0 };
+            let Some(c) = claims.iter().find(|c| c.lane == lane_id && c.chain_seq == chain) else { break };
+            if !l.active {
+                walk.stats.lanes += 1;
+                *l = Lane { next_seq: c.first_seq, ..Lane::default() };
+            }
+            if c.first_seq != l.next_seq {
+                return Err(UNSURE);
+            }
+            walk.stats.segments_used += c.span;
+            followed += 1;
+            walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, &mut walk)?;
+        }
+    }
+    if followed != claims.len() || walk.truncate_seen.is_some() {
+        return Err(UNSURE);
     }
     Ok(walk.stats)
 }

@@ -70,9 +70,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             w.marker_unit(&mut Own(shared), lanes[lane].get_mut(), lane as u32, kind)?;
         }
         if freed > 0 {
-            // Mark the released segments as recovery would, then invalidate them.
+            // Mark the released segments as recovery would, then invalidate them. A
+            // recovery each time, never a catch-up: the truncate units are this pool's
+            // own, which a writer process's catch-up leaves to its own puts.
+            self.caught_up = false;
             self.refresh()?;
             self.invalidate_released(false)?;
+            self.caught_up = false;
             self.refresh()?;
         }
         Ok(freed)

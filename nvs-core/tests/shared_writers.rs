@@ -5,6 +5,7 @@
 //! recovery of the whole media finds every acknowledged object byte-exact.
 
 mod common;
+use common::Rng;
 use common::*;
 use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, Region, Sum};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,4 +177,120 @@ fn writers_on_threads_over_one_media_claim_under_the_lock() {
     });
     let pool = Pool::open(ram.region(), HeapMemory::new()).expect("recovery");
     check_all(&pool, &[0, 1, 2, 3], puts, len);
+}
+
+/// Everything a writer process can observe of `p`, order-independent (a writer learns
+/// names in the order puts and refreshes met them, a recovery in lane order): per name,
+/// its lane, versions and their facts, bytes and metadata; per lane its info.
+fn observe<M: Media>(p: &Pool<M, HeapMemory>, lanes: u32) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut name_buf = [0u8; nvs_core::NAME_MAX];
+    for n in p.names() {
+        let name = p.name_bytes(n.id, &mut name_buf).to_vec();
+        out.insert(format!("name {name:?} lane {:?} versions {} latest {}", n.lane, n.versions, n.latest));
+        for v in p.versions_of(n.id) {
+            let mut buf = vec![0u8; v.len_bytes as usize];
+            let got = p.get_on(v.lane, &name, v.version, &mut buf);
+            let mut meta = [0u8; 64];
+            let m = p.meta_on(v.lane, &name, v.version, &mut meta).map(|k| meta[..k].to_vec());
+            out.insert(format!(
+                "{name:?} {v:?} get {got:?} {:016x} meta {m:?}",
+                nvs_core::internals::hash::hash64(0, &buf)
+            ));
+        }
+    }
+    for lane in 0..lanes {
+        out.insert(format!("lane {lane} {:?}", p.lane_info(lane)));
+    }
+    out
+}
+
+/// Random bytes, fewer than `n`.
+fn some(rng: &mut Rng, n: u64) -> Vec<u8> {
+    let len = rng.below(n) as usize;
+    rng.bytes(len)
+}
+
+/// One random operation of writer `w` on one of `own` lanes; `Full` is answered by
+/// retention, as a writer under retention would.
+fn writer_step<M: Media>(rng: &mut Rng, w: &mut Pool<M, HeapMemory>, own: [u32; 2], segment_len: u64) {
+    let lane = own[rng.below(2) as usize];
+    let name = format!("n{}", rng.below(6));
+    let r = match rng.below(100) {
+        0..=49 => {
+            let bytes = some(rng, 1500);
+            let meta = some(rng, 3 * 7);
+            w.put(lane, Object::new(&name, &bytes).meta(&meta)).map(|_| ())
+        }
+        50..=64 => {
+            let names: Vec<String> = (0..3).map(|k| format!("{name}b{k}")).collect();
+            let payloads: Vec<Vec<u8>> = (0..3).map(|_| some(rng, 400)).collect();
+            let objects: Vec<Object<'_>> = names.iter().zip(&payloads).map(|(n, b)| Object::new(n, b)).collect();
+            w.put_batch(lane, &objects).map(|_| ())
+        }
+        65..=71 => {
+            // Spans two or three segments.
+            let len = segment_len + rng.below(segment_len + segment_len / 2);
+            let bytes = rng.bytes(len as usize);
+            w.put(lane, Object::new("big", &bytes)).map(|_| ())
+        }
+        72..=81 => match w.latest_on(lane, "grid") {
+            // A delta of the lane's latest grid: one 64-byte chunk changed.
+            Ok(parent) => {
+                let mut bytes = vec![0u8; w.stat_on(lane, "grid", parent).unwrap().len_bytes as usize];
+                w.get_on(lane, "grid", parent, &mut bytes).unwrap();
+                let at = rng.below(bytes.len() as u64 / 64) * 64;
+                bytes[at as usize..at as usize + 64].copy_from_slice(&rng.bytes(64));
+                let ranges = [(at, 64u64)];
+                w.put(lane, Object::new("grid", &bytes).delta(parent, &ranges.as_slice())).map(|_| ())
+            }
+            Err(_) => w.put(lane, Object::new("grid", &rng.bytes(1024))).map(|_| ()),
+        },
+        82..=89 => w.reclaim(1 + rng.below(3) as u32).map(|_| ()),
+        90..=94 => w.close_lane(lane),
+        _ => w.detach_lane(lane),
+    };
+    match r {
+        Ok(()) | Err(Error::Full | Error::Fragmented { .. }) => {}
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+}
+
+/// Two writer processes (lanes 0-1 and 2-3) run random operations (puts, batches, spans,
+/// deltas, retention that releases and reuses segments, closes, detaches); after each
+/// group one of them refreshes, and what it then holds — the other's objects and its own
+/// — must equal a recovery of the media. Most refreshes must catch up (read only what the
+/// other committed since), so that is what was tested.
+#[test]
+fn a_writer_process_catches_up_with_the_other_to_what_recovery_finds() {
+    let (seeds, groups) = if cfg!(miri) { (1, 6) } else { (6, 150) };
+    let (mut refreshes, mut catch_ups) = (0u64, 0u64);
+    for seed in 0..seeds {
+        let mut ram = Ram::new(192 << 10, 0xa5);
+        format_shared(&mut ram, 4096);
+        let region = ram.region();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let delta = nvs_core::DeltaOptions { chunk_bytes: 64, full_every: 4, ..Default::default() };
+        let mut ws = [[0, 1], [2, 3]].map(|own| {
+            let mut p = Pool::open_lanes(&region, HeapMemory::new(), &own).unwrap();
+            p.set_delta_options(delta).unwrap();
+            (p, own)
+        });
+        for g in 0..groups {
+            for _ in 0..1 + rng.below(4) {
+                let (w, own) = &mut ws[rng.below(2) as usize];
+                writer_step(&mut rng, w, *own, 4096);
+            }
+            let (w, _) = &mut ws[rng.below(2) as usize];
+            w.refresh().unwrap();
+            refreshes += 1;
+            let fresh = Pool::open_read_only(&region, HeapMemory::new()).unwrap();
+            let (a, b) = (observe(w, 4), observe(&fresh, 4));
+            let diff: Vec<_> = a.symmetric_difference(&b).take(4).collect();
+            assert!(diff.is_empty(), "seed {seed}, group {g}: a refreshed writer and a recovery differ: {diff:?}");
+        }
+        catch_ups += ws.iter().map(|(w, _)| w.catch_ups()).sum::<u64>();
+    }
+    eprintln!("{refreshes} writer refreshes, {catch_ups} caught up");
+    assert!(catch_ups * 2 > refreshes, "only {catch_ups} of {refreshes} refreshes caught up");
 }

@@ -588,10 +588,29 @@ fn two_writers() -> Family {
             vec![put(x, 2500), put(x, 2500), put(y, 5000), put(x, 2500), r(x), put(y, 5000), r(y), put(x, 5000)],
         ));
     }
+    // A writer refreshing again after the other appended to its current segment (a
+    // catch-up walks on from that lane's tail), then into its next one.
+    let refresh = |lane| Op::Refresh { lane };
+    ws.push((
+        setup(),
+        vec![put(0, 1500), refresh(1), put(0, 1500), refresh(1), put(1, 2500), put(0, 1500), refresh(1), put(0, 300)],
+    ));
+    ws.push((
+        setup(),
+        vec![
+            put(1, 2500),
+            put(0, 300),
+            refresh(0),
+            Op::Batch { lane: 1, sizes: vec![300, 200] },
+            refresh(0),
+            Op::Close { lane: 1 },
+            refresh(0),
+            put(0, 300),
+        ],
+    ));
     // One writer paused inside an op (at each of its fences; never holding the claim
     // lock) while the other claims, refreshes, reclaims: the paused one's unfenced
     // stores are not yet visible to it.
-    let refresh = |lane| Op::Refresh { lane };
     let paused: Vec<(Vec<Op>, usize, Vec<Op>)> = vec![
         // A's claim (its third put) and B's, in the middle of each other.
         (
@@ -624,6 +643,13 @@ fn two_writers() -> Family {
         ),
         // A takes its lane (a claim, no unit); B's first claim meanwhile.
         (vec![Op::Join { lane: 0 }, put(0, 1500), put(1, 2500)], 0, vec![put(1, 2500), refresh(1)]),
+        // A's put into its current segment, unfenced while B refreshes: B's next refresh
+        // walks on from A's tail, where the unit is committed only now.
+        (
+            vec![put(0, 1500), put(1, 2500), refresh(1), put(0, 1500), put(0, 300), refresh(1)],
+            3,
+            vec![refresh(1), put(1, 2500)],
+        ),
     ];
     for (ops, at, meanwhile) in paused {
         for events in cut_points(&setup(), &ops, at) {

@@ -140,7 +140,7 @@ pub(crate) fn claim<M: Media>(
 /// pool's own lanes are its own to keep (its index knows them better than any header:
 /// released but still valid ones, for one). Segments a span of this pool covers are
 /// skipped: their first lines are unit bytes.
-pub(crate) fn rescan<M: Media>(media: &M, sb: &Superblock, segs: &mut [SegSlot], owned: &LaneSet) {
+pub(crate) fn rescan<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &mut [SegSlot], owned: &LaneSet) {
     let count = sb.segment_count.min(segs.len() as u32);
     let mut i = 0;
     while i < count {

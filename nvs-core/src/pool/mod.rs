@@ -23,7 +23,7 @@ use crate::media::{ClaimLock, Media};
 use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
 use crate::object::RecoveryStats;
-use crate::recover::{catch_up, recover};
+use crate::recover::{catch_up, catch_up_others, recover};
 use crate::shared::{Locked, Shared};
 use crate::sync::{AtomicU64, RwLock};
 use core::mem::size_of;
@@ -232,11 +232,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// caller's to settle — nvs-std takes a kernel lock per lane). The pool must have
     /// lane names (`NeedsLaneNames`): each process's names are its lanes' own, so no two
     /// processes take the same version. Writes to other lanes are refused
-    /// (`LaneNotOwned`). Segment claims and releases, and recovery (here and at every
-    /// [`Pool::refresh`], which is how this pool learns what the other writers
-    /// committed), run under the media's claim lock ([`Media::lock_claims`]), and a
-    /// claim reads the segment headers first: the other processes' claims and releases
-    /// are in no index of this one.
+    /// (`LaneNotOwned`). Segment claims and releases, recovery here, and every
+    /// [`Pool::refresh`] (which is how this pool learns what the other writers
+    /// committed: it reads only their units committed since the last one) run under the
+    /// media's claim lock ([`Media::lock_claims`]), and a claim reads the segment headers
+    /// first: the other processes' claims and releases are in no index of this one.
     pub fn open_lanes(media: M, mem: X, lanes: &[u32]) -> Result<Self> {
         let mut owned = LaneSet::default();
         for &lane in lanes {
@@ -292,8 +292,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// would (a known segment header changed or went: retention released or reused it;
     /// a truncate unit; a new segment that does not continue its lane's chain; a name
     /// that recovery would order differently; any corruption; the index out of room;
-    /// a walked header that changed meanwhile), it runs recovery instead, as below. A
-    /// writable pool (whose own puts keep it up to date) always runs recovery.
+    /// a walked header that changed meanwhile), it runs recovery instead, as below.
+    ///
+    /// A pool writing some lanes beside writers in other processes ([`Pool::open_lanes`])
+    /// catches up with the others' lanes the same way, under the claim lock (its own
+    /// lanes its own puts keep up to date), and recovers when it cannot be sure. The one
+    /// writer of a whole pool (whose own puts keep it up to date) always recovers.
     ///
     /// In a read-only pool a writer in another process may be working meanwhile, and
     /// recovery reads the media at many moments, not at one: while retention invalidates
@@ -306,20 +310,27 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// a claim's header never equals an earlier one: chain positions only grow), so equal
     /// headers mean that recovery saw a state that held, and its error is real damage.
     pub fn refresh(&mut self) -> Result<()> {
-        if self.owned.is_some() {
-            // Beside other writer processes: their claims and releases wait meanwhile,
-            // so the segment headers hold still while recovery reads them.
+        if let Some(owned) = self.owned {
+            // Beside other writer processes, under the claim lock: their claims and
+            // releases wait meanwhile, so the segment headers hold still while this
+            // reads them.
+            if self.caught_up && self.catch_up_once(Some(&owned)) {
+                self.catch_ups += 1;
+                return Ok(());
+            }
             self.rebuilds += 1;
             let mut lanes = [Lane::default(); LANES_MAX as usize];
-            {
+            let r = {
                 let _lock = ClaimLock::take(&self.media);
                 let shared = self.shared.get_mut();
-                shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
-            }
+                recover(&self.media, &self.sb, &mut shared.index, &mut lanes).map(|stats| shared.stats = stats)
+            };
+            self.caught_up = r.is_ok();
+            r?;
             self.install_lanes(&lanes);
             return Ok(());
         }
-        if !self.writable && self.caught_up && self.catch_up_once() {
+        if !self.writable && self.caught_up && self.catch_up_once(None) {
             self.catch_ups += 1;
             return Ok(());
         }
@@ -353,15 +364,24 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.catch_ups
     }
 
-    /// A catch-up ([`Pool::refresh`]); false if it gave up (the state is then to be
-    /// recovered).
-    fn catch_up_once(&mut self) -> bool {
+    /// A catch-up ([`Pool::refresh`]): of every lane for a reader, of the other
+    /// processes' lanes for a writer of `owned` lanes (under the claim lock); false if it
+    /// gave up (the state is then to be recovered).
+    fn catch_up_once(&mut self, owned: Option<&LaneSet>) -> bool {
         let mut lanes = [Lane::default(); LANES_MAX as usize];
         for (l, cell) in lanes.iter_mut().zip(self.lanes.iter_mut()) {
             *l = *cell.get_mut();
         }
         let shared = self.shared.get_mut();
-        match catch_up(&self.media, &self.sb, &mut shared.index, &mut lanes, shared.stats) {
+        let (media, sb, index, stats) = (&self.media, &self.sb, &mut shared.index, shared.stats);
+        let r = match owned {
+            None => catch_up(media, sb, index, &mut lanes, stats),
+            Some(owned) => {
+                let _lock = ClaimLock::take(media);
+                catch_up_others(media, sb, index, &mut lanes, stats, owned)
+            }
+        };
+        match r {
             Ok(stats) => {
                 shared.stats = stats;
                 self.install_lanes(&lanes);
