@@ -48,6 +48,11 @@ mutants! {
     FormatInOneStore => "format_in_one_store", "format stores the whole superblock at once (a crash can tear it)";
     RetentionDropsDeltaBases => "retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'";
     JoinUnfenced => "join_unfenced", "taking a lane claims its segment but does not fence it (the join is not durable)";
+    RescanSkipped => "rescan_skipped", "a claim beside writers in other processes does not re-read their segment headers first";
+    ClaimUnfencedAtUnlock => "claim_unfenced_at_unlock", "a claim beside writers in other processes is not fenced before the claim lock goes";
+    SpanHeaderOfOne => "span_header_of_one", "a claim of several segments records a span of 1 (the segments it covers look free)";
+    SumMissesLastWord => "sum_misses_last_word", "the payload checksum fused into the copy leaves out a partial last word";
+    PayloadSumUnchecked => "payload_sum_unchecked", "a get does not verify the payload checksum";
     OthersTailSkipped => "others_tail_skipped", "a writer process's refresh does not walk the other processes' lanes on from their tails (only into their new segments)";
 }
 

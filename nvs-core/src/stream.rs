@@ -4,6 +4,7 @@
 use crate::format::sum::Sum;
 use crate::format::{line_up, LINE};
 use crate::media::Media;
+use crate::mutant::{self, Mutant};
 
 /// Call `f` on the slices of `parts` (one object cut into pieces) covering bytes
 /// `off .. off + len` of the object, in order.
@@ -88,7 +89,11 @@ impl<'m, M: Media> NtStream<'m, M> {
         let mut off = self.off;
         if self.carry_len > 0 {
             let carry = self.carry;
-            self.store(off, &carry[..self.carry_len]);
+            if mutant::on(Mutant::SumMissesLastWord) {
+                self.media.store_nt(off as usize, &carry[..self.carry_len]);
+            } else {
+                self.store(off, &carry[..self.carry_len]);
+            }
             off += 8;
         }
         let pad = (line_up(off) - off) as usize;

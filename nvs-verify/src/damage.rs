@@ -13,9 +13,10 @@
 use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
 use nvs_core::internals::format::{
-    commit_word, decode_segment, decode_superblock, read_pod, ObjectHeader, UnitHeader, LINE, NAME_MAX,
+    commit_word, decode_segment, decode_superblock, head_len, line_up, read_pod, ObjectHeader, UnitHeader, LINE,
+    NAME_MAX,
 };
-use nvs_core::Media;
+use nvs_core::{HeapMemory, Media, Pool};
 use nvs_sim::SimMedia;
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,117 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize, bool)> {
         }
     }
     out
+}
+
+/// The committed payloads of a pool image with payload checksums: (offset, length) of
+/// each object's stored bytes (a delta's record).
+fn payloads(media: &SimMedia) -> Vec<(usize, usize)> {
+    let Ok(sb) = decode_superblock(media) else { return vec![] };
+    let mut out = Vec::new();
+    for i in 0..sb.segment_count {
+        let Some(h) = decode_segment(media, &sb, i) else { continue };
+        let seg = sb.segment_off(i);
+        let (mut off, end) = (seg + LINE, seg + (h.span.max(1)) * sb.segment_len);
+        while off + LINE <= end {
+            let u: UnitHeader = read_pod(media, off);
+            if u.unit_len == 0 || !u.unit_len.is_multiple_of(LINE) || off + u.unit_len > end || u.commit == 0 {
+                break;
+            }
+            let mut obj = off + LINE;
+            for _ in 0..u.object_count {
+                let oh: ObjectHeader = read_pod(media, obj);
+                let payload = obj + head_len(oh.name_len as usize, oh.meta_len as usize);
+                if payload + oh.payload_len > off + u.unit_len {
+                    break;
+                }
+                out.push((payload as usize, oh.payload_len as usize));
+                obj = payload + line_up(oh.payload_len);
+            }
+            off += u.unit_len;
+        }
+    }
+    out
+}
+
+/// Payload damage in pools with payload checksums ("never silent" for bytes): each of
+/// `workloads` runs with checksums on, then in its final pool every payload byte is
+/// flipped, one at a time; every object the undamaged pool holds must then read back
+/// byte-exact or be refused as corrupted — never other bytes — and at least one read
+/// must be refused (the flipped object's).
+pub fn check_payload_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
+    let t = Instant::now();
+    let mut r = DamageReport { workloads: workloads.len(), ..Default::default() };
+    let fail = |r: &mut DamageReport, w: &Workload, point: usize, message: String| {
+        r.failures.push(Failure { workload: w.id.clone(), point, choices: vec![], message });
+        stop_early
+    };
+    'outer: for w in workloads {
+        let mut w = w.clone();
+        w.setup.payload_checksum = true;
+        let trace = match run(&w) {
+            Ok(t) => t,
+            Err(e) => match fail(&mut r, &w, 0, e) {
+                true => break,
+                false => continue,
+            },
+        };
+        let bytes = trace.media.volatile_bytes();
+        let whole = match recover_bytes(&bytes) {
+            Ok(rec) => rec,
+            Err(e) => match fail(&mut r, &w, 0, format!("undamaged pool: {e}")) {
+                true => break,
+                false => continue,
+            },
+        };
+        for (start, len) in payloads(&trace.media) {
+            for at in start..start + len {
+                let mut img = bytes.clone();
+                img[at] ^= 0x10;
+                r.images += 1;
+                let verdict = match reads_of(SimMedia::from_bytes(&img), &whole) {
+                    Ok(0) => Some(format!("payload flip at byte {at}: every read succeeded, byte-exact")),
+                    Ok(refused) => {
+                        r.refused += refused;
+                        None
+                    }
+                    Err(e) => Some(format!("payload flip at byte {at}: {e}")),
+                };
+                if let Some(message) = verdict {
+                    if fail(&mut r, &w, at, message) {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    r.time = t.elapsed();
+    r
+}
+
+/// Open `media` and read every object of `whole` (what the undamaged pool holds): each
+/// must come back byte-exact or be refused as corrupted. Returns how many were refused.
+fn reads_of(media: SimMedia, whole: &Recovered) -> Result<u64, String> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<u64, String> {
+        let pool = Pool::open_read_only(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
+        let lane_names = pool.layout().lane_names;
+        let mut refused = 0;
+        for (name, version, lane, want) in &whole.objects {
+            let mut buf = vec![0u8; want.len()];
+            let got = match lane_names {
+                true => pool.get_on(*lane, name, *version, &mut buf),
+                false => pool.get(name, *version, &mut buf),
+            };
+            let shown = String::from_utf8_lossy(name);
+            match got {
+                Ok(n) if n == want.len() && buf == *want => {}
+                Ok(_) => return Err(format!("get({shown}, {version}) returned other bytes, without a word")),
+                Err(nvs_core::Error::Corrupted { .. }) => refused += 1,
+                Err(e) => return Err(format!("get({shown}, {version}): {e} (not Corrupted)")),
+            }
+        }
+        Ok(refused)
+    }));
+    r.unwrap_or_else(|_| Err("panicked".into()))
 }
 
 /// Open a copy of `bytes`, catching panics.
@@ -123,6 +235,8 @@ pub struct DamageReport {
     pub images: u64,
     /// Of them, flips in a valid segment header (the "never silent" oracle).
     pub header_images: u64,
+    /// Payload flips: reads refused as corrupted (`check_payload_damage`).
+    pub refused: u64,
     pub failures: Vec<Failure>,
     pub time: Duration,
 }

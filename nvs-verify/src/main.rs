@@ -14,7 +14,7 @@
 use nvs_core::internals::mutant::Mutant;
 use nvs_verify::check::{check_family, repro, FamilyReport};
 use nvs_verify::crosscheck::crosscheck;
-use nvs_verify::damage::check_damage;
+use nvs_verify::damage::{check_damage, check_payload_damage};
 use nvs_verify::mutants::{parse, run_matrix, select};
 use nvs_verify::workload::{families, Family, Workload};
 use std::process::{Command, ExitCode};
@@ -133,6 +133,15 @@ fn damage_workloads() -> (Vec<Workload>, Vec<Workload>) {
     (short, chains.flat_map(|f| f.workloads.iter()).cloned().collect())
 }
 
+/// The workloads whose final pools get payload bytes flipped (run with payload
+/// checksums): the short ones, and the `delta-checksum` family's (delta records).
+fn payload_workloads() -> Vec<Workload> {
+    let fams = families();
+    let short = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned();
+    let deltas = fams.iter().filter(|f| f.name == "delta-checksum").flat_map(|f| f.workloads.iter()).cloned();
+    short.chain(deltas).collect()
+}
+
 fn damage(only: Option<&str>) -> bool {
     let (full, headers) = damage_workloads();
     let pick =
@@ -146,13 +155,22 @@ fn damage(only: Option<&str>) -> bool {
         r.failures.len(),
         r.time.as_secs_f64()
     );
-    for f in r.failures.iter().take(3) {
+    let p = check_payload_damage(&pick(payload_workloads()), false);
+    println!(
+        "payload damage: {} workloads with payload checksums, {} flipped payload bytes, {} reads refused as corrupted, {} violations, {:.1}s",
+        p.workloads,
+        p.images,
+        p.refused,
+        p.failures.len(),
+        p.time.as_secs_f64()
+    );
+    for f in r.failures.iter().chain(&p.failures).take(3) {
         println!(
             "  VIOLATION {}: {}\n    repro: cargo run --release -p nvs-verify -- damage {}",
             f.workload, f.message, f.workload
         );
     }
-    r.failures.is_empty()
+    r.failures.is_empty() && p.failures.is_empty()
 }
 
 fn cross(n: u64) -> bool {

@@ -7,7 +7,7 @@
 //! the same function as a put's unit, so a bug in that sequence must show there too.
 
 use crate::check::{check_family, Failure};
-use crate::damage::check_damage;
+use crate::damage::{check_damage, check_payload_damage};
 use crate::workload::{families, Family};
 use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
 use std::sync::Mutex;
@@ -109,6 +109,12 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
             let r = check_damage(&damage_set, &[], true);
             if let Some(f) = r.failures.first() {
                 killed_by = Some(format!("damage: {} — {}", f.workload, f.message));
+            }
+        }
+        if killed_by.is_none() {
+            let r = check_payload_damage(&damage_set, true);
+            if let Some(f) = r.failures.first() {
+                killed_by = Some(format!("payload damage: {} — {}", f.workload, f.message));
             }
         }
         let markers = COMMIT_SEQUENCE.contains(&m).then(|| {

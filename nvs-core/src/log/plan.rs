@@ -247,9 +247,13 @@ impl<M: Media> Writer<'_, M> {
             // the lock goes — the next claimer reads this header whole.
             Some(owned) => {
                 let _lock = ClaimLock::take(self.media);
-                segments::rescan(self.media, self.sb, segs, &owned);
+                if !mutant::on(Mutant::RescanSkipped) {
+                    segments::rescan(self.media, self.sb, segs, &owned);
+                }
                 let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?;
-                self.media.fence();
+                if !mutant::on(Mutant::ClaimUnfencedAtUnlock) {
+                    self.media.fence();
+                }
                 l
             }
         };

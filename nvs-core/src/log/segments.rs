@@ -76,7 +76,11 @@ pub(crate) fn claim<M: Media>(
         flags: 0,
         chain_seq,
         first_seq,
-        span: if sb.spans() { span as u64 } else { 0 },
+        span: match sb.spans() {
+            true if mutant::on(Mutant::SpanHeaderOfOne) => 1,
+            true => span as u64,
+            false => 0,
+        },
         reserved: 0,
         checksum: 0,
     };
