@@ -54,6 +54,21 @@ pub const EQUIVALENT: &[(Mutant, &str)] = &[
     ),
 ];
 
+/// The payload damage check ([`check_payload_damage`]), as [`KILLED_IN`] names it.
+pub const PAYLOAD_DAMAGE: &str = "payload damage";
+
+/// Mutants of code only the later checks reach, with the family (or check) that kills them, run
+/// first for them (the matrix goes on through every family if it does not): a verdict
+/// still comes from the check itself, only sooner.
+pub const KILLED_IN: &[(Mutant, &str)] = &[
+    (Mutant::PayloadSumUnchecked, PAYLOAD_DAMAGE),
+    (Mutant::RescanSkipped, "two-writers"),
+    (Mutant::ClaimUnfencedAtUnlock, "two-writers"),
+    (Mutant::OthersTailSkipped, "two-writers"),
+    (Mutant::SpanHeaderOfOne, "span"),
+    (Mutant::SumMissesLastWord, "delta-checksum"),
+];
+
 /// The mutants of the commit sequence (the one sealing function of every unit, puts
 /// and markers alike): each must be killed by the `markers` family alone as well.
 pub const COMMIT_SEQUENCE: &[Mutant] =
@@ -97,26 +112,28 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
         }
         let t = Instant::now();
         select(Some(m));
-        let mut killed_by = None;
-        for fam in &fams {
+        // The check named to kill it first, then every family, the damage checks.
+        let first = KILLED_IN.iter().find(|(k, _)| *k == m).map(|(_, f)| *f);
+        let family = |fam: &Family| {
             let r = check_family(fam, threads, true);
-            if let Some(f) = r.failures.first() {
-                killed_by = Some(evidence(fam, f));
-                break;
-            }
-        }
-        if killed_by.is_none() {
+            r.failures.first().map(|f| evidence(fam, f))
+        };
+        let damage = || {
             let r = check_damage(&damage_set, &[], true);
-            if let Some(f) = r.failures.first() {
-                killed_by = Some(format!("damage: {} — {}", f.workload, f.message));
-            }
-        }
-        if killed_by.is_none() {
+            r.failures.first().map(|f| format!("damage: {} — {}", f.workload, f.message))
+        };
+        let payloads = || {
             let r = check_payload_damage(&damage_set, true);
-            if let Some(f) = r.failures.first() {
-                killed_by = Some(format!("payload damage: {} — {}", f.workload, f.message));
-            }
+            r.failures.first().map(|f| format!("{PAYLOAD_DAMAGE}: {} — {}", f.workload, f.message))
+        };
+        let killed_by = match first {
+            Some(PAYLOAD_DAMAGE) => payloads(),
+            Some(name) => fams.iter().find(|f| f.name == name).and_then(family),
+            None => None,
         }
+        .or_else(|| fams.iter().filter(|f| Some(f.name) != first).find_map(family))
+        .or_else(damage)
+        .or_else(|| if first == Some(PAYLOAD_DAMAGE) { None } else { payloads() });
         let markers = COMMIT_SEQUENCE.contains(&m).then(|| {
             let r = check_family(markers, threads, true);
             r.failures.first().map(|f| evidence(markers, f))
