@@ -330,8 +330,10 @@ int32_t nvs_pool_close(struct nvs_pool *pool);
 // As `nvs_pool_close`.
 int32_t nvs_pool_close_detached(struct nvs_pool *pool);
 
-// Catch up with the writer of a pool opened read-only (reads only what was committed
-// since the last refresh, or recovers again when it cannot be sure that is right).
+// Catch up with the writers: of a pool opened read-only, or, of a pool opened for a lane
+// (`nvs_pool_open_lane`), with the other lanes' writer processes. Reads only what was
+// committed since the last refresh, or recovers again when it cannot be sure that is
+// right.
 // `NVS_E_BUSY` while lane handles are held.
 //
 // # Safety
