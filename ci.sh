@@ -7,7 +7,7 @@
 # .ci/run installs them.
 set -euo pipefail
 cd "$(dirname "$0")"
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "setup: what the suite needs (rustup components and target, nightly miri, cargo-fuzz)"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

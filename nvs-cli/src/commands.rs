@@ -398,14 +398,26 @@ pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<
 
 /// `close`: an end-of-stream marker on `lane`.
 pub fn close(pool: &Path, lane: u32, durability: Option<Durability>) -> Result<(), CliError> {
-    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+    // In a pool with lane names, that lane alone, beside writers of the others.
+    let (mut p, lane) = open_to_put(pool, Some(lane), durability)?;
     p.close_lane(lane)?;
     stdout(&format!("{}: lane {lane} closed\n", pool.display()))
 }
 
-/// `reclaim`: retention keeping `keep` versions of every name.
-pub fn reclaim(pool: &Path, keep: u32, durability: Option<Durability>) -> Result<(), CliError> {
-    let mut p = FilePool::open_with(pool, Access::ReadWrite, durability)?;
+/// `reclaim`: retention keeping `keep` versions of every name: of every lane, as the
+/// pool's one writer, or of `lane` alone (a pool with lane names, beside writers of the
+/// other lanes).
+pub fn reclaim(pool: &Path, keep: u32, lane: Option<u32>, durability: Option<Durability>) -> Result<(), CliError> {
+    let mut p = match lane {
+        Some(l) => open_to_put(pool, Some(l), durability)?.0,
+        None => FilePool::open_with(pool, Access::ReadWrite, durability)?,
+    };
+    if lane.is_some() && !p.layout().lane_names {
+        return Err(CliError::Usage(format!(
+            "{}: --lane: the pool has no lane names, so its one writer reclaims every lane (leave --lane out)",
+            pool.display()
+        )));
+    }
     let freed = p.reclaim(keep)?;
     let (used, all) = (p.stats().segments_used, p.layout().segment_count);
     stdout(&format!("{}: {freed} segments freed; {used} of {all} in use\n", pool.display()))

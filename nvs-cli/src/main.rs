@@ -191,6 +191,10 @@ enum Command {
         /// Versions of every name to keep.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         keep: u32,
+        /// Only this lane's segments (in a pool with lane names: beside writer processes
+        /// of the other lanes).
+        #[arg(long)]
+        lane: Option<u32>,
     },
     /// Copy every object of OLD (any format this build reads, e.g. a read-only format 1
     /// pool) into a new pool NEW of this build's format, same geometry and lanes.
@@ -431,7 +435,7 @@ fn main() -> ExitCode {
         Command::Salvage { bad, new, size } => inspect::salvage(&bad, &new, size, d),
         Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
-        Command::Reclaim { pool, keep } => commands::reclaim(&pool, keep, d),
+        Command::Reclaim { pool, keep, lane } => commands::reclaim(&pool, keep, lane, d),
         Command::Migrate { old, new, size } => migrate::migrate(&old, &new, size, d),
         Command::Follow { pool, name, timeout, verify_stress, json } => follow::follow(
             &pool,

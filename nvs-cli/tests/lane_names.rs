@@ -103,3 +103,60 @@ fn ten_puts_at_once_all_succeed() {
     }
     assert_eq!(code(&nvs(&["check", p])), 0);
 }
+
+/// Retention and closing of one lane beside a live writer process of another: `reclaim
+/// --lane 1` and `close --lane 1` run while an `nvs put --lane 0` holds lane 0 (waiting
+/// for its input); the live writer's lane, and the whole pool, are refused with the lock
+/// named; the writer then commits, and every lane's kept versions are there.
+#[test]
+fn reclaim_and_close_one_lane_beside_a_live_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = dir.path().join("p");
+    let p = pool.to_str().unwrap();
+    let o = nvs(&["create", p, "--size", "1M", "--segment-size", "16K", "--lanes", "4", "--lane-names"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for v in 1..=12 {
+        for lane in ["0", "1"] {
+            let o = nvs_stdin(&["put", p, "t", "--lane", lane], &vec![v as u8; 9000]);
+            assert_eq!(stdout(&o), format!("{v}\n"), "{}", stderr(&o));
+        }
+    }
+    // A writer of lane 0 that has opened the pool and waits for its input.
+    let mut writer = std::process::Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", p, "t", "--lane", "0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Asked of the kernel without taking the lock (a probe that took it could make the
+    // writer find its lane busy).
+    let reader = nvs_std::FilePool::open(&pool, nvs_std::Access::ReadOnly).unwrap();
+    let t = std::time::Instant::now();
+    while !reader.lane_writer_alive(0) {
+        assert!(t.elapsed().as_secs() < 10, "the writer never took lane 0");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = nvs(&["close", p, "--lane", "0"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("lock"), "{}", stderr(&o));
+    let o = nvs(&["reclaim", p, "--keep", "2"]);
+    assert_eq!(code(&o), 2, "the whole pool's retention waits for its lane writers");
+    let o = nvs(&["reclaim", p, "--keep", "2", "--lane", "1"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stdout(&o).contains(": 0 segments freed"), "{}", stdout(&o));
+    let o = nvs(&["close", p, "--lane", "1"]);
+    assert_eq!((code(&o), stdout(&o)), (0, format!("{p}: lane 1 closed\n")), "{}", stderr(&o));
+    use std::io::Write;
+    writer.stdin.take().unwrap().write_all(b"thirteen").unwrap();
+    let o = writer.wait_with_output().unwrap();
+    assert_eq!((code(&o), stdout(&o)), (0, "13\n".to_string()), "{}", stderr(&o));
+    let o = nvs(&["get", p, "t", "--lane", "1", "--version", "1"]);
+    assert_eq!(code(&o), 2, "lane 1's oldest versions were released");
+    let o = nvs(&["get", p, "t", "--lane", "1", "--version", "12"]);
+    assert_eq!(stdout(&o).as_bytes(), vec![12u8; 9000]);
+    let o = nvs(&["get", p, "t", "--lane", "0", "--version", "1"]);
+    assert_eq!(stdout(&o).as_bytes(), vec![1u8; 9000], "lane 0 kept everything");
+    assert_eq!(stdout(&nvs(&["get", p, "t", "--lane", "0"])), "thirteen");
+    assert_eq!(code(&nvs(&["check", p])), 0);
+}
