@@ -41,10 +41,18 @@ pub struct Group {
 }
 
 /// What every word of the media may hold.
+///
+/// Kept as the bytes of an image plus the few undecided words: most words of a crash
+/// state hold one value, so a state is one copy of the media's bytes (cheap to make,
+/// compare and hash) and reading a run of fixed words is a copy of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct State {
-    pub cells: Vec<Cell>,
-    pub groups: Vec<Group>,
+    /// Every word's value, little-endian; an undecided word's is zero here.
+    bytes: Vec<u8>,
+    /// The undecided words (`Open` or `Grouped`, never `Fixed`), by word, ascending.
+    open: Vec<(u32, Cell)>,
+    /// The groups `Grouped` cells name.
+    groups: Vec<Group>,
 }
 
 /// One recorded event of a trace.
@@ -62,28 +70,112 @@ impl State {
     /// Every word fixed to the given bytes (length a multiple of 8).
     pub fn from_bytes(bytes: &[u8]) -> State {
         assert!(bytes.len().is_multiple_of(8), "media length must be a multiple of 8");
-        let cells = bytes.chunks_exact(8).map(|c| Cell::Fixed(u64::from_le_bytes(c.try_into().unwrap()))).collect();
-        State { cells, groups: Vec::new() }
+        State { bytes: bytes.to_vec(), open: Vec::new(), groups: Vec::new() }
+    }
+
+    /// Number of words.
+    pub fn words(&self) -> usize {
+        self.bytes.len() / 8
     }
 
     /// Number of undecided words.
     pub fn undecided(&self) -> usize {
-        self.cells.iter().filter(|c| !matches!(c, Cell::Fixed(_))).count()
+        self.open.len()
+    }
+
+    /// The undecided words, ascending, with what each may hold.
+    pub fn undecided_cells(&self) -> &[(u32, Cell)] {
+        &self.open
+    }
+
+    /// The bytes of every fixed word (undecided words read as zero here).
+    pub fn fixed_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Number of groups.
+    pub fn groups_len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Group `g` (of a `Grouped` cell).
+    pub fn group(&self, g: u32) -> &Group {
+        &self.groups[g as usize]
+    }
+
+    /// Where word `w` is among the undecided words, if it is one.
+    pub fn undecided_index(&self, w: usize) -> Option<usize> {
+        self.open.binary_search_by_key(&(w as u32), |c| c.0).ok()
+    }
+
+    /// The undecided words among `first..=last`: a range of indices into
+    /// [`State::undecided_cells`].
+    pub fn undecided_between(&self, first: usize, last: usize) -> std::ops::Range<usize> {
+        let lo = self.open.partition_point(|c| (c.0 as usize) < first);
+        let hi = self.open.partition_point(|c| (c.0 as usize) <= last);
+        lo..hi
+    }
+
+    /// Word `w`'s value as stored in the fixed bytes.
+    fn fixed_value(&self, w: usize) -> u64 {
+        u64::from_le_bytes(self.bytes[w * 8..w * 8 + 8].try_into().unwrap())
+    }
+
+    /// Word `w` as a cell.
+    pub fn cell(&self, w: usize) -> Cell {
+        match self.undecided_index(w) {
+            Some(k) => self.open[k].1.clone(),
+            None => Cell::Fixed(self.fixed_value(w)),
+        }
+    }
+
+    /// Set word `w` to `cell` (fixed: into the bytes; undecided: into the list).
+    fn set(&mut self, w: usize, cell: Cell) {
+        let at = self.open.binary_search_by_key(&(w as u32), |c| c.0);
+        match (cell, at) {
+            (Cell::Fixed(v), Ok(k)) => {
+                self.open.remove(k);
+                self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            (Cell::Fixed(v), Err(_)) => self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes()),
+            (c, Ok(k)) => self.open[k].1 = c,
+            (c, Err(k)) => {
+                self.bytes[w * 8..w * 8 + 8].fill(0);
+                self.open.insert(k, (w as u32, c));
+            }
+        }
+    }
+
+    /// The state with the given undecided words (indices into
+    /// [`State::undecided_cells`]) fixed to the given values.
+    pub fn with_fixed(&self, values: impl IntoIterator<Item = (usize, u64)>) -> State {
+        let mut out = State { bytes: self.bytes.clone(), open: Vec::new(), groups: self.groups.clone() };
+        let mut fixed = vec![None; self.open.len()];
+        for (k, v) in values {
+            fixed[k] = Some(v);
+        }
+        for ((w, c), f) in self.open.iter().zip(fixed) {
+            match f {
+                Some(v) => out.bytes[*w as usize * 8..*w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes()),
+                None => out.open.push((*w, c.clone())),
+            }
+        }
+        out
     }
 
     /// Every value word `w` may hold (for flattening and for the eager explorer).
     pub fn candidates(&self, w: usize) -> Vec<u64> {
-        match &self.cells[w] {
-            Cell::Fixed(v) => vec![*v],
-            Cell::Open(vs) => vs.clone(),
+        match self.cell(w) {
+            Cell::Fixed(v) => vec![v],
+            Cell::Open(vs) => vs,
             Cell::Grouped { group, slot, nt } => {
-                let g = &self.groups[*group as usize];
-                let mut out = match &g.durable[*slot as usize] {
+                let g = &self.groups[group as usize];
+                let mut out = match &g.durable[slot as usize] {
                     Cell::Fixed(v) => vec![*v],
                     Cell::Open(vs) => vs.clone(),
                     Cell::Grouped { .. } => unreachable!("group durable cells are never grouped"),
                 };
-                out.extend(g.cached.iter().filter(|(s, _)| s == slot).map(|(_, v)| *v));
+                out.extend(g.cached.iter().filter(|(s, _)| *s == slot).map(|(_, v)| *v));
                 out.extend(nt.iter().copied());
                 dedup(out)
             }
@@ -119,7 +211,7 @@ fn cell_of(values: Vec<u64>) -> Cell {
 /// The crash state after `events[..crash]` ran on top of `base`.
 pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
     let events = &events[..crash.min(events.len())];
-    let words = base.cells.len();
+    let words = base.words();
     // Last fence of each thread, and how far each line's flushes reach durably.
     let mut last_fence: Vec<Option<usize>> = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -140,39 +232,48 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             }
         }
     }
-    // Writes per word, in order.
-    let mut writes: std::collections::BTreeMap<u32, Vec<(usize, u64, bool, u32)>> = Default::default();
-    for (i, e) in events.iter().enumerate() {
-        if let Event::Store { thread, word, value, nt } = *e {
-            assert!((word as usize) < words, "store outside the media");
-            writes.entry(word).or_default().push((i, value, nt, thread));
-        }
+    // Writes, by word and then in order: (word, position, value, nt, thread).
+    let mut writes: Vec<(u32, usize, u64, bool, u32)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match *e {
+            Event::Store { thread, word, value, nt } => Some((word, i, value, nt, thread)),
+            _ => None,
+        })
+        .collect();
+    writes.sort_by_key(|x| x.0);
+    if let Some(last) = writes.last() {
+        assert!((last.0 as usize) < words, "store outside the media");
     }
-    let mut out = State { cells: Vec::with_capacity(words), groups: Vec::new() };
-    let touched_lines: std::collections::BTreeSet<u32> = writes.keys().map(|w| w / 8).collect();
+    let mut touched_lines: Vec<u32> = writes.iter().map(|x| x.0 / 8).collect();
+    touched_lines.dedup();
     // Start from the base; base groups survive only on lines this trace did not touch.
+    let mut out = State { bytes: base.bytes.clone(), open: Vec::with_capacity(base.open.len()), groups: Vec::new() };
     let mut group_map = std::collections::HashMap::new();
-    for w in 0..words {
-        let cell = match &base.cells[w] {
-            Cell::Grouped { group, slot, nt } if !touched_lines.contains(&((w / 8) as u32)) => {
+    for (w, cell) in &base.open {
+        match cell {
+            Cell::Grouped { group, slot, nt } if touched_lines.binary_search(&(w / 8)).is_err() => {
                 let next = out.groups.len() as u32;
                 let g = *group_map.entry(*group).or_insert_with(|| {
                     out.groups.push(base.groups[*group as usize].clone());
                     next
                 });
-                Cell::Grouped { group: g, slot: *slot, nt: nt.clone() }
+                out.open.push((*w, Cell::Grouped { group: g, slot: *slot, nt: nt.clone() }));
             }
-            Cell::Grouped { .. } => base.flat(w),
-            c => c.clone(),
-        };
-        out.cells.push(cell);
+            Cell::Grouped { .. } => match base.flat(*w as usize) {
+                Cell::Fixed(v) => out.bytes[*w as usize * 8..*w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes()),
+                c => out.open.push((*w, c)),
+            },
+            c => out.open.push((*w, c.clone())),
+        }
     }
     // Each written word: durable value, pending NT values, pending cached stores by line.
     let mut line_cached: std::collections::BTreeMap<u32, Vec<(usize, u8, u64)>> = Default::default();
     let mut pending_nt: std::collections::HashMap<u32, Vec<u64>> = Default::default();
-    for (&w, ws) in &writes {
+    for ws in writes.chunk_by(|a, b| a.0 == b.0) {
+        let w = ws[0].0;
         let line = w / 8;
-        let durable_at = ws.iter().rposition(|&(i, _, nt, thread)| {
+        let durable_at = ws.iter().rposition(|&(_, i, _, nt, thread)| {
             if nt {
                 fenced_after(thread, i)
             } else {
@@ -180,17 +281,17 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             }
         });
         let durable = match durable_at {
-            Some(d) => Cell::Fixed(ws[d].1),
-            None => out.cells[w as usize].clone(),
+            Some(d) => Cell::Fixed(ws[d].2),
+            None => out.cell(w as usize),
         };
         let after = &ws[durable_at.map_or(0, |d| d + 1)..];
-        let nts: Vec<u64> = after.iter().filter(|x| x.2).map(|x| x.1).collect();
-        for &(i, v, nt, _) in after {
+        let nts: Vec<u64> = after.iter().filter(|x| x.3).map(|x| x.2).collect();
+        for &(_, i, v, nt, _) in after {
             if !nt {
                 line_cached.entry(line).or_default().push((i, (w % 8) as u8, v));
             }
         }
-        out.cells[w as usize] = durable;
+        out.set(w as usize, durable);
         if !nts.is_empty() {
             pending_nt.insert(w, nts);
         }
@@ -200,21 +301,23 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         if line_cached.contains_key(&(w / 8)) {
             continue;
         }
-        let mut vs = match &out.cells[w as usize] {
-            Cell::Fixed(v) => vec![*v],
-            Cell::Open(vs) => vs.clone(),
+        let mut vs = match out.cell(w as usize) {
+            Cell::Fixed(v) => vec![v],
+            Cell::Open(vs) => vs,
             Cell::Grouped { .. } => unreachable!("touched lines hold no base groups"),
         };
         vs.extend(nts.iter().copied());
-        out.cells[w as usize] = cell_of(vs);
+        out.set(w as usize, cell_of(vs));
     }
     for (line, mut cached) in line_cached {
         cached.sort_by_key(|x| x.0);
         let first = line as usize * 8;
-        let durable: [Cell; 8] = std::array::from_fn(|k| match out.cells.get(first + k) {
-            Some(c @ (Cell::Fixed(_) | Cell::Open(_))) => c.clone(),
-            Some(Cell::Grouped { .. }) => unreachable!("touched lines hold no base groups"),
-            None => Cell::Fixed(0),
+        let durable: [Cell; 8] = std::array::from_fn(|k| match first + k < words {
+            true => match out.cell(first + k) {
+                c @ (Cell::Fixed(_) | Cell::Open(_)) => c,
+                Cell::Grouped { .. } => unreachable!("touched lines hold no base groups"),
+            },
+            false => Cell::Fixed(0),
         });
         let g = out.groups.len() as u32;
         out.groups.push(Group { durable, cached: cached.iter().map(|&(_, s, v)| (s, v)).collect() });
@@ -222,7 +325,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             let w = first + k;
             if w < words {
                 let nt = pending_nt.get(&(w as u32)).cloned().unwrap_or_default();
-                out.cells[w] = Cell::Grouped { group: g, slot: k as u8, nt };
+                out.set(w, Cell::Grouped { group: g, slot: k as u8, nt });
             }
         }
     }

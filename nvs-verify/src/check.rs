@@ -369,7 +369,7 @@ pub type Memo = Mutex<HashSet<u64>>;
 pub fn check_once(
     issued: &[Issued],
     point: usize,
-    state: &nvs_sim::State,
+    state: &Arc<nvs_sim::State>,
     ch: &Chooser,
     eager: bool,
     then: Option<(&[Op], &Memo)>,
@@ -413,16 +413,17 @@ pub fn check_once(
     if refreshed != recover_all(&m2)? {
         return Err("a read-only pool refreshed after the writer ran on differs from a recovery".into());
     }
+    let recording = m2.recording();
     let mut points = vec![0];
-    points.extend(fence_points(&m2.events()));
+    points.extend(fence_points(&recording.events));
     points.dedup();
     let mut nested = 0;
     for p2 in points {
-        let state2 = m2.crash_state(p2);
+        let state2 = Arc::new(recording.crash_state(p2));
         let key = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&state2, d, p2, format!("{issued2:?}")).hash(&mut h);
+            (&*state2, d, p2, &issued2).hash(&mut h);
             h.finish()
         };
         if memo.lock().unwrap().contains(&key) {
@@ -612,10 +613,11 @@ pub fn check_trace_with(
 /// recover as the pool that was on the media before (the state at point 0), as no pool
 /// (`NotFormatted`), or as an empty pool — never as an error or anything else.
 fn check_format(media: &SimMedia, points: &[usize]) -> TraceReport {
-    let before = recover_all(CrashView::new(media.crash_state(0), Chooser::default()));
+    let recording = media.recording();
+    let before = recover_all(CrashView::new(recording.crash_state(0), Chooser::default()));
     let mut r = TraceReport::default();
     for &point in points {
-        let state = media.crash_state(point);
+        let state = Arc::new(recording.crash_state(point));
         let v = explore(BUDGET, |ch| format_once(&before, &state, ch));
         r.counts.points += 1;
         r.counts.states += v.runs();
@@ -630,7 +632,7 @@ fn check_format(media: &SimMedia, points: &[usize]) -> TraceReport {
 
 /// One image of a crash inside format (see [`check_format`]); `before` is what the
 /// media held before format began.
-fn format_once(before: &Result<Recovered, String>, state: &nvs_sim::State, ch: &Chooser) -> Result<(), String> {
+fn format_once(before: &Result<Recovered, String>, state: &Arc<nvs_sim::State>, ch: &Chooser) -> Result<(), String> {
     let not_formatted = format!("recovery failed: {}", nvs_core::Error::NotFormatted);
     match recover_all(CrashView::new(state.clone(), ch.clone())) {
         Err(e) if e == not_formatted => Ok(()),
@@ -664,7 +666,8 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     }
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
     let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.check_from).collect();
-    let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
+    let recording = trace.media.recording();
+    let t = check_trace(|p| recording.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
     for (point, choices, message) in t.failures {
         fail(point, choices, message);
     }
@@ -697,7 +700,7 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
 /// Re-run one check alone with a given choice vector.
 pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> Result<(), String> {
     let trace = run(w)?;
-    let state = trace.media.crash_state(point);
+    let state = Arc::new(trace.media.crash_state(point));
     if fam.in_format {
         let before = recover_all(CrashView::new(trace.media.crash_state(0), Chooser::default()));
         return nvs_sim::replay(choices, |ch| format_once(&before, &state, ch));
