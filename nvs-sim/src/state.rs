@@ -19,13 +19,17 @@
 //! may hold, losing the line-order correlation. nvs's own protocol uses NT stores only,
 //! so this can only make checks of cached-store mutants stricter.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 /// A word of a crash state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Cell {
     /// Holds this value in every crash image.
     Fixed(u64),
-    /// Holds one of these (at least two, distinct) values; not yet observed.
-    Open(Vec<u64>),
+    /// Holds one of these (at least two, distinct) values; not yet observed. Shared:
+    /// the crash states of one trace copy their undecided words often.
+    Open(Arc<[u64]>),
     /// In a cache line with pending cached stores: resolved by choosing the line's
     /// persisted prefix (group `group`), then among `nt`, its pending NT values.
     Grouped { group: u32, slot: u8, nt: Vec<u64> },
@@ -129,23 +133,6 @@ impl State {
         }
     }
 
-    /// Set word `w` to `cell` (fixed: into the bytes; undecided: into the list).
-    fn set(&mut self, w: usize, cell: Cell) {
-        let at = self.open.binary_search_by_key(&(w as u32), |c| c.0);
-        match (cell, at) {
-            (Cell::Fixed(v), Ok(k)) => {
-                self.open.remove(k);
-                self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            }
-            (Cell::Fixed(v), Err(_)) => self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes()),
-            (c, Ok(k)) => self.open[k].1 = c,
-            (c, Err(k)) => {
-                self.bytes[w * 8..w * 8 + 8].fill(0);
-                self.open.insert(k, (w as u32, c));
-            }
-        }
-    }
-
     /// The state with the given undecided words (indices into
     /// [`State::undecided_cells`]) fixed to the given values.
     pub fn with_fixed(&self, values: impl IntoIterator<Item = (usize, u64)>) -> State {
@@ -167,12 +154,12 @@ impl State {
     pub fn candidates(&self, w: usize) -> Vec<u64> {
         match self.cell(w) {
             Cell::Fixed(v) => vec![v],
-            Cell::Open(vs) => vs,
+            Cell::Open(vs) => vs.to_vec(),
             Cell::Grouped { group, slot, nt } => {
                 let g = &self.groups[group as usize];
                 let mut out = match &g.durable[slot as usize] {
                     Cell::Fixed(v) => vec![*v],
-                    Cell::Open(vs) => vs.clone(),
+                    Cell::Open(vs) => vs.to_vec(),
                     Cell::Grouped { .. } => unreachable!("group durable cells are never grouped"),
                 };
                 out.extend(g.cached.iter().filter(|(s, _)| *s == slot).map(|(_, v)| *v));
@@ -204,7 +191,7 @@ fn cell_of(values: Vec<u64>) -> Cell {
     if vs.len() == 1 {
         Cell::Fixed(vs[0])
     } else {
-        Cell::Open(vs)
+        Cell::Open(vs.into())
     }
 }
 
@@ -224,7 +211,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         }
     }
     let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
-    let mut flushed_upto: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    let mut flushed_upto: HashMap<u32, usize> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         if let Event::Flush { thread, line } = *e {
             if fenced_after(thread, i) {
@@ -241,93 +228,122 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             _ => None,
         })
         .collect();
-    writes.sort_by_key(|x| x.0);
+    writes.sort_unstable_by_key(|x| (x.0, x.1));
     if let Some(last) = writes.last() {
         assert!((last.0 as usize) < words, "store outside the media");
     }
-    let mut touched_lines: Vec<u32> = writes.iter().map(|x| x.0 / 8).collect();
-    touched_lines.dedup();
-    // Start from the base; base groups survive only on lines this trace did not touch.
+    let touched = |w: u32| {
+        let at = writes.partition_point(|x| x.0 < w / 8 * 8);
+        writes.get(at).is_some_and(|x| x.0 / 8 == w / 8)
+    };
+    // A word before this trace: the base's, a group on a line this trace touched
+    // flattened (base groups survive only on lines it did not touch).
+    let before = |w: u32| match base.undecided_index(w as usize).map(|k| &base.open[k].1) {
+        Some(Cell::Grouped { .. }) => base.flat(w as usize),
+        Some(c) => c.clone(),
+        None => Cell::Fixed(base.fixed_value(w as usize)),
+    };
+    // Base groups keep their order (by first word), ahead of this trace's lines.
     let mut out = State { bytes: base.bytes.clone(), open: Vec::with_capacity(base.open.len()), groups: Vec::new() };
-    let mut group_map = std::collections::HashMap::new();
+    let mut group_map = HashMap::new();
     for (w, cell) in &base.open {
-        match cell {
-            Cell::Grouped { group, slot, nt } if touched_lines.binary_search(&(w / 8)).is_err() => {
-                let next = out.groups.len() as u32;
-                let g = *group_map.entry(*group).or_insert_with(|| {
+        if let Cell::Grouped { group, .. } = cell {
+            if !touched(*w) {
+                group_map.entry(*group).or_insert_with(|| {
                     out.groups.push(base.groups[*group as usize].clone());
-                    next
+                    out.groups.len() as u32 - 1
                 });
-                out.open.push((*w, Cell::Grouped { group: g, slot: *slot, nt: nt.clone() }));
             }
-            Cell::Grouped { .. } => match base.flat(*w as usize) {
-                Cell::Fixed(v) => out.bytes[*w as usize * 8..*w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes()),
-                c => out.open.push((*w, c)),
-            },
-            c => out.open.push((*w, c.clone())),
         }
     }
-    // Each written word: durable value, pending NT values, pending cached stores by line.
-    let mut line_cached: std::collections::BTreeMap<u32, Vec<(usize, u8, u64)>> = Default::default();
-    let mut pending_nt: std::collections::HashMap<u32, Vec<u64>> = Default::default();
-    for ws in writes.chunk_by(|a, b| a.0 == b.0) {
-        let w = ws[0].0;
-        let line = w / 8;
-        let durable_at = ws.iter().rposition(|&(_, i, _, nt, thread)| {
-            if nt {
-                fenced_after(thread, i)
-            } else {
-                matches!(flushed_upto.get(&line), Some(&f) if f > i)
-            }
-        });
-        let durable = match durable_at {
-            Some(d) => Cell::Fixed(ws[d].2),
-            None => out.cell(w as usize),
-        };
-        let after = &ws[durable_at.map_or(0, |d| d + 1)..];
-        let nts: Vec<u64> = after.iter().filter(|x| x.3).map(|x| x.2).collect();
-        for &(_, i, v, nt, _) in after {
-            if !nt {
-                line_cached.entry(line).or_default().push((i, (w % 8) as u8, v));
-            }
+    // The written words' cells, line by line: each word's durable value and pending NT
+    // values; a line with pending cached stores becomes a group.
+    let mut changed: Vec<(u32, Cell)> = Vec::new();
+    for line_writes in writes.chunk_by(|a, b| a.0 / 8 == b.0 / 8) {
+        let line = line_writes[0].0 / 8;
+        // (word, durable, pending NT values), and the line's pending cached stores.
+        let mut cells: Vec<(u32, Cell, Vec<u64>)> = Vec::new();
+        let mut cached: Vec<(usize, u8, u64)> = Vec::new();
+        for ws in line_writes.chunk_by(|a, b| a.0 == b.0) {
+            let w = ws[0].0;
+            let durable_at = ws.iter().rposition(|&(_, i, _, nt, thread)| {
+                if nt {
+                    fenced_after(thread, i)
+                } else {
+                    matches!(flushed_upto.get(&line), Some(&f) if f > i)
+                }
+            });
+            let durable = match durable_at {
+                Some(d) => Cell::Fixed(ws[d].2),
+                None => before(w),
+            };
+            let after = &ws[durable_at.map_or(0, |d| d + 1)..];
+            let nts: Vec<u64> = after.iter().filter(|x| x.3).map(|x| x.2).collect();
+            cached.extend(after.iter().filter(|x| !x.3).map(|&(_, i, v, _, _)| (i, (w % 8) as u8, v)));
+            cells.push((w, durable, nts));
         }
-        out.set(w as usize, durable);
-        if !nts.is_empty() {
-            pending_nt.insert(w, nts);
-        }
-    }
-    // Lines with pending cached stores become groups; other words merge their NT values.
-    for (&w, nts) in &pending_nt {
-        if line_cached.contains_key(&(w / 8)) {
+        if cached.is_empty() {
+            for (w, durable, nts) in cells {
+                let cell = match (durable, nts.is_empty()) {
+                    (durable, true) => durable,
+                    (Cell::Fixed(v), false) => cell_of([v].into_iter().chain(nts).collect()),
+                    (Cell::Open(vs), false) => cell_of(vs.iter().copied().chain(nts).collect()),
+                    (Cell::Grouped { .. }, false) => unreachable!("touched lines hold no base groups"),
+                };
+                changed.push((w, cell));
+            }
             continue;
         }
-        let mut vs = match out.cell(w as usize) {
-            Cell::Fixed(v) => vec![v],
-            Cell::Open(vs) => vs,
-            Cell::Grouped { .. } => unreachable!("touched lines hold no base groups"),
-        };
-        vs.extend(nts.iter().copied());
-        out.set(w as usize, cell_of(vs));
-    }
-    for (line, mut cached) in line_cached {
         cached.sort_by_key(|x| x.0);
-        let first = line as usize * 8;
-        let durable: [Cell; 8] = std::array::from_fn(|k| match first + k < words {
-            true => match out.cell(first + k) {
+        let first = line * 8;
+        let durable: [Cell; 8] = std::array::from_fn(|k| {
+            let w = first + k as u32;
+            if w as usize >= words {
+                return Cell::Fixed(0);
+            }
+            match cells.iter().find(|c| c.0 == w).map_or_else(|| before(w), |c| c.1.clone()) {
                 c @ (Cell::Fixed(_) | Cell::Open(_)) => c,
                 Cell::Grouped { .. } => unreachable!("touched lines hold no base groups"),
-            },
-            false => Cell::Fixed(0),
+            }
         });
         let g = out.groups.len() as u32;
         out.groups.push(Group { durable, cached: cached.iter().map(|&(_, s, v)| (s, v)).collect() });
         for k in 0..8 {
             let w = first + k;
-            if w < words {
-                let nt = pending_nt.get(&(w as u32)).cloned().unwrap_or_default();
-                out.set(w, Cell::Grouped { group: g, slot: k as u8, nt });
+            if (w as usize) < words {
+                let nt = cells.iter_mut().find(|c| c.0 == w).map(|c| std::mem::take(&mut c.2)).unwrap_or_default();
+                changed.push((w, Cell::Grouped { group: g, slot: k as u8, nt }));
             }
         }
+    }
+    // The base's undecided words and the changed ones, merged in word order.
+    let put = |out: &mut State, w: u32, cell: Cell| match cell {
+        Cell::Fixed(v) => out.bytes[w as usize * 8..w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes()),
+        c => {
+            out.bytes[w as usize * 8..w as usize * 8 + 8].fill(0);
+            out.open.push((w, c));
+        }
+    };
+    let mut changed = changed.into_iter().peekable();
+    for (w, cell) in &base.open {
+        while let Some((cw, c)) = changed.next_if(|(cw, _)| cw < w) {
+            put(&mut out, cw, c);
+        }
+        if let Some((cw, c)) = changed.next_if(|(cw, _)| cw == w) {
+            put(&mut out, cw, c);
+            continue;
+        }
+        let cell = match cell {
+            Cell::Grouped { group, slot, nt } if !touched(*w) => {
+                Cell::Grouped { group: group_map[group], slot: *slot, nt: nt.clone() }
+            }
+            Cell::Grouped { .. } => base.flat(*w as usize),
+            c => c.clone(),
+        };
+        put(&mut out, *w, cell);
+    }
+    for (cw, c) in changed {
+        put(&mut out, cw, c);
     }
     out
 }
