@@ -3,7 +3,7 @@
 //! reads; [`SimMedia::crash_state`] gives the crash state at any point of its trace.
 
 use crate::explore::Chooser;
-use crate::state::{crash_state, Cell, Event, State};
+use crate::state::{crash_state, Cell, Event, Recording, State};
 use nvs_core::Media;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -193,22 +193,6 @@ pub struct SimMedia {
     fences: loom::sync::atomic::AtomicUsize,
 }
 
-/// A media's recorded trace and base, from which crash states are made (see
-/// [`SimMedia::recording`]).
-#[derive(Clone, Debug)]
-pub struct Recording {
-    /// The base with every word observed so far fixed.
-    pub base: State,
-    pub events: Vec<Event>,
-}
-
-impl Recording {
-    /// The crash state if the machine had crashed after the first `point` events.
-    pub fn crash_state(&self, point: usize) -> State {
-        crash_state(&self.base, &self.events, point)
-    }
-}
-
 impl SimMedia {
     /// The recorder's lock. It is held only inside one media call, which makes no
     /// loom operation, so under loom (all model threads on one OS thread, switching only
@@ -270,7 +254,7 @@ impl SimMedia {
     /// The trace so far and its base, to make the crash states of many points.
     pub fn recording(&self) -> Recording {
         let g = self.lock();
-        Recording { base: g.base.effective_state(), events: g.events.clone() }
+        Recording::new(g.base.effective_state(), g.events.clone())
     }
 
     /// Refuse stores from now on (counting them) until `thaw`: recovery must not write.

@@ -195,8 +195,32 @@ fn cell_of(values: Vec<u64>) -> Cell {
     }
 }
 
+/// A store of a trace: (word, position in the trace, value, nt, thread).
+type Write = (u32, usize, u64, bool, u32);
+
+/// The stores of `events`, by word and then in order.
+fn sorted_writes(events: &[Event]) -> Vec<Write> {
+    let mut writes: Vec<Write> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match *e {
+            Event::Store { thread, word, value, nt } => Some((word, i, value, nt, thread)),
+            _ => None,
+        })
+        .collect();
+    writes.sort_unstable_by_key(|x| (x.0, x.1));
+    writes
+}
+
 /// The crash state after `events[..crash]` ran on top of `base`.
 pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
+    let crash = crash.min(events.len());
+    crash_state_of(base, events, &sorted_writes(&events[..crash]), crash)
+}
+
+/// [`crash_state`], given the trace's stores (any beyond `crash` are left out) by word
+/// and then in order.
+fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: usize) -> State {
     let events = &events[..crash.min(events.len())];
     let words = base.words();
     // Last fence of each thread, and how far each line's flushes reach durably.
@@ -219,16 +243,7 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
             }
         }
     }
-    // Writes, by word and then in order: (word, position, value, nt, thread).
-    let mut writes: Vec<(u32, usize, u64, bool, u32)> = events
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match *e {
-            Event::Store { thread, word, value, nt } => Some((word, i, value, nt, thread)),
-            _ => None,
-        })
-        .collect();
-    writes.sort_unstable_by_key(|x| (x.0, x.1));
+    let writes: Vec<Write> = all_writes.iter().filter(|x| x.1 < events.len()).copied().collect();
     if let Some(last) = writes.last() {
         assert!((last.0 as usize) < words, "store outside the media");
     }
@@ -346,6 +361,157 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
         put(&mut out, cw, c);
     }
     out
+}
+
+/// A trace and the base it ran on, from which the crash states of many points are made
+/// (see `SimMedia::recording`).
+#[derive(Debug)]
+pub struct Recording {
+    /// The base, every word observed so far fixed.
+    pub base: State,
+    pub events: Vec<Event>,
+    /// The trace's stores, by word and then in order.
+    writes: Vec<Write>,
+    base_digest: std::sync::OnceLock<u128>,
+}
+
+impl Recording {
+    pub fn new(base: State, events: Vec<Event>) -> Recording {
+        let writes = sorted_writes(&events);
+        Recording { base, events, writes, base_digest: std::sync::OnceLock::new() }
+    }
+
+    /// The crash state if the machine had crashed after the first `point` events.
+    pub fn crash_state(&self, point: usize) -> State {
+        crash_state_of(&self.base, &self.events, &self.writes, point)
+    }
+
+    /// `self.crash_state(point).digest()`, without making the state when the trace up to
+    /// `point` has NT stores only and the base no groups (nvs's own protocol): then the
+    /// state is the base with each written word's cell changed, and the digest (a sum
+    /// over words) changes by those words alone.
+    pub fn crash_digest(&self, point: usize) -> u128 {
+        let point = point.min(self.events.len());
+        let writes: Vec<Write> = self.writes.iter().filter(|x| x.1 < point).copied().collect();
+        if !self.base.groups.is_empty() || writes.iter().any(|x| !x.3) {
+            return self.crash_state(point).digest();
+        }
+        let mut last_fence: Vec<Option<usize>> = Vec::new();
+        for (i, e) in self.events[..point].iter().enumerate() {
+            if let Event::Fence { thread } = *e {
+                let t = thread as usize;
+                if last_fence.len() <= t {
+                    last_fence.resize(t + 1, None);
+                }
+                last_fence[t] = Some(i);
+            }
+        }
+        let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
+        let mut d = *self.base_digest.get_or_init(|| self.base.digest());
+        // What each written word may hold: its durable value (or the base's values) and
+        // its pending ones, deduplicated.
+        let mut vs: Vec<u64> = Vec::new();
+        for ws in writes.chunk_by(|a, b| a.0 == b.0) {
+            let w = ws[0].0;
+            let before = self.base.undecided_index(w as usize).map(|k| &self.base.open[k].1);
+            let durable_at = ws.iter().rposition(|&(_, i, _, _, thread)| fenced_after(thread, i));
+            vs.clear();
+            match (durable_at, before) {
+                (Some(k), _) => vs.push(ws[k].2),
+                (None, None) => vs.push(self.base.fixed_value(w as usize)),
+                (None, Some(Cell::Open(base))) => vs.extend_from_slice(base),
+                (None, Some(_)) => unreachable!("the base has no groups"),
+            }
+            for x in &ws[durable_at.map_or(0, |k| k + 1)..] {
+                if !vs.contains(&x.2) {
+                    vs.push(x.2);
+                }
+            }
+            let before = match before {
+                Some(c) => cell_digest(w, c),
+                None => fixed_digest(w, self.base.fixed_value(w as usize)),
+            };
+            d = d.wrapping_sub(before).wrapping_add(values_digest(w, &vs));
+        }
+        d
+    }
+}
+
+/// The splitmix64 finalizer: a bijection that mixes every input bit into every output bit.
+fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A 128-bit digest of a sequence of words: two lanes, seeded apart, each mixing every
+/// word in.
+fn seq_digest(seed: u64, xs: impl IntoIterator<Item = u64>) -> u128 {
+    let (mut lo, mut hi) = (mix64(seed), mix64(!seed));
+    for x in xs {
+        lo = mix64(lo ^ x);
+        hi = mix64(hi.rotate_left(23) ^ x);
+    }
+    ((hi as u128) << 64) | lo as u128
+}
+
+/// What one word adds to its state's digest.
+fn cell_digest(w: u32, cell: &Cell) -> u128 {
+    match cell {
+        Cell::Fixed(v) => fixed_digest(w, *v),
+        Cell::Open(vs) => open_digest(w, vs),
+        Cell::Grouped { group, slot, nt } => seq_digest(
+            3,
+            [w as u64, *group as u64, *slot as u64, nt.len() as u64].into_iter().chain(nt.iter().copied()),
+        ),
+    }
+}
+
+fn fixed_digest(w: u32, v: u64) -> u128 {
+    seq_digest(1, [w as u64, v])
+}
+
+fn open_digest(w: u32, vs: &[u64]) -> u128 {
+    seq_digest(2, [w as u64, vs.len() as u64].into_iter().chain(vs.iter().copied()))
+}
+
+/// [`cell_digest`] of the cell that holds one of `vs` (distinct values): `Fixed` if one.
+fn values_digest(w: u32, vs: &[u64]) -> u128 {
+    match vs {
+        [v] => fixed_digest(w, *v),
+        vs => open_digest(w, vs),
+    }
+}
+
+impl State {
+    /// A 128-bit digest of the state: the same for equal states; for different states,
+    /// different but by a chance of about 2^-128 per pair. The sum over words of a mix
+    /// of (word, cell), plus the groups' (so a state that differs from another in a few
+    /// words has a digest that differs by those words' terms: see
+    /// [`Recording::crash_digest`]).
+    pub fn digest(&self) -> u128 {
+        let groups = self.groups.iter().flat_map(|g| {
+            let durable = g.durable.iter().flat_map(|c| match c {
+                Cell::Fixed(v) => vec![1, 1, *v],
+                Cell::Open(vs) => [2, vs.len() as u64].into_iter().chain(vs.iter().copied()).collect(),
+                Cell::Grouped { .. } => unreachable!("group durable cells are never grouped"),
+            });
+            let cached = g.cached.iter().flat_map(|&(s, v)| [s as u64, v]);
+            [g.cached.len() as u64].into_iter().chain(durable).chain(cached).collect::<Vec<u64>>()
+        });
+        let mut d = seq_digest(4, [self.groups.len() as u64].into_iter().chain(groups));
+        let mut open = self.open.iter().peekable();
+        for w in 0..self.words() {
+            let term = match open.next_if(|(ow, _)| *ow as usize == w) {
+                Some((_, c)) => cell_digest(w as u32, c),
+                None => fixed_digest(w as u32, self.fixed_value(w)),
+            };
+            d = d.wrapping_add(term);
+        }
+        d
+    }
 }
 
 /// Crash points where a crash can leave a new set of images: just before every fence

@@ -4,7 +4,8 @@
 //! state, some of its words observed), both must give the same state at every point.
 
 use nvs_sim::state::{dedup, Group};
-use nvs_sim::{crash_state, Cell, Event, State};
+use nvs_sim::{crash_state, Cell, Event, Recording, State};
+use std::collections::HashMap;
 
 /// The reference's state: one cell per word.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,14 +179,14 @@ impl Rng {
 
 /// A random trace on `words` words: stores of a few values (so candidates repeat),
 /// flushes and fences, of two threads.
-fn trace(rng: &mut Rng, words: u64) -> Vec<Event> {
+fn trace(rng: &mut Rng, words: u64, cached: bool) -> Vec<Event> {
     let n = rng.below(40);
     (0..n)
         .map(|_| {
             let thread = rng.below(2) as u32;
             match rng.below(10) {
                 0..=3 => Event::Store { thread, word: rng.below(words) as u32, value: rng.below(4), nt: true },
-                4..=5 => Event::Store { thread, word: rng.below(words) as u32, value: rng.below(4), nt: false },
+                4..=5 => Event::Store { thread, word: rng.below(words) as u32, value: rng.below(4), nt: !cached },
                 6..=7 => Event::Flush { thread, line: rng.below(words.div_ceil(8)) as u32 },
                 _ => Event::Fence { thread },
             }
@@ -198,6 +199,8 @@ fn crash_states_match_the_reference() {
     let mut rng = Rng(0x5EED_1234_5678_9ABC);
     // States compared with groups, and with base groups carried over.
     let (mut grouped, mut carried) = (0, 0);
+    // Every state seen, by digest: different states must not share one.
+    let mut by_digest: HashMap<u128, State> = HashMap::new();
     for round in 0..3000 {
         let words = [8u64, 16, 20, 32][round % 4];
         let bytes: Vec<u8> = (0..words * 8).map(|_| rng.below(3) as u8).collect();
@@ -205,9 +208,15 @@ fn crash_states_match_the_reference() {
         // Stack up to two traces, each over the previous one's crash state with some
         // of its undecided words observed.
         for _ in 0..1 + rng.below(2) {
-            let events = trace(&mut rng, words);
+            // Some traces of NT stores only (the digest's fast path).
+            let events = trace(&mut rng, words, round % 3 != 0);
+            let recording = Recording::new(base.clone(), events.clone());
             for point in 0..=events.len() {
                 let got = crash_state(&base, &events, point);
+                assert_eq!(recording.crash_state(point), got);
+                assert_eq!(recording.crash_digest(point), got.digest(), "round {round}, point {point}");
+                let seen = by_digest.entry(got.digest()).or_insert_with(|| got.clone());
+                assert_eq!(*seen, got, "two states with one digest");
                 let want = reference(&RefState::of(&base), &events, point);
                 assert_eq!(RefState::of(&got), want, "round {round}, point {point}, events {events:?}");
                 grouped += usize::from(got.groups_len() > 0);
@@ -225,4 +234,5 @@ fn crash_states_match_the_reference() {
         }
     }
     assert!(grouped > 1000 && carried > 100, "{grouped} states with groups, {carried} over a base with groups");
+    assert!(by_digest.len() > 10_000, "{} distinct states", by_digest.len());
 }

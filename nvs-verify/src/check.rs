@@ -356,11 +356,12 @@ fn digest(rec: &Recovered) -> u64 {
     h.finish()
 }
 
-/// Depth-2 verdicts already reached in one trace's check, by a hash of (second crash
-/// state, first recovery's result, what the continuation issued): the same three give
-/// the same exploration, so it runs once. Many first-crash images differ only in words
-/// the continuation overwrites and fences, so their later crash states coincide.
-pub type Memo = Mutex<HashSet<u64>>;
+/// Depth-2 verdicts already reached in one trace's check, by (second crash state's
+/// digest, first recovery's result's digest, second crash point, digest of what the
+/// continuation issued): the same state, result, point and issued operations give the
+/// same exploration, so it runs once. Many first-crash images differ only in words the
+/// continuation overwrites and fences, so their later crash states coincide.
+pub type Memo = Mutex<HashSet<(u128, u64, usize, u64)>>;
 
 /// One check at one crash point, with the given choices: recover and apply the oracle;
 /// at depth 2 (`then`), also recover the same image again as a writer, run `then`, and
@@ -418,17 +419,19 @@ pub fn check_once(
     points.extend(fence_points(&recording.events));
     points.dedup();
     let mut nested = 0;
+    let issued2_digest = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        issued2.hash(&mut h);
+        h.finish()
+    };
     for p2 in points {
-        let state2 = Arc::new(recording.crash_state(p2));
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&*state2, d, p2, &issued2).hash(&mut h);
-            h.finish()
-        };
+        // The state's digest first: most second crash states were explored already.
+        let key = (recording.crash_digest(p2), d, p2, issued2_digest);
         if memo.lock().unwrap().contains(&key) {
             continue;
         }
+        let state2 = Arc::new(recording.crash_state(p2));
         let v = explore(BUDGET, |ch2| {
             let rec2 = recover_all(CrashView::new(state2.clone(), ch2.clone()))?;
             oracle(&issued2, p2, &rec, &rec2)
