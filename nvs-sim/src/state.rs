@@ -55,6 +55,9 @@ pub struct State {
     bytes: Vec<u8>,
     /// The undecided words (`Open` or `Grouped`, never `Fixed`), by word, ascending.
     open: Vec<(u32, Cell)>,
+    /// One bit per word, set for the undecided ones (a read of fixed words skips the
+    /// search of `open`).
+    mask: Vec<u64>,
     /// The groups `Grouped` cells name.
     groups: Vec<Group>,
 }
@@ -74,7 +77,12 @@ impl State {
     /// Every word fixed to the given bytes (length a multiple of 8).
     pub fn from_bytes(bytes: &[u8]) -> State {
         assert!(bytes.len().is_multiple_of(8), "media length must be a multiple of 8");
-        State { bytes: bytes.to_vec(), open: Vec::new(), groups: Vec::new() }
+        State {
+            bytes: bytes.to_vec(),
+            open: Vec::new(),
+            mask: vec![0; (bytes.len() / 8).div_ceil(64)],
+            groups: Vec::new(),
+        }
     }
 
     /// Number of words.
@@ -109,12 +117,37 @@ impl State {
 
     /// Where word `w` is among the undecided words, if it is one.
     pub fn undecided_index(&self, w: usize) -> Option<usize> {
+        if self.mask[w / 64] & (1 << (w % 64)) == 0 {
+            return None;
+        }
         self.open.binary_search_by_key(&(w as u32), |c| c.0).ok()
+    }
+
+    /// Whether any of `first..=last` is undecided.
+    fn any_undecided(&self, first: usize, last: usize) -> bool {
+        (first / 64..=last / 64).any(|m| {
+            let lo = if m == first / 64 { first % 64 } else { 0 };
+            let hi = if m == last / 64 { last % 64 } else { 63 };
+            let bits = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+            self.mask[m] & bits != 0
+        })
+    }
+
+    /// The state with `mask` set from `open` (once `open` is complete).
+    fn masked(mut self) -> State {
+        self.mask = vec![0; self.words().div_ceil(64)];
+        for (w, _) in &self.open {
+            self.mask[*w as usize / 64] |= 1 << (*w % 64);
+        }
+        self
     }
 
     /// The undecided words among `first..=last`: a range of indices into
     /// [`State::undecided_cells`].
     pub fn undecided_between(&self, first: usize, last: usize) -> std::ops::Range<usize> {
+        if !self.any_undecided(first, last) {
+            return 0..0;
+        }
         let lo = self.open.partition_point(|c| (c.0 as usize) < first);
         let hi = self.open.partition_point(|c| (c.0 as usize) <= last);
         lo..hi
@@ -136,7 +169,8 @@ impl State {
     /// The state with the given undecided words (indices into
     /// [`State::undecided_cells`]) fixed to the given values.
     pub fn with_fixed(&self, values: impl IntoIterator<Item = (usize, u64)>) -> State {
-        let mut out = State { bytes: self.bytes.clone(), open: Vec::new(), groups: self.groups.clone() };
+        let mut out =
+            State { bytes: self.bytes.clone(), open: Vec::new(), mask: Vec::new(), groups: self.groups.clone() };
         let mut fixed = vec![None; self.open.len()];
         for (k, v) in values {
             fixed[k] = Some(v);
@@ -147,7 +181,7 @@ impl State {
                 None => out.open.push((*w, c.clone())),
             }
         }
-        out
+        out.masked()
     }
 
     /// Every value word `w` may hold (for flattening and for the eager explorer).
@@ -259,7 +293,12 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
         None => Cell::Fixed(base.fixed_value(w as usize)),
     };
     // Base groups keep their order (by first word), ahead of this trace's lines.
-    let mut out = State { bytes: base.bytes.clone(), open: Vec::with_capacity(base.open.len()), groups: Vec::new() };
+    let mut out = State {
+        bytes: base.bytes.clone(),
+        open: Vec::with_capacity(base.open.len()),
+        mask: Vec::new(),
+        groups: Vec::new(),
+    };
     let mut group_map = HashMap::new();
     for (w, cell) in &base.open {
         if let Cell::Grouped { group, .. } = cell {
@@ -360,7 +399,7 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
     for (cw, c) in changed {
         put(&mut out, cw, c);
     }
-    out
+    out.masked()
 }
 
 /// A trace and the base it ran on, from which the crash states of many points are made
@@ -372,13 +411,32 @@ pub struct Recording {
     pub events: Vec<Event>,
     /// The trace's stores, by word and then in order.
     writes: Vec<Write>,
-    base_digest: std::sync::OnceLock<u128>,
+    /// Per written word: its stores in `writes`, its cell in the base (`None`: fixed)
+    /// and what that cell adds to the base's digest.
+    words: Vec<(std::ops::Range<usize>, Option<usize>, u128)>,
+    /// Position of the first cached store, if any.
+    first_cached: Option<usize>,
+    base_digest: u128,
 }
 
 impl Recording {
     pub fn new(base: State, events: Vec<Event>) -> Recording {
         let writes = sorted_writes(&events);
-        Recording { base, events, writes, base_digest: std::sync::OnceLock::new() }
+        let mut words = Vec::new();
+        let mut at = 0;
+        for ws in writes.chunk_by(|a, b| a.0 == b.0) {
+            let w = ws[0].0;
+            let k = base.undecided_index(w as usize);
+            let term = match k {
+                Some(k) => cell_digest(w, &base.open[k].1),
+                None => fixed_digest(w, base.fixed_value(w as usize)),
+            };
+            words.push((at..at + ws.len(), k, term));
+            at += ws.len();
+        }
+        let first_cached = writes.iter().filter(|x| !x.3).map(|x| x.1).min();
+        let base_digest = base.digest();
+        Recording { base, events, writes, words, first_cached, base_digest }
     }
 
     /// The crash state if the machine had crashed after the first `point` events.
@@ -392,8 +450,7 @@ impl Recording {
     /// over words) changes by those words alone.
     pub fn crash_digest(&self, point: usize) -> u128 {
         let point = point.min(self.events.len());
-        let writes: Vec<Write> = self.writes.iter().filter(|x| x.1 < point).copied().collect();
-        if !self.base.groups.is_empty() || writes.iter().any(|x| !x.3) {
+        if !self.base.groups.is_empty() || self.first_cached.is_some_and(|c| c < point) {
             return self.crash_state(point).digest();
         }
         let mut last_fence: Vec<Option<usize>> = Vec::new();
@@ -407,16 +464,18 @@ impl Recording {
             }
         }
         let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
-        let mut d = *self.base_digest.get_or_init(|| self.base.digest());
+        let mut d = self.base_digest;
         // What each written word may hold: its durable value (or the base's values) and
         // its pending ones, deduplicated.
         let mut vs: Vec<u64> = Vec::new();
-        for ws in writes.chunk_by(|a, b| a.0 == b.0) {
-            let w = ws[0].0;
-            let before = self.base.undecided_index(w as usize).map(|k| &self.base.open[k].1);
+        for (range, k, base_term) in &self.words {
+            let ws = &self.writes[range.clone()];
+            // A word's stores are in order: those before the point are a prefix.
+            let ws = &ws[..ws.partition_point(|x| x.1 < point)];
+            let Some(&(w, ..)) = ws.first() else { continue };
             let durable_at = ws.iter().rposition(|&(_, i, _, _, thread)| fenced_after(thread, i));
             vs.clear();
-            match (durable_at, before) {
+            match (durable_at, k.map(|k| &self.base.open[k].1)) {
                 (Some(k), _) => vs.push(ws[k].2),
                 (None, None) => vs.push(self.base.fixed_value(w as usize)),
                 (None, Some(Cell::Open(base))) => vs.extend_from_slice(base),
@@ -427,11 +486,7 @@ impl Recording {
                     vs.push(x.2);
                 }
             }
-            let before = match before {
-                Some(c) => cell_digest(w, c),
-                None => fixed_digest(w, self.base.fixed_value(w as usize)),
-            };
-            d = d.wrapping_sub(before).wrapping_add(values_digest(w, &vs));
+            d = d.wrapping_sub(*base_term).wrapping_add(values_digest(w, &vs));
         }
         d
     }
