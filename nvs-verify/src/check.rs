@@ -512,7 +512,19 @@ pub struct FamilyReport {
     pub workloads: usize,
     pub counts: Counts,
     pub failures: Vec<Failure>,
+    /// Wall time of the family's check (of [`check_families`]: from its first workload's
+    /// start to its last one's end, other families' workloads running beside them).
     pub time: Duration,
+    /// CPU time of the threads while they checked the family's workloads (where the
+    /// platform tells it; else their wall time).
+    pub cpu: Duration,
+}
+
+/// CPU time of the calling thread so far: Linux's `/proc/thread-self/schedstat` (time on
+/// a CPU, in nanoseconds); `None` where there is no such file.
+pub fn thread_cpu_time() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(s.split_whitespace().next()?.parse().ok()?))
 }
 
 /// What the crash check of one trace found (one workload's run, or one loom execution).
@@ -677,6 +689,45 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     report.lock().unwrap().counts.add(&t.counts);
 }
 
+/// Check several families on `threads` threads: their workloads in one queue, in
+/// order, each taken by the next free thread (so a family of a few long workloads does
+/// not leave a thread idle). Every workload is checked as [`check_family`] checks it.
+pub fn check_families(fams: &[Family], threads: usize) -> Vec<FamilyReport> {
+    let reports: Vec<Mutex<FamilyReport>> = fams
+        .iter()
+        .map(|f| Mutex::new(FamilyReport { name: f.name.into(), workloads: f.workloads.len(), ..Default::default() }))
+        .collect();
+    let jobs: Vec<(usize, &Workload)> =
+        fams.iter().enumerate().flat_map(|(i, f)| f.workloads.iter().map(move |w| (i, w))).collect();
+    // Per family: when its first workload started and its last one ended.
+    let spans: Vec<Mutex<Option<(Instant, Instant)>>> = fams.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(&(f, w)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let (start, cpu) = (Instant::now(), thread_cpu_time());
+                    check_workload(w, &fams[f], false, &reports[f]);
+                    let end = Instant::now();
+                    let cpu = match (cpu, thread_cpu_time()) {
+                        (Some(a), Some(b)) => b.saturating_sub(a),
+                        _ => end - start,
+                    };
+                    reports[f].lock().unwrap().cpu += cpu;
+                    let mut span = spans[f].lock().unwrap();
+                    *span = Some(span.map_or((start, end), |(a, b)| (a.min(start), b.max(end))));
+                }
+            });
+        }
+    });
+    let spans = spans.into_iter().map(|s| s.into_inner().unwrap());
+    reports
+        .into_iter()
+        .zip(spans)
+        .map(|(r, span)| FamilyReport { time: span.map_or(Duration::ZERO, |(a, b)| b - a), ..r.into_inner().unwrap() })
+        .collect()
+}
+
 /// Check a whole family on `threads` threads.
 pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyReport {
     let t = Instant::now();
@@ -691,7 +742,13 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(w) = fam.workloads.get(i) else { return };
+                let (start, cpu) = (Instant::now(), thread_cpu_time());
                 check_workload(w, fam, stop_early, &report);
+                let cpu = match (cpu, thread_cpu_time()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => start.elapsed(),
+                };
+                report.lock().unwrap().cpu += cpu;
             });
         }
     });
