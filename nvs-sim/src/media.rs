@@ -6,6 +6,7 @@ use crate::explore::Chooser;
 use crate::state::{crash_state, Cell, Event, Recording, State};
 use nvs_core::Media;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 #[cfg(not(loom))]
@@ -412,7 +413,7 @@ impl Media for SimMedia {
 /// otherwise ignored.
 #[derive(Debug)]
 pub struct CrashView {
-    view: Mutex<View>,
+    view: RefCell<View>,
     len: usize,
     stores: AtomicU32,
 }
@@ -421,7 +422,7 @@ impl CrashView {
     pub fn new(state: impl Into<Arc<State>>, chooser: Chooser) -> CrashView {
         let state = state.into();
         let len = state.words() * 8;
-        CrashView { view: Mutex::new(View::new(state, chooser)), len, stores: AtomicU32::new(0) }
+        CrashView { view: RefCell::new(View::new(state, chooser)), len, stores: AtomicU32::new(0) }
     }
 
     /// Stores attempted on this view (recovery must make none).
@@ -431,17 +432,17 @@ impl CrashView {
 
     /// Resolve every word now, in order (the eager explorer: one run per whole image).
     pub fn resolve_all(&self) {
-        self.view.lock().unwrap().resolve_all();
+        self.view.borrow_mut().resolve_all();
     }
 
     /// Undecided words of the underlying state.
     pub fn undecided(&self) -> usize {
-        self.view.lock().unwrap().undecided()
+        self.view.borrow().undecided()
     }
 
     /// Give back the view (its observations become the base of a continuation).
     pub fn into_view(self) -> View {
-        self.view.into_inner().unwrap()
+        self.view.into_inner()
     }
 }
 
@@ -450,11 +451,11 @@ impl Media for CrashView {
         self.len
     }
     fn read(&self, off: usize, dst: &mut [u8]) {
-        self.view.lock().unwrap().read_bytes(off, dst)
+        self.view.borrow_mut().read_bytes(off, dst)
     }
     fn load_word(&self, off: usize) -> u64 {
         assert!(off.is_multiple_of(8) && off + 8 <= self.len, "nvs bug: bad word load at {off}");
-        self.view.lock().unwrap().word(off / 8)
+        self.view.borrow_mut().word(off / 8)
     }
     fn store_nt(&self, _off: usize, _src: &[u8]) {
         self.stores.fetch_add(1, Ordering::Relaxed);
