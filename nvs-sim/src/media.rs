@@ -5,8 +5,8 @@
 use crate::explore::Chooser;
 use crate::state::{crash_state, Cell, Event, Recording, State};
 use nvs_core::Media;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[cfg(not(loom))]

@@ -49,7 +49,7 @@ pub struct Group {
 /// Kept as the bytes of an image plus the few undecided words: most words of a crash
 /// state hold one value, so a state is one copy of the media's bytes (cheap to make,
 /// compare and hash) and reading a run of fixed words is a copy of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default)]
 pub struct State {
     /// Every word's value, little-endian; an undecided word's is zero here.
     bytes: Vec<u8>,
@@ -60,6 +60,22 @@ pub struct State {
     mask: Vec<u64>,
     /// The groups `Grouped` cells name.
     groups: Vec<Group>,
+    /// [`State::digest`], once asked (a state is shared by every run at its point).
+    digest: std::sync::OnceLock<u128>,
+}
+
+impl PartialEq for State {
+    fn eq(&self, other: &State) -> bool {
+        (&self.bytes, &self.open, &self.groups) == (&other.bytes, &other.open, &other.groups)
+    }
+}
+
+impl Eq for State {}
+
+impl std::hash::Hash for State {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (&self.bytes, &self.open, &self.groups).hash(h)
+    }
 }
 
 /// One recorded event of a trace.
@@ -77,12 +93,8 @@ impl State {
     /// Every word fixed to the given bytes (length a multiple of 8).
     pub fn from_bytes(bytes: &[u8]) -> State {
         assert!(bytes.len().is_multiple_of(8), "media length must be a multiple of 8");
-        State {
-            bytes: bytes.to_vec(),
-            open: Vec::new(),
-            mask: vec![0; (bytes.len() / 8).div_ceil(64)],
-            groups: Vec::new(),
-        }
+        let mask = vec![0; (bytes.len() / 8).div_ceil(64)];
+        State { bytes: bytes.to_vec(), mask, ..State::default() }
     }
 
     /// Number of words.
@@ -169,18 +181,23 @@ impl State {
     /// The state with the given undecided words (indices into
     /// [`State::undecided_cells`]) fixed to the given values.
     pub fn with_fixed(&self, values: impl IntoIterator<Item = (usize, u64)>) -> State {
-        let mut out =
-            State { bytes: self.bytes.clone(), open: Vec::new(), mask: Vec::new(), groups: self.groups.clone() };
+        let mut out = State { bytes: self.bytes.clone(), groups: self.groups.clone(), ..State::default() };
         let mut fixed = vec![None; self.open.len()];
         for (k, v) in values {
             fixed[k] = Some(v);
         }
+        // The digest changes by the words fixed alone.
+        let mut digest = self.digest();
         for ((w, c), f) in self.open.iter().zip(fixed) {
             match f {
-                Some(v) => out.bytes[*w as usize * 8..*w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes()),
+                Some(v) => {
+                    out.bytes[*w as usize * 8..*w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes());
+                    digest = digest.wrapping_sub(cell_digest(*w, c)).wrapping_add(fixed_digest(*w, v));
+                }
                 None => out.open.push((*w, c.clone())),
             }
         }
+        out.digest = digest.into();
         out.masked()
     }
 
@@ -277,7 +294,10 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
             }
         }
     }
-    let writes: Vec<Write> = all_writes.iter().filter(|x| x.1 < events.len()).copied().collect();
+    let writes: std::borrow::Cow<[Write]> = match all_writes.iter().all(|x| x.1 < events.len()) {
+        true => all_writes.into(),
+        false => all_writes.iter().filter(|x| x.1 < events.len()).copied().collect(),
+    };
     if let Some(last) = writes.last() {
         assert!((last.0 as usize) < words, "store outside the media");
     }
@@ -293,12 +313,7 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
         None => Cell::Fixed(base.fixed_value(w as usize)),
     };
     // Base groups keep their order (by first word), ahead of this trace's lines.
-    let mut out = State {
-        bytes: base.bytes.clone(),
-        open: Vec::with_capacity(base.open.len()),
-        mask: Vec::new(),
-        groups: Vec::new(),
-    };
+    let mut out = State { bytes: base.bytes.clone(), open: Vec::with_capacity(base.open.len()), ..State::default() };
     let mut group_map = HashMap::new();
     for (w, cell) in &base.open {
         if let Cell::Grouped { group, .. } = cell {
@@ -313,11 +328,13 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
     // The written words' cells, line by line: each word's durable value and pending NT
     // values; a line with pending cached stores becomes a group.
     let mut changed: Vec<(u32, Cell)> = Vec::new();
+    // Per line: (word, durable, pending NT values), and the line's pending cached stores.
+    let mut cells: Vec<(u32, Cell, Vec<u64>)> = Vec::new();
+    let mut cached: Vec<(usize, u8, u64)> = Vec::new();
     for line_writes in writes.chunk_by(|a, b| a.0 / 8 == b.0 / 8) {
         let line = line_writes[0].0 / 8;
-        // (word, durable, pending NT values), and the line's pending cached stores.
-        let mut cells: Vec<(u32, Cell, Vec<u64>)> = Vec::new();
-        let mut cached: Vec<(usize, u8, u64)> = Vec::new();
+        cells.clear();
+        cached.clear();
         for ws in line_writes.chunk_by(|a, b| a.0 == b.0) {
             let w = ws[0].0;
             let durable_at = ws.iter().rposition(|&(_, i, _, nt, thread)| {
@@ -337,7 +354,7 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
             cells.push((w, durable, nts));
         }
         if cached.is_empty() {
-            for (w, durable, nts) in cells {
+            for (w, durable, nts) in cells.drain(..) {
                 let cell = match (durable, nts.is_empty()) {
                     (durable, true) => durable,
                     (Cell::Fixed(v), false) => cell_of([v].into_iter().chain(nts).collect()),
@@ -547,6 +564,10 @@ impl State {
     /// words has a digest that differs by those words' terms: see
     /// [`Recording::crash_digest`]).
     pub fn digest(&self) -> u128 {
+        *self.digest.get_or_init(|| self.compute_digest())
+    }
+
+    fn compute_digest(&self) -> u128 {
         let groups = self.groups.iter().flat_map(|g| {
             let durable = g.durable.iter().flat_map(|c| match c {
                 Cell::Fixed(v) => vec![1, 1, *v],
