@@ -237,6 +237,20 @@ pub fn dedup(values: Vec<u64>) -> Vec<u64> {
     out
 }
 
+/// [`cell_of`] of `values`, gathered in `buf` (so only an `Open` cell allocates).
+fn cell_of_distinct(buf: &mut Vec<u64>, values: impl IntoIterator<Item = u64>) -> Cell {
+    buf.clear();
+    for v in values {
+        if !buf.contains(&v) {
+            buf.push(v);
+        }
+    }
+    match buf[..] {
+        [v] => Cell::Fixed(v),
+        _ => Cell::Open(buf[..].into()),
+    }
+}
+
 fn cell_of(values: Vec<u64>) -> Cell {
     let vs = dedup(values);
     if vs.len() == 1 {
@@ -329,8 +343,9 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
     // values; a line with pending cached stores becomes a group.
     let mut changed: Vec<(u32, Cell)> = Vec::new();
     // Per line: (word, durable, pending NT values), and the line's pending cached stores.
-    let mut cells: Vec<(u32, Cell, Vec<u64>)> = Vec::new();
+    let mut cells: Vec<(u32, Cell, &[Write])> = Vec::new();
     let mut cached: Vec<(usize, u8, u64)> = Vec::new();
+    let mut values: Vec<u64> = Vec::new();
     for line_writes in writes.chunk_by(|a, b| a.0 / 8 == b.0 / 8) {
         let line = line_writes[0].0 / 8;
         cells.clear();
@@ -349,16 +364,17 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
                 None => before(w),
             };
             let after = &ws[durable_at.map_or(0, |d| d + 1)..];
-            let nts: Vec<u64> = after.iter().filter(|x| x.3).map(|x| x.2).collect();
             cached.extend(after.iter().filter(|x| !x.3).map(|&(_, i, v, _, _)| (i, (w % 8) as u8, v)));
-            cells.push((w, durable, nts));
+            cells.push((w, durable, after));
         }
         if cached.is_empty() {
-            for (w, durable, nts) in cells.drain(..) {
-                let cell = match (durable, nts.is_empty()) {
+            // Here every pending store is an NT one.
+            for (w, durable, after) in cells.drain(..) {
+                let nts = after.iter().map(|x| x.2);
+                let cell = match (durable, after.is_empty()) {
                     (durable, true) => durable,
-                    (Cell::Fixed(v), false) => cell_of([v].into_iter().chain(nts).collect()),
-                    (Cell::Open(vs), false) => cell_of(vs.iter().copied().chain(nts).collect()),
+                    (Cell::Fixed(v), false) => cell_of_distinct(&mut values, [v].into_iter().chain(nts)),
+                    (Cell::Open(vs), false) => cell_of_distinct(&mut values, vs.iter().copied().chain(nts)),
                     (Cell::Grouped { .. }, false) => unreachable!("touched lines hold no base groups"),
                 };
                 changed.push((w, cell));
@@ -382,7 +398,11 @@ fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: u
         for k in 0..8 {
             let w = first + k;
             if (w as usize) < words {
-                let nt = cells.iter_mut().find(|c| c.0 == w).map(|c| std::mem::take(&mut c.2)).unwrap_or_default();
+                let nt = cells
+                    .iter()
+                    .find(|c| c.0 == w)
+                    .map(|c| c.2.iter().filter(|x| x.3).map(|x| x.2).collect())
+                    .unwrap_or_default();
                 changed.push((w, Cell::Grouped { group: g, slot: k as u8, nt }));
             }
         }
