@@ -692,7 +692,10 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
 /// Check several families on `threads` threads: their workloads in one queue, in
 /// order, each taken by the next free thread (so a family of a few long workloads does
 /// not leave a thread idle). Every workload is checked as [`check_family`] checks it.
-pub fn check_families(fams: &[Family], threads: usize) -> Vec<FamilyReport> {
+/// With `stop_early`, once a family has a failure no workload of it or of a later
+/// family is started (earlier families still finish): the first family in order with
+/// a failure is the one a family-by-family check would stop at.
+pub fn check_families(fams: &[Family], threads: usize, stop_early: bool) -> Vec<FamilyReport> {
     let reports: Vec<Mutex<FamilyReport>> = fams
         .iter()
         .map(|f| Mutex::new(FamilyReport { name: f.name.into(), workloads: f.workloads.len(), ..Default::default() }))
@@ -702,12 +705,20 @@ pub fn check_families(fams: &[Family], threads: usize) -> Vec<FamilyReport> {
     // Per family: when its first workload started and its last one ended.
     let spans: Vec<Mutex<Option<(Instant, Instant)>>> = fams.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
+    // The first family with a failure (with `stop_early`).
+    let failed = AtomicUsize::new(usize::MAX);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 while let Some(&(f, w)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if f >= failed.load(Ordering::Relaxed) {
+                        continue;
+                    }
                     let (start, cpu) = (Instant::now(), thread_cpu_time());
-                    check_workload(w, &fams[f], false, &reports[f]);
+                    check_workload(w, &fams[f], stop_early, &reports[f]);
+                    if stop_early && !reports[f].lock().unwrap().failures.is_empty() {
+                        failed.fetch_min(f, Ordering::Relaxed);
+                    }
                     let end = Instant::now();
                     let cpu = match (cpu, thread_cpu_time()) {
                         (Some(a), Some(b)) => b.saturating_sub(a),

@@ -133,7 +133,7 @@ fn crash(names: &[String]) -> (bool, Totals) {
     let fams: Vec<Family> =
         families().into_iter().filter(|f| names.is_empty() || names.iter().any(|n| n == f.name)).collect();
     let (wall, cpu) = (Instant::now(), process_cpu_time());
-    let reports = check_families(&fams, THREADS);
+    let reports = check_families(&fams, THREADS, false);
     let (wall, cpu) = (wall.elapsed(), process_cpu_time().zip(cpu).map(|(b, a)| b.saturating_sub(a)));
     for (fam, r) in fams.iter().zip(&reports) {
         row(r, fam.what);

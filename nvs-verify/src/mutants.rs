@@ -6,7 +6,7 @@
 //! `markers` family alone (end-of-stream units and no puts): marker units are sealed by
 //! the same function as a put's unit, so a bug in that sequence must show there too.
 
-use crate::check::{check_family, Failure};
+use crate::check::{check_families, check_family, Failure};
 use crate::damage::check_damage;
 use crate::workload::{families, Family};
 use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
@@ -97,14 +97,9 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
         }
         let t = Instant::now();
         select(Some(m));
-        let mut killed_by = None;
-        for fam in &fams {
-            let r = check_family(fam, threads, true);
-            if let Some(f) = r.failures.first() {
-                killed_by = Some(evidence(fam, f));
-                break;
-            }
-        }
+        // The first family (in order) with a violation kills it.
+        let reports = check_families(&fams, threads, true);
+        let mut killed_by = fams.iter().zip(&reports).find_map(|(fam, r)| r.failures.first().map(|f| evidence(fam, f)));
         if killed_by.is_none() {
             let r = check_damage(&damage_set, &[], true);
             if let Some(f) = r.failures.first() {
