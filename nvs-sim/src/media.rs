@@ -3,10 +3,11 @@
 //! reads; [`SimMedia::crash_state`] gives the crash state at any point of its trace.
 
 use crate::explore::Chooser;
-use crate::state::{crash_state, Cell, Event, State};
+use crate::state::{crash_state, Cell, Event, Recording, State};
 use nvs_core::Media;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[cfg(not(loom))]
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
@@ -46,24 +47,26 @@ fn loom_thread_id() -> u32 {
 }
 
 /// A lazily resolved view of a [`State`]: reading an undecided word asks the chooser
-/// once, and the answer sticks for the rest of the run.
+/// once, and the answer sticks for the rest of the run. The state is shared (one crash
+/// state serves every run at its point); a view owns only its answers.
 #[derive(Debug)]
 pub struct View {
-    state: State,
+    state: Arc<State>,
+    /// The answer for each undecided word (by its index among the undecided words).
     memo: Vec<Option<u64>>,
     group_memo: Vec<Option<usize>>,
     chooser: Chooser,
 }
 
 impl View {
-    pub fn new(state: State, chooser: Chooser) -> View {
-        let words = state.cells.len();
-        let groups = state.groups.len();
-        View { state, memo: vec![None; words], group_memo: vec![None; groups], chooser }
+    pub fn new(state: impl Into<Arc<State>>, chooser: Chooser) -> View {
+        let state = state.into();
+        let (undecided, groups) = (state.undecided(), state.groups_len());
+        View { state, memo: vec![None; undecided], group_memo: vec![None; groups], chooser }
     }
 
     pub fn words(&self) -> usize {
-        self.state.cells.len()
+        self.state.words()
     }
 
     /// Words of the state that were undecided when the view was made.
@@ -73,24 +76,31 @@ impl View {
 
     /// The value of word `w`, choosing it now if undecided.
     pub fn word(&mut self, w: usize) -> u64 {
-        if let Some(v) = self.memo[w] {
+        match self.state.undecided_index(w) {
+            Some(k) => self.undecided_word(k),
+            None => u64::from_le_bytes(self.state.fixed_bytes()[w * 8..w * 8 + 8].try_into().unwrap()),
+        }
+    }
+
+    /// The value of the `k`th undecided word, choosing it now if not yet chosen.
+    fn undecided_word(&mut self, k: usize) -> u64 {
+        if let Some(v) = self.memo[k] {
             return v;
         }
-        let v = match self.state.cells[w].clone() {
-            Cell::Fixed(v) => v,
+        let v = match &self.state.undecided_cells()[k].1 {
+            Cell::Fixed(v) => *v,
             Cell::Open(vs) => vs[self.chooser.choose(vs.len())],
             Cell::Grouped { group, slot, nt } => {
-                let g = group as usize;
-                let cached_len = self.state.groups[g].cached.len();
+                let (g, slot) = (*group as usize, *slot);
+                let grp = self.state.group(*group);
                 let prefix = match self.group_memo[g] {
                     Some(p) => p,
                     None => {
-                        let p = self.chooser.choose(cached_len + 1);
+                        let p = self.chooser.choose(grp.cached.len() + 1);
                         self.group_memo[g] = Some(p);
                         p
                     }
                 };
-                let grp = &self.state.groups[g];
                 let from_cache = grp.cached[..prefix].iter().rev().find(|(s, _)| *s == slot).map(|(_, v)| *v);
                 let base = match from_cache {
                     Some(v) => v,
@@ -106,32 +116,53 @@ impl View {
                 options[self.chooser.choose(options.len())]
             }
         };
-        self.memo[w] = Some(v);
+        self.memo[k] = Some(v);
         v
     }
 
     /// The state with every word observed so far fixed to what was observed.
     pub fn effective_state(&self) -> State {
-        let mut s = self.state.clone();
-        for (w, m) in self.memo.iter().enumerate() {
-            if let Some(v) = m {
-                s.cells[w] = Cell::Fixed(*v);
-            }
+        self.state.with_fixed(self.memo.iter().enumerate().filter_map(|(k, m)| m.map(|v| (k, v))))
+    }
+
+    /// Choose every undecided word now, in order (the eager explorer).
+    pub fn resolve_all(&mut self) {
+        for k in 0..self.memo.len() {
+            self.undecided_word(k);
         }
-        s
     }
 
     /// Choose every word now, in order (the eager explorer), and return the bytes.
     pub fn materialize(&mut self) -> Vec<u8> {
-        (0..self.words()).flat_map(|w| self.word(w).to_le_bytes()).collect()
+        self.resolve_all();
+        let mut out = vec![0u8; self.words() * 8];
+        self.read_bytes(0, &mut out);
+        out
     }
 
+    /// Copy `dst.len()` bytes at `off`: the fixed bytes, then each undecided word in
+    /// the range (in order, choosing those not chosen yet).
     fn read_bytes(&mut self, off: usize, dst: &mut [u8]) {
         let end = off.checked_add(dst.len()).filter(|&e| e <= self.words() * 8);
         assert!(end.is_some(), "nvs bug: media read {off}+{} outside {}", dst.len(), self.words() * 8);
-        for (i, b) in dst.iter_mut().enumerate() {
-            let a = off + i;
-            *b = self.word(a / 8).to_le_bytes()[a % 8];
+        if dst.is_empty() {
+            return;
+        }
+        dst.copy_from_slice(&self.state.fixed_bytes()[off..off + dst.len()]);
+        for k in self.state.undecided_between(off / 8, (off + dst.len() - 1) / 8) {
+            let w = self.state.undecided_cells()[k].0 as usize;
+            let v = self.undecided_word(k);
+            patch(dst, off, w, v);
+        }
+    }
+}
+
+/// Write word `w`'s value `v` into `dst` (which holds the bytes at `off`), where they
+/// overlap.
+fn patch(dst: &mut [u8], off: usize, w: usize, v: u64) {
+    for (k, b) in v.to_le_bytes().iter().enumerate() {
+        if let Some(d) = (w * 8 + k).checked_sub(off).and_then(|i| dst.get_mut(i)) {
+            *d = *b;
         }
     }
 }
@@ -139,8 +170,11 @@ impl View {
 #[derive(Debug)]
 struct Inner {
     base: View,
-    /// The volatile view: the latest value written in this trace, per word.
-    written: Vec<Option<u64>>,
+    /// The volatile view: the latest value written in this trace per word, over the
+    /// base (a base word not yet decided is zero here and listed in `unsettled`).
+    bytes: Vec<u8>,
+    /// Words undecided in the base that were neither read nor written yet, ascending.
+    unsettled: Vec<u32>,
     events: Vec<Event>,
     /// Stores are refused (recorded as a fault) while frozen: a read-only phase.
     frozen: bool,
@@ -180,10 +214,19 @@ impl SimMedia {
     /// A media over an undecided base (a crash state being recovered and written on).
     pub fn on(base: View) -> SimMedia {
         let words = base.words();
+        let mut bytes = base.state.fixed_bytes().to_vec();
+        let mut unsettled = Vec::new();
+        for (k, (w, _)) in base.state.undecided_cells().iter().enumerate() {
+            match base.memo[k] {
+                Some(v) => patch(&mut bytes, 0, *w as usize, v),
+                None => unsettled.push(*w),
+            }
+        }
         SimMedia {
             inner: Mutex::new(Inner {
                 base,
-                written: vec![None; words],
+                bytes,
+                unsettled,
                 events: Vec::new(),
                 frozen: false,
                 stores_while_frozen: 0,
@@ -207,6 +250,12 @@ impl SimMedia {
     pub fn crash_state(&self, point: usize) -> State {
         let g = self.lock();
         crash_state(&g.base.effective_state(), &g.events, point)
+    }
+
+    /// The trace so far and its base, to make the crash states of many points.
+    pub fn recording(&self) -> Recording {
+        let g = self.lock();
+        Recording::new(g.base.effective_state(), g.events.clone())
     }
 
     /// Refuse stores from now on (counting them) until `thaw`: recovery must not write.
@@ -233,7 +282,7 @@ impl SimMedia {
             g.stores_while_frozen += 1;
             return;
         }
-        g.written[word] = Some(value);
+        g.set(word, value);
         g.events.push(Event::Store { thread: thread_id(), word: word as u32, value, nt });
     }
 
@@ -244,10 +293,35 @@ impl SimMedia {
 }
 
 impl Inner {
+    /// Word `w` of the volatile view (a base word not yet decided is chosen now).
     fn word(&mut self, w: usize) -> u64 {
-        match self.written[w] {
-            Some(v) => v,
-            None => self.base.word(w),
+        if let Ok(i) = self.unsettled.binary_search(&(w as u32)) {
+            self.unsettled.remove(i);
+            let v = self.base.word(w);
+            self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            return v;
+        }
+        u64::from_le_bytes(self.bytes[w * 8..w * 8 + 8].try_into().unwrap())
+    }
+
+    /// Word `w` now holds `v` in the volatile view.
+    fn set(&mut self, w: usize, v: u64) {
+        if let Ok(i) = self.unsettled.binary_search(&(w as u32)) {
+            self.unsettled.remove(i);
+        }
+        self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Decide, in order, the base words of `first..=last` not yet decided.
+    fn settle(&mut self, first: usize, last: usize) {
+        let lo = self.unsettled.partition_point(|&w| (w as usize) < first);
+        let hi = self.unsettled.partition_point(|&w| (w as usize) <= last);
+        if lo == hi {
+            return;
+        }
+        for w in self.unsettled.drain(lo..hi).collect::<Vec<_>>() {
+            let v = self.base.word(w as usize);
+            self.bytes[w as usize * 8..w as usize * 8 + 8].copy_from_slice(&v.to_le_bytes());
         }
     }
 }
@@ -263,16 +337,8 @@ impl Media for SimMedia {
         if dst.is_empty() {
             return;
         }
-        let (first, last) = (off / 8, (off + dst.len() - 1) / 8);
-        for w in first..=last {
-            let bytes = g.word(w).to_le_bytes();
-            for (k, b) in bytes.iter().enumerate() {
-                let a = w * 8 + k;
-                if a >= off && a < off + dst.len() {
-                    dst[a - off] = *b;
-                }
-            }
-        }
+        g.settle(off / 8, (off + dst.len() - 1) / 8);
+        dst.copy_from_slice(&g.bytes[off..off + dst.len()]);
     }
 
     fn load_word(&self, off: usize) -> u64 {
@@ -347,15 +413,16 @@ impl Media for SimMedia {
 /// otherwise ignored.
 #[derive(Debug)]
 pub struct CrashView {
-    view: Mutex<View>,
+    view: RefCell<View>,
     len: usize,
     stores: AtomicU32,
 }
 
 impl CrashView {
-    pub fn new(state: State, chooser: Chooser) -> CrashView {
-        let len = state.cells.len() * 8;
-        CrashView { view: Mutex::new(View::new(state, chooser)), len, stores: AtomicU32::new(0) }
+    pub fn new(state: impl Into<Arc<State>>, chooser: Chooser) -> CrashView {
+        let state = state.into();
+        let len = state.words() * 8;
+        CrashView { view: RefCell::new(View::new(state, chooser)), len, stores: AtomicU32::new(0) }
     }
 
     /// Stores attempted on this view (recovery must make none).
@@ -365,20 +432,17 @@ impl CrashView {
 
     /// Resolve every word now, in order (the eager explorer: one run per whole image).
     pub fn resolve_all(&self) {
-        let mut v = self.view.lock().unwrap();
-        for w in 0..v.words() {
-            v.word(w);
-        }
+        self.view.borrow_mut().resolve_all();
     }
 
     /// Undecided words of the underlying state.
     pub fn undecided(&self) -> usize {
-        self.view.lock().unwrap().undecided()
+        self.view.borrow().undecided()
     }
 
     /// Give back the view (its observations become the base of a continuation).
     pub fn into_view(self) -> View {
-        self.view.into_inner().unwrap()
+        self.view.into_inner()
     }
 }
 
@@ -387,11 +451,11 @@ impl Media for CrashView {
         self.len
     }
     fn read(&self, off: usize, dst: &mut [u8]) {
-        self.view.lock().unwrap().read_bytes(off, dst)
+        self.view.borrow_mut().read_bytes(off, dst)
     }
     fn load_word(&self, off: usize) -> u64 {
         assert!(off.is_multiple_of(8) && off + 8 <= self.len, "nvs bug: bad word load at {off}");
-        self.view.lock().unwrap().word(off / 8)
+        self.view.borrow_mut().word(off / 8)
     }
     fn store_nt(&self, _off: usize, _src: &[u8]) {
         self.stores.fetch_add(1, Ordering::Relaxed);

@@ -356,11 +356,12 @@ fn digest(rec: &Recovered) -> u64 {
     h.finish()
 }
 
-/// Depth-2 verdicts already reached in one trace's check, by a hash of (second crash
-/// state, first recovery's result, what the continuation issued): the same three give
-/// the same exploration, so it runs once. Many first-crash images differ only in words
-/// the continuation overwrites and fences, so their later crash states coincide.
-pub type Memo = Mutex<HashSet<u64>>;
+/// Depth-2 verdicts already reached in one trace's check, by (second crash state's
+/// digest, first recovery's result's digest, second crash point, digest of what the
+/// continuation issued): the same state, result, point and issued operations give the
+/// same exploration, so it runs once. Many first-crash images differ only in words the
+/// continuation overwrites and fences, so their later crash states coincide.
+pub type Memo = Mutex<HashSet<(u128, u64, usize, u64)>>;
 
 /// One check at one crash point, with the given choices: recover and apply the oracle;
 /// at depth 2 (`then`), also recover the same image again as a writer, run `then`, and
@@ -369,7 +370,7 @@ pub type Memo = Mutex<HashSet<u64>>;
 pub fn check_once(
     issued: &[Issued],
     point: usize,
-    state: &nvs_sim::State,
+    state: &Arc<nvs_sim::State>,
     ch: &Chooser,
     eager: bool,
     then: Option<(&[Op], &Memo)>,
@@ -413,21 +414,24 @@ pub fn check_once(
     if refreshed != recover_all(&m2)? {
         return Err("a read-only pool refreshed after the writer ran on differs from a recovery".into());
     }
+    let recording = m2.recording();
     let mut points = vec![0];
-    points.extend(fence_points(&m2.events()));
+    points.extend(fence_points(&recording.events));
     points.dedup();
     let mut nested = 0;
+    let issued2_digest = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        issued2.hash(&mut h);
+        h.finish()
+    };
     for p2 in points {
-        let state2 = m2.crash_state(p2);
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&state2, d, p2, format!("{issued2:?}")).hash(&mut h);
-            h.finish()
-        };
+        // The state's digest first: most second crash states were explored already.
+        let key = (recording.crash_digest(p2), d, p2, issued2_digest);
         if memo.lock().unwrap().contains(&key) {
             continue;
         }
+        let state2 = Arc::new(recording.crash_state(p2));
         let v = explore(BUDGET, |ch2| {
             let rec2 = recover_all(CrashView::new(state2.clone(), ch2.clone()))?;
             oracle(&issued2, p2, &rec, &rec2)
@@ -508,7 +512,19 @@ pub struct FamilyReport {
     pub workloads: usize,
     pub counts: Counts,
     pub failures: Vec<Failure>,
+    /// Wall time of the family's check (of [`check_families`]: from its first workload's
+    /// start to its last one's end, other families' workloads running beside them).
     pub time: Duration,
+    /// CPU time of the threads while they checked the family's workloads (where the
+    /// platform tells it; else their wall time).
+    pub cpu: Duration,
+}
+
+/// CPU time of the calling thread so far: Linux's `/proc/thread-self/schedstat` (time on
+/// a CPU, in nanoseconds); `None` where there is no such file.
+pub fn thread_cpu_time() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(s.split_whitespace().next()?.parse().ok()?))
 }
 
 /// What the crash check of one trace found (one workload's run, or one loom execution).
@@ -612,10 +628,11 @@ pub fn check_trace_with(
 /// recover as the pool that was on the media before (the state at point 0), as no pool
 /// (`NotFormatted`), or as an empty pool — never as an error or anything else.
 fn check_format(media: &SimMedia, points: &[usize]) -> TraceReport {
-    let before = recover_all(CrashView::new(media.crash_state(0), Chooser::default()));
+    let recording = media.recording();
+    let before = recover_all(CrashView::new(recording.crash_state(0), Chooser::default()));
     let mut r = TraceReport::default();
     for &point in points {
-        let state = media.crash_state(point);
+        let state = Arc::new(recording.crash_state(point));
         let v = explore(BUDGET, |ch| format_once(&before, &state, ch));
         r.counts.points += 1;
         r.counts.states += v.runs();
@@ -630,7 +647,7 @@ fn check_format(media: &SimMedia, points: &[usize]) -> TraceReport {
 
 /// One image of a crash inside format (see [`check_format`]); `before` is what the
 /// media held before format began.
-fn format_once(before: &Result<Recovered, String>, state: &nvs_sim::State, ch: &Chooser) -> Result<(), String> {
+fn format_once(before: &Result<Recovered, String>, state: &Arc<nvs_sim::State>, ch: &Chooser) -> Result<(), String> {
     let not_formatted = format!("recovery failed: {}", nvs_core::Error::NotFormatted);
     match recover_all(CrashView::new(state.clone(), ch.clone())) {
         Err(e) if e == not_formatted => Ok(()),
@@ -664,11 +681,62 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     }
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
     let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.check_from).collect();
-    let t = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
+    let recording = trace.media.recording();
+    let t = check_trace(|p| recording.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
     for (point, choices, message) in t.failures {
         fail(point, choices, message);
     }
     report.lock().unwrap().counts.add(&t.counts);
+}
+
+/// Check several families on `threads` threads: their workloads in one queue, in
+/// order, each taken by the next free thread (so a family of a few long workloads does
+/// not leave a thread idle). Every workload is checked as [`check_family`] checks it.
+/// With `stop_early`, once a family has a failure no workload of it or of a later
+/// family is started (earlier families still finish): the first family in order with
+/// a failure is the one a family-by-family check would stop at.
+pub fn check_families(fams: &[Family], threads: usize, stop_early: bool) -> Vec<FamilyReport> {
+    let reports: Vec<Mutex<FamilyReport>> = fams
+        .iter()
+        .map(|f| Mutex::new(FamilyReport { name: f.name.into(), workloads: f.workloads.len(), ..Default::default() }))
+        .collect();
+    let jobs: Vec<(usize, &Workload)> =
+        fams.iter().enumerate().flat_map(|(i, f)| f.workloads.iter().map(move |w| (i, w))).collect();
+    // Per family: when its first workload started and its last one ended.
+    let spans: Vec<Mutex<Option<(Instant, Instant)>>> = fams.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    // The first family with a failure (with `stop_early`).
+    let failed = AtomicUsize::new(usize::MAX);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(&(f, w)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if f >= failed.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let (start, cpu) = (Instant::now(), thread_cpu_time());
+                    check_workload(w, &fams[f], stop_early, &reports[f]);
+                    if stop_early && !reports[f].lock().unwrap().failures.is_empty() {
+                        failed.fetch_min(f, Ordering::Relaxed);
+                    }
+                    let end = Instant::now();
+                    let cpu = match (cpu, thread_cpu_time()) {
+                        (Some(a), Some(b)) => b.saturating_sub(a),
+                        _ => end - start,
+                    };
+                    reports[f].lock().unwrap().cpu += cpu;
+                    let mut span = spans[f].lock().unwrap();
+                    *span = Some(span.map_or((start, end), |(a, b)| (a.min(start), b.max(end))));
+                }
+            });
+        }
+    });
+    let spans = spans.into_iter().map(|s| s.into_inner().unwrap());
+    reports
+        .into_iter()
+        .zip(spans)
+        .map(|(r, span)| FamilyReport { time: span.map_or(Duration::ZERO, |(a, b)| b - a), ..r.into_inner().unwrap() })
+        .collect()
 }
 
 /// Check a whole family on `threads` threads.
@@ -685,7 +753,13 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(w) = fam.workloads.get(i) else { return };
+                let (start, cpu) = (Instant::now(), thread_cpu_time());
                 check_workload(w, fam, stop_early, &report);
+                let cpu = match (cpu, thread_cpu_time()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => start.elapsed(),
+                };
+                report.lock().unwrap().cpu += cpu;
             });
         }
     });
@@ -697,7 +771,7 @@ pub fn check_family(fam: &Family, threads: usize, stop_early: bool) -> FamilyRep
 /// Re-run one check alone with a given choice vector.
 pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> Result<(), String> {
     let trace = run(w)?;
-    let state = trace.media.crash_state(point);
+    let state = Arc::new(trace.media.crash_state(point));
     if fam.in_format {
         let before = recover_all(CrashView::new(trace.media.crash_state(0), Chooser::default()));
         return nvs_sim::replay(choices, |ch| format_once(&before, &state, ch));

@@ -6,6 +6,7 @@
 use nvs_core::Media;
 use nvs_sim::{crash_state, explore, CrashView, Event, State, Verdict};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 struct Rng(u64);
 impl Rng {
@@ -41,7 +42,7 @@ pub fn crosscheck(traces: u64, seed: u64) -> Result<(u64, u64, u64), String> {
             });
         }
         let crash = rng.below(events.len() as u64 + 1) as usize;
-        let state = crash_state(&State::from_bytes(&vec![0u8; words * 8]), &events, crash);
+        let state = Arc::new(crash_state(&State::from_bytes(&vec![0u8; words * 8]), &events, crash));
         let reader_seed = rng.next();
         let read = |view: &CrashView| -> Vec<u64> {
             // A data-dependent walk: which word is read next depends on what was read.

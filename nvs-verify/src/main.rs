@@ -12,7 +12,7 @@
 //! surviving mutant, 2 on a usage error.
 
 use nvs_core::internals::mutant::Mutant;
-use nvs_verify::check::{check_family, repro, FamilyReport};
+use nvs_verify::check::{check_families, repro, FamilyReport};
 use nvs_verify::crosscheck::crosscheck;
 use nvs_verify::damage::{check_damage, check_payload_damage};
 use nvs_verify::mutants::{parse, run_matrix, select};
@@ -69,6 +69,15 @@ struct Totals {
     incomplete: u64,
 }
 
+/// States per second of `d` (0 for no time).
+fn rate(states: u64, d: std::time::Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        states as f64 / d.as_secs_f64()
+    }
+}
+
 fn row(r: &FamilyReport, what: &str) {
     let eager = if r.counts.eager_points > 0 {
         format!("{} / {}", r.counts.lazy_runs_where_eager, r.counts.eager_runs)
@@ -76,7 +85,7 @@ fn row(r: &FamilyReport, what: &str) {
         "-".into()
     };
     println!(
-        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.1}s  {what}",
+        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>7.2}s {:>7.2}s {:>10.0}  {what}",
         r.name,
         r.workloads,
         r.counts.points,
@@ -84,27 +93,50 @@ fn row(r: &FamilyReport, what: &str) {
         eager,
         r.failures.len(),
         r.counts.incomplete,
-        r.time.as_secs_f64()
+        r.time.as_secs_f64(),
+        r.cpu.as_secs_f64(),
+        rate(r.counts.states, r.cpu),
     );
     for f in r.failures.iter().take(3) {
         println!("  VIOLATION {} at point {}: {}\n    repro: {}", f.workload, f.point, f.message, f.repro());
     }
 }
 
-/// The crash check over the named families (all when empty).
+/// CPU time of this process so far (user and system, from Linux's `/proc/self/stat`).
+fn process_cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces), from field 3 on.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // The kernel counts these in USER_HZ, which is 100 on Linux.
+    Some(std::time::Duration::from_millis(ticks * 10))
+}
+
+/// The crash check over the named families (all when empty), their workloads spread
+/// over both threads.
 fn crash(names: &[String]) -> (bool, Totals) {
     println!(
-        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>8}",
-        "family", "workloads", "points", "states", "lazy/eager runs", "violations", "incomplete", "time"
+        "{:<14} {:>9} {:>8} {:>9} {:>17} {:>10} {:>10} {:>8} {:>8} {:>10}",
+        "family",
+        "workloads",
+        "points",
+        "states",
+        "lazy/eager runs",
+        "violations",
+        "incomplete",
+        "wall",
+        "cpu",
+        "states/cpu-s"
     );
     let mut t = Totals { workloads: 0, points: 0, states: 0, violations: 0, incomplete: 0 };
     let mut largest = (0, 0, String::new());
-    for fam in families() {
-        if !names.is_empty() && !names.iter().any(|n| n == fam.name) {
-            continue;
-        }
-        let r = check_family(&fam, THREADS, false);
-        row(&r, fam.what);
+    let fams: Vec<Family> =
+        families().into_iter().filter(|f| names.is_empty() || names.iter().any(|n| n == f.name)).collect();
+    let (wall, cpu) = (Instant::now(), process_cpu_time());
+    let reports = check_families(&fams, THREADS, false);
+    let (wall, cpu) = (wall.elapsed(), process_cpu_time().zip(cpu).map(|(b, a)| b.saturating_sub(a)));
+    for (fam, r) in fams.iter().zip(&reports) {
+        row(r, fam.what);
         if r.counts.largest_both.1 > largest.1 {
             largest = (r.counts.largest_both.0, r.counts.largest_both.1, fam.name.to_string());
         }
@@ -120,6 +152,16 @@ fn crash(names: &[String]) -> (bool, Totals) {
             largest.2, largest.0, largest.1
         );
     }
+    let cpu_line = match cpu {
+        Some(cpu) => format!(", {:.1}s of CPU: {:.0} states/s per core", cpu.as_secs_f64(), rate(t.states, cpu)),
+        None => String::new(),
+    };
+    println!(
+        "crash check: {} states in {:.1}s on {THREADS} threads: {:.0} states/s{cpu_line}",
+        t.states,
+        wall.as_secs_f64(),
+        rate(t.states, wall)
+    );
     (t.violations == 0 && t.incomplete == 0, t)
 }
 

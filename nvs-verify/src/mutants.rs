@@ -6,7 +6,7 @@
 //! `markers` family alone (end-of-stream units and no puts): marker units are sealed by
 //! the same function as a put's unit, so a bug in that sequence must show there too.
 
-use crate::check::{check_family, Failure};
+use crate::check::{check_families, check_family, Failure};
 use crate::damage::{check_damage, check_payload_damage};
 use crate::workload::{families, Family};
 use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
@@ -112,11 +112,17 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
         }
         let t = Instant::now();
         select(Some(m));
-        // The check named to kill it first, then every family, the damage checks.
+        // The check named to kill it first; then the first family (in order, all of them
+        // through one queue over the threads) with a violation; then the damage checks.
         let first = KILLED_IN.iter().find(|(k, _)| *k == m).map(|(_, f)| *f);
         let family = |fam: &Family| {
             let r = check_family(fam, threads, true);
             r.failures.first().map(|f| evidence(fam, f))
+        };
+        // (The named family again among them, when it did not kill it: rare, and simpler.)
+        let families = || {
+            let reports = check_families(&fams, threads, true);
+            fams.iter().zip(&reports).find_map(|(fam, r)| r.failures.first().map(|f| evidence(fam, f)))
         };
         let damage = || {
             let r = check_damage(&damage_set, &[], true);
@@ -131,7 +137,7 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
             Some(name) => fams.iter().find(|f| f.name == name).and_then(family),
             None => None,
         }
-        .or_else(|| fams.iter().filter(|f| Some(f.name) != first).find_map(family))
+        .or_else(families)
         .or_else(damage)
         .or_else(|| if first == Some(PAYLOAD_DAMAGE) { None } else { payloads() });
         let markers = COMMIT_SEQUENCE.contains(&m).then(|| {

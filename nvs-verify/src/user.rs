@@ -44,6 +44,7 @@ use crate::workload::{present, Issued};
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Put};
 use nvs_sim::{explore, fence_points, replay, Chooser, CrashView, SimMedia, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// The pool a workload writes: on the recording media.
 pub type SimPool<'m> = Pool<&'m SimMedia, HeapMemory>;
@@ -257,7 +258,7 @@ pub fn check<A, R>(
     report.events = events.len();
     // The image after any crash point: nvs's contract, the user's restart, the user's
     // predicate on the acknowledgements made before the crash.
-    let one = |point: usize, state: &nvs_sim::State, ch: &Chooser| -> Result<(), String> {
+    let one = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser| -> Result<(), String> {
         let view = CrashView::new(state.clone(), ch.clone());
         let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
             let pool = Pool::open_read_only(&view, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
@@ -294,7 +295,7 @@ pub fn check<A, R>(
         }
         report.points = 1;
         report.states = 1;
-        let state = media.crash_state(point);
+        let state = Arc::new(media.crash_state(point));
         match replay(choices.clone(), |ch| one(point, &state, ch)) {
             Ok(()) => {}
             // The explorer's own complaint: the image does not exist in this run.
@@ -306,9 +307,10 @@ pub fn check<A, R>(
         return report;
     }
     let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= format_end).collect();
+    let recording = media.recording();
     for point in points {
         report.points += 1;
-        let state = media.crash_state(point);
+        let state = Arc::new(recording.crash_state(point));
         match explore(setup.budget, |ch| one(point, &state, ch)) {
             Verdict::Pass { runs } => report.states += runs,
             Verdict::Incomplete { runs } => {

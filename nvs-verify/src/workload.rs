@@ -145,7 +145,7 @@ pub struct Workload {
 }
 
 /// What one operation issued.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Hash)]
 pub struct Issued {
     pub op: usize,
     pub lane: u32,
