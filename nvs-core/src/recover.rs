@@ -250,20 +250,7 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
             *tail = head as u32;
             walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
         }
-        loop {
-            let chain = if l.active { l.chain_seq + 1 } else { 0 };
-            let Some(c) = claims.iter().find(|c| c.lane == lane_id && c.chain_seq == chain) else { break };
-            if !l.active {
-                walk.stats.lanes += 1;
-                *l = Lane { next_seq: c.first_seq, ..Lane::default() };
-            }
-            if c.first_seq != l.next_seq {
-                return Err(UNSURE);
-            }
-            walk.stats.segments_used += c.span;
-            followed += 1;
-            walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, &mut walk)?;
-        }
+        followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
     }
     if followed != claims.len() || walk.truncate_seen.is_some() {
         return Err(UNSURE);
@@ -345,25 +332,43 @@ pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
                 walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
             }
         }
-        loop {
-            let chain = if l.active { l.chain_seq + 1 } else { 0 };
-            let Some(c) = claims.iter().find(|c| c.lane == lane_id && c.chain_seq == chain) else { break };
-            if !l.active {
-                walk.stats.lanes += 1;
-                *l = Lane { next_seq: c.first_seq, ..Lane::default() };
-            }
-            if c.first_seq != l.next_seq {
-                return Err(UNSURE);
-            }
-            walk.stats.segments_used += c.span;
-            followed += 1;
-            walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, &mut walk)?;
-        }
+        followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
     }
     if followed != claims.len() || walk.truncate_seen.is_some() {
         return Err(UNSURE);
     }
     Ok(walk.stats)
+}
+
+/// A catch-up's walk of lane `lane_id` (state `l`) into the segments its writer chained
+/// since (`claims`: new heads, of any lane), as pass 3 does: each the next position of
+/// the lane's chain, starting at its next sequence (a new lane at position 0). Returns
+/// how many it followed.
+fn follow_claims<M: Media + ?Sized, X: IndexMemory>(
+    media: &M,
+    sb: &Superblock,
+    index: &mut Index<X>,
+    lane_id: u32,
+    l: &mut Lane,
+    claims: &[SegSlot],
+    walk: &mut Walk,
+) -> Result<usize> {
+    let mut followed = 0;
+    loop {
+        let chain = if l.active { l.chain_seq + 1 } else { 0 };
+        let Some(c) = claims.iter().find(|c| c.lane == lane_id && c.chain_seq == chain) else { break };
+        if !l.active {
+            walk.stats.lanes += 1;
+            *l = Lane { next_seq: c.first_seq, ..Lane::default() };
+        }
+        if c.first_seq != l.next_seq {
+            return Err(UNSURE);
+        }
+        walk.stats.segments_used += c.span;
+        followed += 1;
+        walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, walk)?;
+    }
+    Ok(followed)
 }
 
 /// Whether segment header `h` is the one slot `view` (a head) was read from: lane, chain
