@@ -283,22 +283,28 @@ pub fn crash_state(base: &State, events: &[Event], crash: usize) -> State {
     crash_state_of(base, events, &sorted_writes(&events[..crash]), crash)
 }
 
+/// The index of each thread's last fence in `events` (by thread id).
+fn last_fences(events: &[Event]) -> Vec<Option<usize>> {
+    let mut last: Vec<Option<usize>> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Fence { thread } = *e {
+            let t = thread as usize;
+            if last.len() <= t {
+                last.resize(t + 1, None);
+            }
+            last[t] = Some(i);
+        }
+    }
+    last
+}
+
 /// [`crash_state`], given the trace's stores (any beyond `crash` are left out) by word
 /// and then in order.
 fn crash_state_of(base: &State, events: &[Event], all_writes: &[Write], crash: usize) -> State {
     let events = &events[..crash.min(events.len())];
     let words = base.words();
     // Last fence of each thread, and how far each line's flushes reach durably.
-    let mut last_fence: Vec<Option<usize>> = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        if let Event::Fence { thread } = *e {
-            let t = thread as usize;
-            if last_fence.len() <= t {
-                last_fence.resize(t + 1, None);
-            }
-            last_fence[t] = Some(i);
-        }
-    }
+    let last_fence = last_fences(events);
     let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
     let mut flushed_upto: HashMap<u32, usize> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
@@ -490,16 +496,7 @@ impl Recording {
         if !self.base.groups.is_empty() || self.first_cached.is_some_and(|c| c < point) {
             return self.crash_state(point).digest();
         }
-        let mut last_fence: Vec<Option<usize>> = Vec::new();
-        for (i, e) in self.events[..point].iter().enumerate() {
-            if let Event::Fence { thread } = *e {
-                let t = thread as usize;
-                if last_fence.len() <= t {
-                    last_fence.resize(t + 1, None);
-                }
-                last_fence[t] = Some(i);
-            }
-        }
+        let last_fence = last_fences(&self.events[..point]);
         let fenced_after = |thread: u32, i: usize| matches!(last_fence.get(thread as usize), Some(Some(f)) if *f > i);
         let mut d = self.base_digest;
         // What each written word may hold: its durable value (or the base's values) and
