@@ -356,24 +356,27 @@ fn digest(rec: &Recovered) -> u64 {
     h.finish()
 }
 
-/// Depth-2 verdicts already reached in one trace's check, by (second crash state's
-/// digest, first recovery's result's digest, second crash point, digest of what the
-/// continuation issued): the same state, result, point and issued operations give the
-/// same exploration, so it runs once. Many first-crash images differ only in words the
-/// continuation overwrites and fences, so their later crash states coincide.
-pub type Memo = Mutex<HashSet<(u128, u64, usize, u64)>>;
+/// Verdicts already reached below the first crash in one trace's check, by (crash
+/// state's digest, the recovery before it's result's digest, crash point, digest of
+/// what the continuation issued, crashes still to come): the same state, result, point,
+/// issued operations and depth give the same exploration, so it runs once. Many crash
+/// images differ only in words the continuation overwrites and fences, so their later
+/// crash states coincide.
+pub type Memo = Mutex<HashSet<(u128, u64, usize, u64, usize)>>;
 
 /// One check at one crash point, with the given choices: recover and apply the oracle;
-/// at depth 2 (`then`), also recover the same image again as a writer, run `then`, and
-/// crash that at every point (each explored on its own, nested). Returns the recovered
-/// state's digest and the number of nested runs.
+/// deeper (`then` holds one operation list per further crash), also recover the same
+/// image again as a writer, run `then[0]`, and crash that at every point (each explored
+/// on its own, nested), and so on. Returns the recovered state's digest and the number
+/// of nested runs.
 pub fn check_once(
     issued: &[Issued],
     point: usize,
     state: &Arc<nvs_sim::State>,
     ch: &Chooser,
     eager: bool,
-    then: Option<(&[Op], &Memo)>,
+    then: &[Vec<Op>],
+    memo: &Memo,
 ) -> Result<(u64, u64), String> {
     let view = CrashView::new(state.clone(), ch.clone());
     if eager {
@@ -385,20 +388,36 @@ pub fn check_once(
     }
     oracle(issued, point, &Recovered::default(), &rec)?;
     let d = digest(&rec);
-    let Some((then, memo)) = then else { return Ok((d, 0)) };
-    // Depth 2: the same crash image, recovered again by a writer that then runs `then`.
+    Ok((d, crash_again(view, &rec, d, then, memo, 2)?))
+}
+
+/// After a crash whose image `view` recovered as `rec` (digest `d`): while `then` has
+/// operations, the same image is recovered again by a writer that runs `then[0]`, and
+/// that is crashed at every point; each of those images must recover keeping all of
+/// `rec` and what `then[0]` acknowledged, and is crashed again with `then[1..]`.
+/// `nth` counts the crash this makes (2: the second). Returns the number of runs made
+/// below the crash before it.
+fn crash_again(
+    view: CrashView,
+    rec: &Recovered,
+    d: u64,
+    then: &[Vec<Op>],
+    memo: &Memo,
+    nth: usize,
+) -> Result<u64, String> {
+    let Some((ops, rest)) = then.split_first() else { return Ok(0) };
     // Words recovery observed keep their values; the rest stay undecided (a read by the
     // writer decides them, as a choice of this run).
     let m2 = SimMedia::on(view.into_view());
     let again = recover_all(&m2)?;
-    if again != rec {
+    if again != *rec {
         return Err("a second recovery of the same image gave another result".into());
     }
     // A follower that opened the recovered image read-only refreshes once the writer has
     // run on: its refresh (a catch-up where it can be sure of one) must give what a
     // recovery of the same media gives, and store nothing.
     let mut follower = Pool::open_read_only(&m2, HeapMemory::new()).map_err(|e| format!("read-only open: {e}"))?;
-    let issued2 = match catch_unwind(AssertUnwindSafe(|| continue_with(&m2, then))) {
+    let issued2 = match catch_unwind(AssertUnwindSafe(|| continue_with(&m2, ops))) {
         Ok(r) => r?,
         Err(p) => return Err(format!("the writer after the crash panicked: {}", panic_message(&p))),
     };
@@ -425,29 +444,36 @@ pub fn check_once(
         issued2.hash(&mut h);
         h.finish()
     };
+    let depth = then.len();
     for p2 in points {
-        // The state's digest first: most second crash states were explored already.
-        let key = (recording.crash_digest(p2), d, p2, issued2_digest);
+        // The state's digest first: most later crash states were explored already.
+        let key = (recording.crash_digest(p2), d, p2, issued2_digest, depth);
         if memo.lock().unwrap().contains(&key) {
             continue;
         }
         let state2 = Arc::new(recording.crash_state(p2));
+        let mut below = 0;
         let v = explore(BUDGET, |ch2| {
-            let rec2 = recover_all(CrashView::new(state2.clone(), ch2.clone()))?;
-            oracle(&issued2, p2, &rec, &rec2)
+            let view2 = CrashView::new(state2.clone(), ch2.clone());
+            let rec2 = recover_all(&view2)?;
+            oracle(&issued2, p2, rec, &rec2)?;
+            below += crash_again(view2, &rec2, digest(&rec2), rest, memo, nth + 1)?;
+            Ok(())
         });
-        nested += v.runs();
+        nested += v.runs() + below;
+        let which =
+            ["", "", "second", "third"].get(nth).map_or_else(|| format!("crash {nth}"), |w| format!("{w} crash"));
         match v {
             Verdict::Pass { .. } => {
                 memo.lock().unwrap().insert(key);
             }
             Verdict::Fail { choices, message, .. } => {
-                return Err(format!("second crash at {p2} (choices {choices:?}): {message}"))
+                return Err(format!("{which} at {p2} (choices {choices:?}): {message}"))
             }
-            Verdict::Incomplete { .. } => return Err(format!("second crash at {p2}: budget exhausted (incomplete)")),
+            Verdict::Incomplete { .. } => return Err(format!("{which} at {p2}: budget exhausted (incomplete)")),
         }
     }
-    Ok((d, nested))
+    Ok(nested)
 }
 
 /// A violation, with what reproduces it alone.
@@ -478,7 +504,7 @@ impl Failure {
 pub struct Counts {
     /// Crash points checked.
     pub points: u64,
-    /// Lazy runs (each a recovery on one crash view), nested depth-2 runs included.
+    /// Lazy runs (each a recovery on one crash view), nested runs of deeper crashes included.
     pub states: u64,
     pub eager_points: u64,
     pub eager_runs: u64,
@@ -549,7 +575,7 @@ pub fn check_trace(
     state_at: impl Fn(usize) -> nvs_sim::State,
     points: &[usize],
     issued: &[Issued],
-    then: Option<&[Op]>,
+    then: &[Vec<Op>],
     stop_early: bool,
 ) -> TraceReport {
     check_trace_with(&|job: Job| job(), state_at, points, issued, then, stop_early)
@@ -564,17 +590,17 @@ pub fn check_trace_with(
     state_at: impl Fn(usize) -> nvs_sim::State,
     points: &[usize],
     issued: &[Issued],
-    then: Option<&[Op]>,
+    then: &[Vec<Op>],
     stop_early: bool,
 ) -> TraceReport {
     let issued: Arc<[Issued]> = issued.into();
-    let then: Option<Arc<[Op]>> = then.map(Into::into);
+    let then: Arc<[Vec<Op>]> = then.into();
     let memo: Arc<Memo> = Arc::default();
-    let depth2 = then.is_some();
+    let depth2 = !then.is_empty();
     let job = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser, eager: bool, depth2: bool| -> Job {
         let (issued, state, ch, memo) = (issued.clone(), state.clone(), ch.clone(), memo.clone());
-        let then = then.clone().filter(|_| depth2);
-        Box::new(move || check_once(&issued, point, &state, &ch, eager, then.as_deref().map(|t| (t, &*memo))))
+        let then = if depth2 { then.clone() } else { Arc::from([]) };
+        Box::new(move || check_once(&issued, point, &state, &ch, eager, &then, &memo))
     };
     let mut r = TraceReport::default();
     for &point in points {
@@ -682,7 +708,7 @@ fn check_workload(w: &Workload, fam: &Family, stop_early: bool, report: &Mutex<F
     let points: Vec<usize> = if fam.all_points { all_points(&events) } else { fence_points(&events) };
     let points: Vec<usize> = points.into_iter().filter(|&p| p >= trace.check_from).collect();
     let recording = trace.media.recording();
-    let t = check_trace(|p| recording.crash_state(p), &points, &trace.issued, fam.then.as_deref(), stop_early);
+    let t = check_trace(|p| recording.crash_state(p), &points, &trace.issued, &fam.then, stop_early);
     for (point, choices, message) in t.failures {
         fail(point, choices, message);
     }
@@ -777,6 +803,5 @@ pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> R
         return nvs_sim::replay(choices, |ch| format_once(&before, &state, ch));
     }
     let memo = Memo::default();
-    let then = fam.then.as_deref().map(|t| (t, &memo));
-    nvs_sim::replay(choices, |ch| check_once(&trace.issued, point, &state, ch, false, then).map(|_| ()))
+    nvs_sim::replay(choices, |ch| check_once(&trace.issued, point, &state, ch, false, &fam.then, &memo).map(|_| ()))
 }

@@ -22,7 +22,9 @@
 //! (it happened) or absent (it never will); torn is a violation.
 
 use crate::check::{oracle, panic_message, read_all, recover_all, Recovered};
-use crate::workload::{options, run as run_workload, Family, Issued, Op, Runner, Setup, Trace, Workload, Writers};
+use crate::workload::{
+    every_sequence, options, run as run_workload, Family, Issued, Op, Runner, Setup, Trace, Workload, Writers,
+};
 use nvs_core::{Error, HeapMemory, Media, Object, Pool};
 use nvs_sim::{Event, SimMedia};
 use std::cell::Cell;
@@ -665,7 +667,7 @@ fn two_writers() -> Family {
         what: "two writer processes, in turn and paused inside an op (claims, spans, batches, reclaims, closes, refreshes, restarts)",
         workloads: workloads.collect(),
         all_points: false,
-        then: None,
+        then: vec![],
         in_format: false,
     }
 }
@@ -818,14 +820,42 @@ fn process_crash() -> Family {
         what: "a writer process dies (inside an op at each fence), the other goes on, a new one takes over",
         workloads,
         all_points: false,
-        then: None,
+        then: vec![],
         in_format: false,
     }
 }
 
 /// The families of writer processes.
 pub(crate) fn families() -> Vec<Family> {
-    vec![two_writers(), process_crash()]
+    vec![two_writers(), procs4(), process_crash()]
+}
+
+/// The `procs4` family: every sequence of 1-4 operations of two writer processes, drawn
+/// from puts, spans of 2 and 3 segments, reclaims, a refresh and a clean restart.
+fn procs4() -> Family {
+    let kind = |k: usize, _pos: usize| match k {
+        0 => put(0, 1500),
+        1 => put(1, 2500),
+        2 => put(0, 5000),
+        3 => put(1, 9000),
+        4 => Op::ReclaimBy { lane: 0, keep: 1 },
+        5 => Op::ReclaimBy { lane: 1, keep: 1 },
+        6 => Op::Refresh { lane: 0 },
+        _ => Op::Takeover { lane: 1 },
+    };
+    let workloads = every_sequence(8, 4, kind).into_iter().enumerate().map(|(i, ops)| Workload {
+        id: format!("procs4/{i}"),
+        setup: setup(),
+        ops,
+    });
+    Family {
+        name: "procs4",
+        what: "every sequence of 1-4 ops of two writer processes (puts, spans, reclaims, a refresh, a restart)",
+        workloads: workloads.collect(),
+        all_points: false,
+        then: vec![],
+        in_format: false,
+    }
 }
 
 #[cfg(test)]

@@ -101,6 +101,8 @@ pub struct Setup {
     pub lane_names: bool,
     /// Who writes: one pool, or two writer processes.
     pub writers: Writers,
+    /// The pool's lanes (`FormatOptions::lanes_max`).
+    pub lanes: u32,
 }
 
 /// Who writes a workload's pool.
@@ -128,6 +130,7 @@ impl Setup {
             cross_chains: false,
             lane_names: false,
             writers: Writers::One,
+            lanes: 2,
         }
     }
     pub fn media_len(&self) -> usize {
@@ -266,7 +269,7 @@ pub(crate) struct Runner<'m, M: Media> {
     lane_names: bool,
     /// The last acknowledged version of `DELTA_NAME` and its bytes: the base of the next
     /// delta; per lane in a pool with lane names (each lane's `DELTA_NAME` is its own).
-    delta_bases: [Option<(u64, Vec<u8>)>; 2],
+    delta_bases: BTreeMap<u32, (u64, Vec<u8>)>,
     versions: Versions,
     /// The lane this writer owns beside other writer processes; `None`: the pool's one
     /// writer.
@@ -283,7 +286,7 @@ impl<'m, M: Media> Runner<'m, M> {
     ) -> Result<Self, String> {
         pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
         let (lane_names, versions) = (pool.layout().lane_names, Versions::of(&pool));
-        let delta_bases = [None, None];
+        let delta_bases = BTreeMap::new();
         Ok(Runner { media, pool: Some(pool), seed, cross_chains, lane_names, delta_bases, versions, owned })
     }
 
@@ -321,7 +324,7 @@ impl<'m, M: Media> Runner<'m, M> {
         size: usize,
         changes: &[(usize, usize)],
     ) -> (u64, Vec<u8>, Vec<(u64, u64)>) {
-        let delta_base = &self.delta_bases[if self.lane_names { lane as usize } else { 0 }];
+        let delta_base = self.delta_bases.get(&if self.lane_names { lane } else { 0 });
         let fresh = payload(self.seed, i, 0, size);
         let mut ranges = Vec::new();
         let (parent, mut bytes) = match delta_base {
@@ -471,7 +474,7 @@ impl<'m, M: Media> Runner<'m, M> {
                             objects: vec![(DELTA_NAME.to_vec(), put.version, bytes.clone())],
                             ..Default::default()
                         });
-                        self.delta_bases[if self.lane_names { *lane as usize } else { 0 }] = Some((put.version, bytes));
+                        self.delta_bases.insert(if self.lane_names { *lane } else { 0 }, (put.version, bytes));
                     }
                     Err(Error::Full) if media.point() == start => {}
                     Err(e) => return Err(format!("op {i}: delta: {e} (after {} events)", media.point() - start)),
@@ -548,7 +551,7 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
 pub(crate) fn options(setup: &Setup, pool_id: u64) -> FormatOptions {
     let mut o = FormatOptions::new(pool_id);
     o.segment_len = Some(setup.segment_len);
-    o.lanes_max = 2;
+    o.lanes_max = setup.lanes;
     o.payload_checksum = setup.payload_checksum;
     o.lane_names = setup.lane_names;
     o
@@ -609,21 +612,44 @@ fn op_kind(kind: usize, pos: usize) -> Op {
 
 /// Every sequence of 1 to `max_len` operations drawn from the 7 kinds.
 pub fn sequences(max_len: usize) -> Vec<Vec<Op>> {
+    every_sequence(7, max_len, op_kind)
+}
+
+/// Every sequence of 1 to `max_len` operations of `kinds` kinds, `op(kind, position)`
+/// each, shorter ones first.
+pub fn every_sequence(kinds: usize, max_len: usize, op: impl Fn(usize, usize) -> Op) -> Vec<Vec<Op>> {
     let mut out = Vec::new();
     let mut frontier: Vec<Vec<usize>> = vec![vec![]];
     for _ in 0..max_len {
         let mut next = Vec::new();
         for seq in &frontier {
-            for k in 0..7 {
+            for k in 0..kinds {
                 let mut s = seq.clone();
                 s.push(k);
-                out.push(s.iter().enumerate().map(|(pos, &kind)| op_kind(kind, pos)).collect());
+                out.push(s.iter().enumerate().map(|(pos, &kind)| op(kind, pos)).collect());
                 next.push(s);
             }
         }
         frontier = next;
     }
     out
+}
+
+/// The operation kinds of the `ops4` family over 3 lanes, sized by position: small
+/// puts, vectored and batched, spans of 2 and 3 segments (4 KiB), retention, reopens.
+fn op4_kind(kind: usize, pos: usize) -> Op {
+    let s = |k: usize| SIZES[(pos * 3 + k) % SIZES.len()];
+    match kind {
+        0 => Op::Put { lane: 0, size: s(0) },
+        1 => Op::Put { lane: 1, size: s(1) },
+        2 => Op::Put { lane: 2, size: s(2) },
+        3 => Op::Vectored { lane: 2, sizes: vec![s(0), s(1), s(2)] },
+        4 => Op::Batch { lane: 1, sizes: vec![s(1), s(2), s(0)] },
+        5 => Op::Put { lane: 0, size: 5000 },
+        6 => Op::Vectored { lane: 1, sizes: vec![4000, 7, 4500] },
+        7 => Op::Reclaim { keep: 1 },
+        _ => Op::Reopen,
+    }
 }
 
 /// A workload family: a name and its workloads.
@@ -633,10 +659,12 @@ pub struct Family {
     pub workloads: Vec<Workload>,
     /// Check every crash point after every single event, not only before fences.
     pub all_points: bool,
-    /// Depth 2: after each crash, a writer opens the image and runs these operations,
-    /// which are crashed again at every point (their recovery must keep everything the
-    /// first recovery returned).
-    pub then: Option<Vec<Op>>,
+    /// Deeper crashes, one list of operations each (empty: one crash). Depth 2: after
+    /// each crash, a writer opens the image and runs `then[0]`, which is crashed again at
+    /// every point (its recovery must keep everything the first recovery returned);
+    /// depth 3: each of those images is opened by a writer that runs `then[1]`, crashed
+    /// at every point again; and so on.
+    pub then: Vec<Vec<Op>>,
     /// Crash inside `format` instead (every point before it returns): recovery must give
     /// the media's earlier pool, no pool (`NotFormatted`) or the new empty one.
     pub in_format: bool,
@@ -648,13 +676,19 @@ fn family(name: &'static str, what: &'static str, setup: Setup, seqs: Vec<Vec<Op
         .enumerate()
         .map(|(i, ops)| Workload { id: format!("{name}/{i}"), setup: setup.clone(), ops })
         .collect();
-    Family { name, what, workloads, all_points: false, then: None, in_format: false }
+    Family { name, what, workloads, all_points: false, then: vec![], in_format: false }
 }
 
 /// The families of the crash check.
 pub fn families() -> Vec<Family> {
     let mut fams = Vec::new();
     fams.push(family("ops", "every sequence of 1-3 ops over 2 lanes", Setup::small(), sequences(3)));
+    fams.push(family(
+        "ops4",
+        "every sequence of 1-4 ops over 3 lanes (spans of 2 and 3 segments, reclaims, reopens)",
+        Setup { lanes: 3, segments: 16, ..Setup::small() },
+        every_sequence(9, 4, op4_kind),
+    ));
     let mut stale = family(
         "stale",
         "the same, over an earlier pool's bytes",
@@ -985,7 +1019,7 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
     let mut out = Vec::new();
     let mut add = |name: &'static str, what: &'static str, ws: Vec<Workload>, then: Vec<Op>| {
         let workloads = ws.into_iter().enumerate().map(|(i, w)| Workload { id: format!("{name}/{i}"), ..w }).collect();
-        out.push(Family { name, what, workloads, all_points: false, then: Some(then), in_format: false });
+        out.push(Family { name, what, workloads, all_points: false, then: vec![then], in_format: false });
     };
     let short: Vec<Workload> = of("ops").iter().filter(|w| w.ops.len() <= 2).cloned().collect();
     add(
@@ -1037,5 +1071,19 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
             Op::Delta { lane: 1, size: 900, changes: vec![(0, 8)] },
         ],
     );
+    // Depth 3: a crash, a writer's recovery and repair and what it runs crashed at every
+    // point, and each of those images recovered by another writer crashed again.
+    let mut three: Vec<Workload> = of("ops").iter().filter(|w| w.ops.len() == 2).step_by(3).cloned().collect();
+    three.extend(of("claims").iter().cloned());
+    three.extend(of("retention").iter().rev().take(4).cloned());
+    three.extend(of("span").iter().filter(|w| w.ops.len() == 2).step_by(8).cloned());
+    out.push(Family {
+        name: "crash3",
+        what: "crash; a writer's recovery and a reclaim crashed at every point; each image's recovery and a put crashed again",
+        workloads: three.into_iter().enumerate().map(|(i, w)| Workload { id: format!("crash3/{i}"), ..w }).collect(),
+        all_points: false,
+        then: vec![vec![Op::Reclaim { keep: 1 }], vec![put(0, 1500)]],
+        in_format: false,
+    });
     out
 }

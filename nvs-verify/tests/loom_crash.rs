@@ -264,13 +264,13 @@ fn check_recorded(negative: bool) -> Totals {
         t.traces += 1;
         t.executions += executions;
         let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= *format_end).collect();
-        let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &points, &issued, None, true);
+        let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &points, &issued, &[], true);
         let checked = &points[..r.counts.points as usize];
         let both: Vec<usize> = checked.iter().copied().filter(|&p| threads_pending(&events, p) >= 2).collect();
         t.both_pending += both.len() as u64;
         // Depth 2 where both writers were mid-unit: a writer opens the image, puts on
         // both lanes ([`then`]), and that is crashed again at every point.
-        let r2 = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &both, &issued, Some(&then()), true);
+        let r2 = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &both, &issued, &[then()], true);
         t.depth2_points += r2.counts.points;
         t.depth2_images += r2.counts.states;
         for r in [&r, &r2] {
@@ -291,7 +291,7 @@ fn check_recorded(negative: bool) -> Totals {
             // put to return), the trace must lose an acknowledged put at the end.
             let (events, issued) = drop_last_fence(&events, &issued);
             let end = [events.len()];
-            let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &end, &issued, None, true);
+            let r = check_trace_with(&in_loom, |p| crash_state(&base, &events, p), &end, &issued, &[], true);
             match r.failures.first() {
                 Some((_, _, m)) if m.contains("acknowledged") => t.negatives_caught += 1,
                 other => t.violations.push(format!("with the last fence dropped, the check found {other:?}")),

@@ -3,6 +3,7 @@
 
 use nvs_verify::check::{oracle, Rec, Recovered};
 use nvs_verify::workload::Issued;
+use std::collections::BTreeSet;
 
 fn op(op: usize, lane: u32, start: usize, ack: Option<usize>, objs: &[(&str, u64, &[u8])]) -> Issued {
     Issued {
@@ -225,4 +226,36 @@ fn lane_names_family_repeats_versions_across_lanes() {
     assert!(e.contains("wrong bytes"), "{e}");
     let e = o(&is[..1], 25, &[], &[rec("a", 1, 0, b"A"), rec("a", 1, 1, b"A")]).unwrap_err();
     assert!(e.contains("phantom") && e.contains("written on lane 0"), "{e}");
+}
+
+/// The `ops4` family does what it says: its workloads write all 3 lanes, and their
+/// reclaims release objects of units spanning 2 and 3 segments (so the checks of
+/// retention among spans are not vacuous).
+#[test]
+fn ops4_family_writes_three_lanes_and_releases_spans() {
+    let fams = nvs_verify::workload::families();
+    let fam = fams.iter().find(|f| f.name == "ops4").unwrap();
+    assert_eq!(fam.workloads.len(), 9 + 81 + 729 + 6561);
+    let (mut lanes, mut released_spans) = (BTreeSet::new(), BTreeSet::new());
+    for w in fam.workloads.iter() {
+        let t = nvs_verify::workload::run(w).unwrap();
+        let size_of = |lane: u32, name: &[u8], v: u64| {
+            let put = t.issued.iter().flat_map(|i| i.objects.iter().map(move |o| (i.lane, o)));
+            put.filter(|(l, o)| *l == lane && o.0 == name && o.1 == v).map(|(_, o)| o.2.len()).next()
+        };
+        for i in &t.issued {
+            lanes.extend(i.objects.iter().map(|_| i.lane));
+            for (lane, name, v) in &i.released {
+                // The unit's size: the op that put it (a vectored op's object holds all parts).
+                if let Some(n) = size_of(*lane, name, *v).filter(|&n| n > 4096) {
+                    released_spans.insert(n.div_ceil(4096));
+                }
+            }
+        }
+    }
+    assert_eq!(lanes, BTreeSet::from([0, 1, 2]));
+    assert!(
+        released_spans.contains(&2) && released_spans.contains(&3),
+        "released spans of {released_spans:?} segments"
+    );
 }

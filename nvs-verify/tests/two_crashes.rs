@@ -14,15 +14,21 @@ use nvs_verify::check::check_trace;
 use nvs_verify::workload::{run, Op, Setup, Workload};
 
 fn check(ops: Vec<Op>, then: Vec<Op>) {
-    let w = Workload { id: "two-crashes".into(), setup: Setup::small(), ops };
+    let r = check_deep(ops, &[then]);
+    // Both crashes were really explored: many first images, each with nested ones.
+    assert!(r.points >= 5 && r.states > 500, "{r:?}");
+}
+
+/// Every image of `ops` crashed, and of each later crash with `then`.
+fn check_deep(ops: Vec<Op>, then: &[Vec<Op>]) -> nvs_verify::check::Counts {
+    let w = Workload { id: "crashes".into(), setup: Setup::small(), ops };
     let trace = run(&w).unwrap();
     let points: Vec<usize> =
         fence_points(&trace.media.events()).into_iter().filter(|&p| p >= trace.format_end).collect();
-    let r = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, Some(&then), true);
+    let r = check_trace(|p| trace.media.crash_state(p), &points, &trace.issued, then, true);
     assert!(r.failures.is_empty(), "{:?}", r.failures);
     assert_eq!(r.counts.incomplete, 0);
-    // Both crashes were really explored: many first images, each with nested ones.
-    assert!(r.counts.points >= 5 && r.counts.states > 500, "{:?}", r.counts);
+    r.counts
 }
 
 #[test]
@@ -37,4 +43,17 @@ fn a_torn_claim_of_a_released_segment() {
     let mut ops = vec![fill.clone(); 4];
     ops.extend([Op::Reclaim { keep: 1 }, fill.clone(), fill.clone()]);
     check(ops, vec![Op::Put { lane: 0, size: 77 }, fill]);
+}
+
+/// Three crashes: a torn claim, the writer's recovery and reclaim torn at every point,
+/// and each of those images' recovery and a claiming put torn again. The third crash
+/// is really explored: many more states than the first two alone.
+#[test]
+fn a_torn_claim_its_recovery_torn_and_that_recovery_torn() {
+    let fill = Op::Put { lane: 0, size: 1500 };
+    let ops = vec![fill.clone(); 3];
+    let two = check_deep(ops.clone(), &[vec![Op::Reclaim { keep: 1 }]]);
+    let three = check_deep(ops, &[vec![Op::Reclaim { keep: 1 }], vec![fill]]);
+    assert_eq!(two.points, three.points);
+    assert!(three.states > 3 * two.states, "{} states at depth 3, {} at depth 2", three.states, two.states);
 }
