@@ -1,8 +1,9 @@
 //! # nvs-core
 //!
-//! The `no_std`, allocation-free core of nvs, a Rust NVStream: named, versioned,
-//! immutable objects in per-writer logs on byte-addressable persistent memory, written
-//! with non-temporal stores, one fence, an 8-byte commit word and one more fence.
+//! The `no_std` core of nvs (allocation-free without the `alloc` feature), a Rust
+//! NVStream: named, versioned, immutable objects in per-writer logs on byte-addressable
+//! persistent memory, written with non-temporal stores, one fence, an 8-byte commit word
+//! and one more fence.
 //!
 //! The front door is this page:
 //! - [`Pool`] over a [`Media`] ([`Region`] for real memory) and an [`IndexMemory`]

@@ -1,11 +1,30 @@
 //! What the lanes and readers of one pool share, behind one lock, and the two ways the
 //! write path reaches it (owned through `&mut Pool`, or locked by a lane writer).
 
-use crate::format::{BATCH_MAX, LANES_MAX};
+use crate::format::BATCH_MAX;
 use crate::index::{Index, IndexMemory, NONE};
 use crate::object::LaneInfo;
 use crate::object::RecoveryStats;
 use crate::sync::RwLock;
+
+/// Each lane as readers see it, as the lane cells are kept (`crate::log::lane::LaneCells`):
+/// with `alloc`, on the heap and as many as the pool has lanes.
+#[cfg(feature = "alloc")]
+pub(crate) type LaneInfos = alloc::boxed::Box<[Option<LaneInfo>]>;
+/// Each lane as readers see it: without `alloc`, inline, one per lane a pool may have.
+#[cfg(not(feature = "alloc"))]
+pub(crate) type LaneInfos = [Option<LaneInfo>; crate::format::LANES_MAX as usize];
+
+/// No lane holding a segment, in a pool of `lanes` lanes.
+fn lane_infos(lanes: u32) -> LaneInfos {
+    #[cfg(feature = "alloc")]
+    return alloc::vec![None; lanes as usize].into_boxed_slice();
+    #[cfg(not(feature = "alloc"))]
+    return {
+        let _ = lanes;
+        [None; crate::format::LANES_MAX as usize]
+    };
+}
 
 /// What every lane and reader of a pool shares, behind one lock: the index, segment
 /// allocation, the statistics and each lane as readers see it. Writers hold the lock
@@ -19,7 +38,7 @@ pub(crate) struct Shared<X: IndexMemory> {
     /// Index entries planned by units not yet published (room reserved for them).
     pub pending_entries: usize,
     /// Per lane: units committed and whether closed, as published.
-    pub lane_infos: [Option<LaneInfo>; LANES_MAX as usize],
+    pub lane_infos: LaneInfos,
     /// Name slot used by the object at each position of the last unit: a put of the
     /// same names again (a time step) checks the hint against the media instead of
     /// hashing the name and probing the table. A stale hint only misses.
@@ -28,13 +47,13 @@ pub(crate) struct Shared<X: IndexMemory> {
 
 impl<X: IndexMemory> Shared<X> {
     /// Nothing known yet: an empty index in `mem`.
-    pub fn new(mem: X) -> Self {
+    pub fn new(mem: X, lanes: u32) -> Self {
         Shared {
             index: Index::new(mem),
             alloc_cursor: 0,
             stats: RecoveryStats::default(),
             pending_entries: 0,
-            lane_infos: [None; LANES_MAX as usize],
+            lane_infos: lane_infos(lanes),
             name_hints: [NONE; BATCH_MAX],
         }
     }

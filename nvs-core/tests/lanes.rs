@@ -89,3 +89,36 @@ fn lanes_write_concurrently_and_a_reader_follows() {
     drop(pool);
     check(&open(&mut ram).unwrap());
 }
+
+/// Every lane of a pool is there and no other, whatever its lane count (1, 3, the most,
+/// 256): each takes a put, as a `&mut` put and as a lane writer, and reports it after a
+/// reopen, read-only too; the lane past the last is refused everywhere. A pool keeps its
+/// lanes on the heap, as many as it has, so it is small to make and to move (an open
+/// used to move about 20 KB of lane state several times).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn every_lane_and_no_other() {
+    assert!(std::mem::size_of::<Pool<nvs_core::Region, HeapMemory>>() <= 2048, "lane state inline again?");
+    for lanes in [1u32, 3, nvs_core::LANES_MAX] {
+        let mut ram = Ram::new(4096 + 4096 * 2 * lanes as usize, 0x5a);
+        let mut o = nvs_core::FormatOptions::new(0x1a7e5 + lanes as u64);
+        o.segment_len = Some(4096);
+        o.lanes_max = lanes;
+        let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
+        for lane in 0..lanes {
+            pool.put(lane, Object::new(b"a", &lane.to_le_bytes())).unwrap();
+            pool.lane(lane).unwrap().put(Object::new(b"a", &lane.to_le_bytes())).unwrap();
+        }
+        let past = Error::NoSuchLane { lane: lanes, lanes_max: lanes };
+        assert_eq!(pool.put(lanes, Object::new(b"a", b"x")).err(), Some(past));
+        assert_eq!(pool.lane(lanes).err(), Some(past));
+        drop(pool);
+        for pool in [open(&mut ram).unwrap(), Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap()] {
+            for lane in 0..lanes {
+                assert_eq!(pool.lane_info(lane).map(|i| i.units), Some(2), "lane {lane} of {lanes}");
+            }
+            assert_eq!(pool.lane_info(lanes), None);
+            assert_eq!(pool.stats().lanes, lanes);
+        }
+    }
+}

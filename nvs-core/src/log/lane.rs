@@ -22,6 +22,15 @@ pub struct Lane {
     pub detached: bool,
 }
 
+/// Every lane's cell of one pool. With `alloc`, on the heap and as many as the pool has
+/// lanes: a pool is then about 1.4 KB to make and move, not 20 KB, which an open paid
+/// several times over (the crash check opens a pool for every run).
+#[cfg(feature = "alloc")]
+pub type LaneCells = alloc::boxed::Box<[LaneCell]>;
+/// Every lane's cell of one pool: without `alloc`, inline, one per lane a pool may have.
+#[cfg(not(feature = "alloc"))]
+pub type LaneCells = [LaneCell; crate::format::LANES_MAX as usize];
+
 /// A lane's write position, touched only by whoever writes the lane: the `&mut Pool`,
 /// or the one lane writer holding `claimed`.
 pub struct LaneCell {
@@ -36,6 +45,17 @@ impl Default for LaneCell {
 }
 
 impl LaneCell {
+    /// The cells of a pool with `lanes` lanes, each unclaimed and at its default state.
+    pub fn table(lanes: u32) -> LaneCells {
+        #[cfg(feature = "alloc")]
+        return (0..lanes).map(|_| LaneCell::default()).collect();
+        #[cfg(not(feature = "alloc"))]
+        return {
+            let _ = lanes;
+            core::array::from_fn(|_| LaneCell::default())
+        };
+    }
+
     /// Take the lane for one writer; false if another holds it. Acquire: the writer
     /// sees every change the lane's previous writer made to its state.
     pub fn claim(&self) -> bool {

@@ -15,7 +15,7 @@ use crate::format::{
     self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, SUPERBLOCK_MAGIC,
 };
 use crate::index::{IndexMemory, NONE};
-use crate::log::lane::{Lane, LaneCell};
+use crate::log::lane::{Lane, LaneCell, LaneCells};
 use crate::log::segments;
 use crate::log::LaneSet;
 use crate::log::Writer;
@@ -131,7 +131,7 @@ pub struct Pool<M: Media, X: IndexMemory> {
     /// The lanes this pool writes beside writers in other processes ([`Pool::open_lanes`]);
     /// `None`: the pool's only writer (or a reader).
     pub(crate) owned: Option<LaneSet>,
-    pub(crate) lanes: [LaneCell; LANES_MAX as usize],
+    pub(crate) lanes: LaneCells,
     pub(crate) shared: RwLock<Shared<X>>,
     /// How puts with a delta request choose between a delta and a full version.
     pub(crate) delta_opts: DeltaOptions,
@@ -260,8 +260,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             sb,
             writable,
             owned,
-            lanes: core::array::from_fn(|_| LaneCell::default()),
-            shared: RwLock::new(Shared::new(mem)),
+            lanes: LaneCell::table(sb.lanes_max),
+            shared: RwLock::new(Shared::new(mem, sb.lanes_max)),
             delta_opts: DeltaOptions::default(),
             read_hint: AtomicU64::new(u64::MAX),
             caught_up: false,
@@ -319,15 +319,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 return Ok(());
             }
             self.rebuilds += 1;
-            let mut lanes = [Lane::default(); LANES_MAX as usize];
+            let mut all = [Lane::default(); LANES_MAX as usize];
+            let lanes = &mut all[..self.sb.lanes_max as usize];
             let r = {
                 let _lock = ClaimLock::take(&self.media);
                 let shared = self.shared.get_mut();
-                recover(&self.media, &self.sb, &mut shared.index, &mut lanes).map(|stats| shared.stats = stats)
+                recover(&self.media, &self.sb, &mut shared.index, lanes).map(|stats| shared.stats = stats)
             };
             self.caught_up = r.is_ok();
             r?;
-            self.install_lanes(&lanes);
+            self.install_lanes(lanes);
             return Ok(());
         }
         if !self.writable && self.caught_up && self.catch_up_once(None) {
@@ -368,23 +369,24 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// processes' lanes for a writer of `owned` lanes (under the claim lock); false if it
     /// gave up (the state is then to be recovered).
     fn catch_up_once(&mut self, owned: Option<&LaneSet>) -> bool {
-        let mut lanes = [Lane::default(); LANES_MAX as usize];
+        let mut all = [Lane::default(); LANES_MAX as usize];
+        let lanes = &mut all[..self.sb.lanes_max as usize];
         for (l, cell) in lanes.iter_mut().zip(self.lanes.iter_mut()) {
             *l = *cell.get_mut();
         }
         let shared = self.shared.get_mut();
         let (media, sb, index, stats) = (&self.media, &self.sb, &mut shared.index, shared.stats);
         let r = match owned {
-            None => catch_up(media, sb, index, &mut lanes, stats),
+            None => catch_up(media, sb, index, lanes, stats),
             Some(owned) => {
                 let _lock = ClaimLock::take(media);
-                catch_up_others(media, sb, index, &mut lanes, stats, owned)
+                catch_up_others(media, sb, index, lanes, stats, owned)
             }
         };
         match r {
             Ok(stats) => {
                 shared.stats = stats;
-                self.install_lanes(&lanes);
+                self.install_lanes(lanes);
                 true
             }
             Err(_) => false,
@@ -404,15 +406,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     fn recover_once(&mut self) -> Result<()> {
         self.rebuilds += 1;
-        let mut lanes = [Lane::default(); LANES_MAX as usize];
+        let mut all = [Lane::default(); LANES_MAX as usize];
+        let lanes = &mut all[..self.sb.lanes_max as usize];
         let shared = self.shared.get_mut();
-        shared.stats = recover(&self.media, &self.sb, &mut shared.index, &mut lanes)?;
-        self.install_lanes(&lanes);
+        shared.stats = recover(&self.media, &self.sb, &mut shared.index, lanes)?;
+        self.install_lanes(lanes);
         Ok(())
     }
 
     /// The lanes a recovery or a catch-up found, for writers and readers.
-    fn install_lanes(&mut self, lanes: &[Lane; LANES_MAX as usize]) {
+    fn install_lanes(&mut self, lanes: &[Lane]) {
         let shared = self.shared.get_mut();
         shared.name_hints = [NONE; BATCH_MAX];
         for (i, (cell, l)) in self.lanes.iter_mut().zip(lanes).enumerate() {
