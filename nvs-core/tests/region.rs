@@ -152,6 +152,33 @@ fn large_summed_reads_into_any_alignment() {
     );
 }
 
+/// A summed store of 1 MiB or more (the folding copy that prefetches its source) stores
+/// every byte, touches nothing around it, and sums as `Sum::write` does.
+#[test]
+fn large_summed_stores() {
+    if cfg!(miri) {
+        return; // megabytes: too slow there, and the portable path does not prefetch
+    }
+    let mut rng = Rng(31);
+    for (len, off) in [(1 << 20, 0usize), ((1 << 20) + 4096 + 72, 64), ((2 << 20) + 8, 4096 - 8)] {
+        let size = (off + len + 4096).next_multiple_of(64);
+        let mut ram = Ram::new(size, 0xEE);
+        let src = rng.bytes(len);
+        // SAFETY: `ram` is 64-aligned, valid for its length, and outlives `region`.
+        let region = unsafe { Region::new(ram.bytes_mut().as_mut_ptr(), size) };
+        let mut got = Sum::new(7);
+        region.store_nt_summed(off, &src, &mut got);
+        region.fence();
+        let mut want = Sum::new(7);
+        want.write(&src);
+        assert_eq!(got.finish(len as u64), want.finish(len as u64), "len {len} off {off}");
+        let img = ram.bytes();
+        assert!(img[off..off + len] == src[..], "len {len} off {off}");
+        let end = off + len.next_multiple_of(8);
+        assert!(img[..off].iter().chain(&img[end..]).all(|&b| b == 0xEE), "around len {len} off {off}");
+    }
+}
+
 /// Summed reads below the NT copy-out's size (ordinary stores, aligned where the
 /// caller's buffer is not) likewise, for every count of lines the folding kernel splits
 /// differently (two lines, four accumulators of four lines and what is left after them).
