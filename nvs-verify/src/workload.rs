@@ -1,6 +1,6 @@
-//! Workloads: short sequences of pool operations over two lanes, run on a recording
-//! [`SimMedia`] to get a trace and the model of what each operation issued and when it
-//! was acknowledged.
+//! Workloads: short sequences of pool operations over two or three lanes, run on a
+//! recording [`SimMedia`] to get a trace and the model of what each operation issued and
+//! when it was acknowledged.
 
 use crate::check::{read_all, recover_all};
 use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
@@ -1009,8 +1009,8 @@ fn lane_name_workloads() -> Vec<Vec<Op>> {
     out
 }
 
-/// Depth 2: first crashes of other families' workloads, each followed by a writer that
-/// runs more operations and is crashed again at every point. The second crash's images
+/// Depth 2 and 3: first crashes of other families' workloads, each followed by a writer
+/// that runs more operations and is crashed again at every point (at depth 3, again). The second crash's images
 /// are explored as fully as the first's; what bounds the cost is which workloads are
 /// taken and what the writer runs after the crash (see DESIGN.md).
 fn depth2_families(fams: &[Family]) -> Vec<Family> {
