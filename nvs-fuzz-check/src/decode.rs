@@ -18,8 +18,8 @@
 use crate::{Bytes, VecMedia};
 use nvs_core::internals::format::{
     self, commit_word, head_len, line_up, object_head_len, DecodedObject, ObjectHeader, SegmentHeader, Superblock,
-    UnitHeader, UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION, LINE, NAME_MAX,
-    SEGMENTS_MAX, SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
+    UnitHeader, UnitSlot, BATCH_MAX, DATA_OFF, FLAG_DELTAS, FLAG_LANE_NAMES, FLAG_PAYLOAD_CHECKSUM, FORMAT_VERSION,
+    LINE, NAME_MAX, SEGMENTS_MAX, SEGMENT_MAGIC, SEGMENT_MAX, SEGMENT_MIN, SUPERBLOCK_MAGIC,
 };
 use nvs_core::internals::hash::{hash64, Hasher};
 use nvs_core::{CorruptKind, Error, FormatOptions, HeapMemory, Media, Object, Pool};
@@ -59,7 +59,9 @@ fn expected_superblock(bytes: &[u8], media_len: u64) -> Result<Superblock, Error
         && (1..=256).contains(&sb.lanes_max)
         && pool_len == Some(sb.pool_len)
         && sb.pool_len <= media_len
-        && sb.flags & !3 == 0;
+        // Bits 0-2: payload checksums, deltas, lane names (format 2 only).
+        && sb.flags & !7 == 0
+        && (sb.flags & 4 == 0 || sb.format_version >= 2);
     if !ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
     }
@@ -131,7 +133,8 @@ fn superblock_round_trip(b: &mut Bytes) {
     };
     let media_len = b.u64() & ((1 << 48) - 1);
     let lanes = if sel & 4 != 0 { b.u32() } else { b.u8() as u32 % 256 + 1 };
-    let flags = if sel & 8 != 0 { b.u32() } else { b.u32() & (FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) };
+    let known = FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS | FLAG_LANE_NAMES;
+    let flags = if sel & 8 != 0 { b.u32() } else { b.u32() & known };
     let version = match (sel & 16 != 0, sel & 32 != 0) {
         (true, _) => b.u32(),
         (false, true) => 1, // format 1: still read
@@ -172,7 +175,8 @@ fn superblock_round_trip(b: &mut Bytes) {
     assert_eq!(got, expected_superblock(&head, media_len));
     let valid = (1..=FORMAT_VERSION).contains(&version)
         && (1..=256).contains(&lanes)
-        && flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS) == 0;
+        && flags & !known == 0
+        && (flags & FLAG_LANE_NAMES == 0 || version >= 2);
     match flip {
         None if valid => assert_eq!(got, Ok(sb), "round trip"),
         None => assert!(got.is_err()),

@@ -203,3 +203,12 @@ fn ops_crash_reclaim_full_after_a_truncate_unit() {
 fn recover_image_geometry_that_wraps() {
     replay("recover_image", "regress-geometry-wraps");
 }
+
+/// decode, a finding in the fuzz target's own model: a superblock with the lane-names
+/// flag (bit 2, format 2) is valid, but the target's independent decoder still allowed
+/// only bits 0-1 and expected `Corrupted(Geometry)`; nvs-core was right. The model now
+/// knows the flag, and that it needs format 2.
+#[test]
+fn decode_superblock_with_lane_names() {
+    replay("decode", "regress-lane-names-flag");
+}
