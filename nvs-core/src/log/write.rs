@@ -83,10 +83,14 @@ impl<M: Media> Writer<'_, M> {
     /// drains.
     pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [PlanSlot], unit_off: u64) -> Result<()> {
         let pool_id = self.sb.pool_id;
+        // Every payload first, then every header: a header's checksum covers its
+        // payload's, a chain of dependent multiplies, and with the payloads done first
+        // the chains of a batch's headers are independent of each other and of the
+        // copies, so they run side by side instead of one after each copy.
         let mut obj_off = unit_off + LINE;
-        for (o, p) in objects.iter().zip(plan) {
+        for (o, p) in objects.iter().zip(plan.iter_mut()) {
             let payload_off = obj_off + head_len(o.name.len(), o.meta.len());
-            let payload_sum = match (o.delta, p.delta) {
+            p.payload_sum = match (o.delta, p.delta) {
                 (Some(d), Some(plan)) => {
                     delta::write::store(self.media, self.sb, &self.delta, o.parts(), d.changes, plan, payload_off)?
                 }
@@ -94,6 +98,12 @@ impl<M: Media> Writer<'_, M> {
                 _ if p.payload_stored => p.payload_sum,
                 _ => self.store_full(o.parts(), payload_off),
             };
+            obj_off = payload_off + line_up(p.stored);
+        }
+        let mut obj_off = unit_off + LINE;
+        for (o, p) in objects.iter().zip(plan.iter()) {
+            let payload_off = obj_off + head_len(o.name.len(), o.meta.len());
+            let payload_sum = p.payload_sum;
             let mut oh = ObjectHeader {
                 version: p.version,
                 payload_len: p.stored,
@@ -131,7 +141,6 @@ impl<M: Media> Writer<'_, M> {
                 self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
                 self.media.store_nt(obj_off as usize + head, &name[..padded]);
             }
-            p.payload_sum = payload_sum;
             obj_off = payload_off + line_up(p.stored);
         }
         Ok(())
