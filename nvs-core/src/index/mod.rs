@@ -272,6 +272,26 @@ impl<X: IndexMemory> Index<X> {
         None
     }
 
+    /// Ask the caches for what adding `versions` (a unit's (name id, version) pairs,
+    /// `NONE` for a new name) will write: the next entries and the versions' table
+    /// slots. The put path calls it before storing the unit's payloads, so that these
+    /// misses (a fresh line per entry, a random table line per version) are served
+    /// while the payloads stream out, not when the index learns the unit.
+    pub fn prefetch_for(&self, versions: impl Iterator<Item = (u32, u64)>) {
+        let p = self.mem.parts_ref();
+        let mask = usable(p.table.len()).wrapping_sub(1);
+        for (n, (name, version)) in versions.enumerate() {
+            if let Some(e) = p.entries.get(self.entries + n) {
+                prefetch(e);
+            }
+            if name != NONE && mask != usize::MAX {
+                if let Some(t) = p.table.get(version_key(name, version) as usize & mask) {
+                    prefetch(t);
+                }
+            }
+        }
+    }
+
     pub fn entry(&self, i: u32) -> &Entry {
         &self.mem.parts_ref().entries[i as usize]
     }
@@ -401,6 +421,18 @@ impl<X: IndexMemory> Index<X> {
 }
 
 /// First free slot for `key` (the table always has one: load ≤ 1/2).
+/// A hint to bring the line holding `r` into the caches (never faults, stores nothing).
+#[inline(always)]
+fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the caches; `r` is a valid reference anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>((r as *const T).cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
+
 fn free_slot(table: &[u32], key: u64) -> usize {
     let mask = table.len() - 1;
     let mut i = key as usize & mask;

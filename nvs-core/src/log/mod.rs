@@ -87,6 +87,7 @@ impl<M: Media> Writer<'_, M> {
         let ahead = self.store_payload_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
             let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan)?;
+            s.index.prefetch_for(plan.iter().map(|p| (p.name_id, p.version)));
             if let (Some((off, sum)), Some(p)) = (ahead, plan.first_mut()) {
                 debug_assert_eq!(off, l.tail, "the unit moved after its payload was stored");
                 p.payload_stored = true;
