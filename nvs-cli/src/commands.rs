@@ -58,11 +58,18 @@ pub fn put(
     let (mut p, lane) = open_to_put(pool, lane, durability)?;
     let name = name.as_bytes();
     let bytes = read_input(file, p.max_object_bytes(name.len()))?;
+    // A spinner while a big mapped input is stored (a read one had its bar already).
+    let spin = (matches!(bytes, Input::Mapped(_)) && bytes.len() as u64 >= PROGRESS_MIN)
+        .then(|| super::progress::spinner(&format!("putting {}", human(bytes.len() as u64))));
     if delta {
-        return put_delta(&mut p, lane, name, &bytes);
+        let r = put_delta(&mut p, lane, name, &bytes);
+        spin.inspect(|s| s.finish_and_clear());
+        return r;
     }
     let object = Object::new(name, &bytes).meta(&meta);
-    let v = p.put(lane, version.map_or(object, |v| object.version(v)))?.version;
+    let v = p.put(lane, version.map_or(object, |v| object.version(v)));
+    spin.inspect(|s| s.finish_and_clear());
+    let v = v?.version;
     detach(&mut p);
     // Printed only now: the put returned, so the commit is durable (for the mode in use).
     committed(pool, name, v)
@@ -163,6 +170,24 @@ pub fn get(
         (None, Some(l)) => p.latest_on(l, name).map_err(not_found)?,
         (None, None) => p.latest(name).map_err(not_found)?,
     };
+    // A new output file is written in place: the verified copy goes straight into its
+    // mapping (no copy in memory first), and on any failure the file is removed.
+    if let Some(path) = output.filter(|o| std::fs::symlink_metadata(o).is_err()) {
+        let info = match lane {
+            Some(l) => p.stat_on(l, name, version),
+            None => p.stat(name, version),
+        }
+        .map_err(not_found)?;
+        if let Some(done) = get_into_new_file(path, info.len_bytes, |buf| match lane {
+            Some(l) => p.get_on(l, name, version, buf),
+            None => p.get(name, version, buf),
+        }) {
+            return done.map_err(|e| match e {
+                GetError::Io(e) => CliError::io(format!("cannot write {}", path.display()), e),
+                GetError::Pool(e) => not_found(e),
+            });
+        }
+    }
     let bytes = match lane {
         Some(l) => p.get_vec_on(l, name, version),
         None => p.get_vec(name, version),
@@ -184,6 +209,56 @@ pub fn get(
         }
         None => stdout_bytes(&bytes),
     }
+}
+
+/// Why a get into a file failed.
+enum GetError {
+    Io(std::io::Error),
+    Pool(nvs_std::Error),
+}
+
+/// Create `path` (which must not exist), reserve `len` bytes for it and `get` the object
+/// into its mapping. `None` if the file system cannot reserve the bytes up front (the
+/// caller then writes the file the usual way; nothing is left behind); on any other
+/// failure the new file is removed.
+fn get_into_new_file(
+    path: &Path,
+    len: u64,
+    get: impl FnOnce(&mut [u8]) -> nvs_std::Result<usize>,
+) -> Option<Result<(), GetError>> {
+    use std::os::fd::AsRawFd;
+    let f = match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path) {
+        Ok(f) => f,
+        Err(e) => return Some(Err(GetError::Io(e))),
+    };
+    if len == 0 {
+        return Some(get(&mut []).map(|_| ()).map_err(GetError::Pool));
+    }
+    let remove = |r: Result<(), GetError>| {
+        if r.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        r
+    };
+    // Reserved blocks: a mapping of a file whose file system runs out of room would
+    // raise SIGBUS at the first page it cannot back.
+    // SAFETY: plain system call on a descriptor `f` keeps open.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 => {}
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            let _ = std::fs::remove_file(path);
+            return None;
+        }
+        rc => return Some(remove(Err(GetError::Io(std::io::Error::from_raw_os_error(rc))))),
+    }
+    // SAFETY: a new file only this process knows of (created just above), of `len`
+    // bytes with its blocks reserved; nothing else maps or truncates it.
+    let mut map = match unsafe { memmap2::MmapMut::map_mut(&f) } {
+        Ok(m) => m,
+        Err(e) => return Some(remove(Err(GetError::Io(e)))),
+    };
+    Some(remove(get(&mut map).map(|_| ()).map_err(GetError::Pool)))
 }
 
 pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
@@ -431,23 +506,61 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-/// The bytes of `file`, or of stdin for `None` or `-`.
-fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
+/// What `nvs put` stores: a regular file mapped read-only (no copy into memory first: a
+/// 3 GiB input took most of a put's time to read), else the bytes read from a pipe,
+/// stdin or any other file.
+enum Input {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Input {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Input::Mapped(m) => m,
+            Input::Read(v) => v,
+        }
+    }
+}
+
+/// The bytes of `file`, or of stdin for `None` or `-`; more than `max` is refused (a
+/// regular file by its length, before anything is read).
+fn read_input(file: Option<&Path>, max: u64) -> Result<Input, CliError> {
     // At most one byte more than an object can hold: an endless input (`< /dev/zero`)
     // is refused as soon as it is too large, not read until memory runs out.
+    let too_large =
+        |what: &str| CliError::Usage(format!("{what} holds more than the {max} bytes an object of this pool can hold"));
     let mut bar = None;
     let (what, reader): (String, Box<dyn Read>) = match file {
         Some(f) if f != Path::new("-") => {
             let r = std::fs::File::open(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))?;
+            let what = f.display().to_string();
+            let meta = r.metadata().map_err(|e| CliError::io(format!("cannot read {what}"), e))?;
+            if meta.is_file() && meta.len() > 0 {
+                if meta.len() > max {
+                    return Err(too_large(&what));
+                }
+                // A file that shrinks while mapped raises SIGBUS at the first missing
+                // page: the handler then says so (and that nothing committed is harmed).
+                super::sigbus::input_mapped(f);
+                // SAFETY: read-only; a concurrent truncation is the SIGBUS above, and the
+                // bytes are only copied (a concurrent writer can only change what is put).
+                if let Ok(m) = unsafe { memmap2::Mmap::map(&r) } {
+                    if m.len() as u64 == meta.len() {
+                        return Ok(Input::Mapped(m));
+                    }
+                }
+            }
             // A bar for a big file (hidden unless stderr is a terminal).
-            match r.metadata().map(|m| m.len()).unwrap_or(0) {
+            match meta.len() {
                 len if len >= PROGRESS_MIN => {
                     let b = super::progress::bytes(len, "reading");
                     let r = b.wrap_read(r);
                     bar = Some(b);
-                    (f.display().to_string(), Box::new(r))
+                    (what, Box::new(r))
                 }
-                _ => (f.display().to_string(), Box::new(r)),
+                _ => (what, Box::new(r)),
             }
         }
         _ => ("stdin".to_string(), Box::new(std::io::stdin().lock())),
@@ -461,9 +574,9 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Vec<u8>, CliError> {
         b.finish_and_clear();
     }
     if v.len() as u64 > max {
-        return Err(CliError::Usage(format!("{what} holds more than the {max} bytes an object of this pool can hold")));
+        return Err(too_large(&what));
     }
-    Ok(v)
+    Ok(Input::Read(v))
 }
 
 /// Whether `a` and `b` name the same file (device and inode, links followed).

@@ -30,6 +30,7 @@ pub fn spinner(what: &str) -> ProgressBar {
         pb.set_style(style);
     }
     pb.set_message(what.to_string());
+    pb.tick(); // drawn now, not only after the first 100 ms
     pb.enable_steady_tick(Duration::from_millis(100));
     pb
 }

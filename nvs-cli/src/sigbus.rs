@@ -11,8 +11,12 @@ use std::sync::OnceLock;
 /// async-signal-safe functions: `write` and `_exit`).
 static MESSAGE: OnceLock<Vec<u8>> = OnceLock::new();
 
+/// The pool `guard` was given.
+static POOL: OnceLock<std::path::PathBuf> = OnceLock::new();
+
 /// From now on, a SIGBUS ends the process with an error about `pool`.
 pub fn guard(pool: &Path) {
+    let _ = POOL.set(pool.to_path_buf());
     let line = format!(
         "nvs: {}: the pool's memory mapping failed (SIGBUS): the file shrank while in use, or it is \
          sparse and its file system has no room for its holes; nothing committed before is harmed\n",
@@ -31,8 +35,24 @@ pub fn guard(pool: &Path) {
     }
 }
 
+/// The line the handler writes instead once `nvs put` maps its input file.
+static INPUT_MESSAGE: OnceLock<Vec<u8>> = OnceLock::new();
+
+/// From now on, a SIGBUS may also be `input` (a file `nvs put` maps) shrinking: the
+/// handler names both (it cannot tell which mapping failed).
+pub fn input_mapped(input: &Path) {
+    let pool = POOL.get().map_or("the pool".to_string(), |p| p.display().to_string());
+    let line = format!(
+        "nvs: {pool}: a memory mapping failed (SIGBUS): the input file {} or the pool file shrank while in use, \
+         or the pool is sparse and its file system has no room for its holes; nothing committed before is harmed \
+         (this put is not committed)\n",
+        input.display()
+    );
+    let _ = INPUT_MESSAGE.set(line.into_bytes());
+}
+
 extern "C" fn on_sigbus(_: libc::c_int) {
-    if let Some(m) = MESSAGE.get() {
+    if let Some(m) = INPUT_MESSAGE.get().or_else(|| MESSAGE.get()) {
         // SAFETY: `write` and `_exit` are async-signal-safe; `m` is a live, immutable buffer.
         unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
     }

@@ -674,3 +674,53 @@ fn dump_and_salvage_of_what_is_no_pool() {
     assert_refused(&nvs(&["dump", s(&empty), "--range", "0:16"]), 2, "past its end", "range of an empty file");
     assert_refused(&nvs(&["dump", s(&fifo), "--range", "0:16"]), 2, "regular file", "range of a fifo");
 }
+
+/// `get --output NEW` writes the verified bytes straight into the new file's mapping:
+/// a version that is not there creates no file, a damaged payload (payload checksums
+/// are on by default) leaves no file behind, and a good get gives the exact bytes —
+/// into a new file and, the usual way, over an existing one.
+#[test]
+fn get_into_a_new_file_leaves_nothing_behind_on_failure() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p");
+    let input = dir.path().join("in");
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 300) as u8).collect();
+    std::fs::write(&input, &bytes).expect("input");
+    let o = nvs(&["put", s(&p), "a", s(&input)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("out");
+    assert_refused(&nvs(&["get", s(&p), "a", "--version", "9", "--output", s(&out)]), 2, "no version 9", "absent");
+    assert!(!out.exists(), "a get of an absent version created its output");
+    assert!(nvs(&["get", s(&p), "a", "--output", s(&out)]).status.success());
+    assert_eq!(std::fs::read(&out).expect("out"), bytes);
+    std::fs::write(&out, b"older, shorter or longer contents of the file").expect("old");
+    assert!(nvs(&["get", s(&p), "a", "--output", s(&out)]).status.success());
+    assert_eq!(std::fs::read(&out).expect("out"), bytes, "over an existing file");
+    // Damage one payload byte.
+    let mut image = std::fs::read(&p).expect("pool");
+    let at = image.windows(64).position(|w| w == &bytes[5000..5064]).expect("payload in the pool");
+    image[at + 10] ^= 0xff;
+    std::fs::write(&p, &image).expect("damage");
+    let bad = dir.path().join("bad");
+    assert_refused(&nvs(&["get", s(&p), "a", "--output", s(&bad)]), 1, "payload checksum", "damaged");
+    assert!(!bad.exists(), "a failed get left its new output file behind");
+}
+
+/// `put` of a regular file maps it (no copy into memory) and stores it byte-exact; a
+/// file larger than an object of the pool can be is refused by its length.
+#[test]
+fn put_of_a_mapped_file() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p");
+    let input = dir.path().join("in");
+    let bytes: Vec<u8> = (0..300_001u32).map(|i| (i ^ (i >> 9)) as u8).collect();
+    std::fs::write(&input, &bytes).expect("input");
+    let o = nvs(&["put", s(&p), "a", s(&input)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("out");
+    assert!(nvs(&["get", s(&p), "a", "--output", s(&out)]).status.success());
+    assert_eq!(std::fs::read(&out).expect("out"), bytes);
+    let big = dir.path().join("big");
+    std::fs::File::create(&big).and_then(|f| f.set_len(1 << 30)).expect("sparse 1 GiB input");
+    assert_refused(&nvs(&["put", s(&p), "b", s(&big)]), 2, "holds more than the", "too large");
+}
