@@ -231,15 +231,15 @@ fn get_into_new_file(
         Ok(f) => f,
         Err(e) => return Some(Err(GetError::Io(e))),
     };
-    if len == 0 {
-        return Some(get(&mut []).map(|_| ()).map_err(GetError::Pool));
-    }
     let remove = |r: Result<(), GetError>| {
         if r.is_err() {
             let _ = std::fs::remove_file(path);
         }
         r
     };
+    if len == 0 {
+        return Some(remove(get(&mut []).map(|_| ()).map_err(GetError::Pool)));
+    }
     // Reserved blocks: a mapping of a file whose file system runs out of room would
     // raise SIGBUS at the first page it cannot back.
     // SAFETY: plain system call on a descriptor `f` keeps open.

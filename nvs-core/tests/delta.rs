@@ -491,8 +491,9 @@ fn changes_that_answer_differently_later_cannot_write_past_the_unit() {
             .unwrap();
         let x1: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
         assert_eq!(pool.put(0, Object::new(b"x", &x1)).map(|p| p.version), Ok(1)); // lane 0, segment 0: a 1,152-byte unit
-                                                                                   // Leave exactly 256 bytes (the delta's unit) at the end of segment 0.
-        let f = vec![7u8; 4096 - 64 - 1152 - 256 - 128];
+                                                                                   // Leave exactly 256 bytes (the delta's unit) before the last line of segment 0
+                                                                                   // (which only a truncate unit may take): the unit ends where the room does.
+        let f = vec![7u8; 4096 - 64 - 1152 - 256 - 128 - 64];
         assert_eq!(pool.put(0, Object::new(b"f", &f)).map(|p| p.version), Ok(1));
         let y = vec![0xEEu8; 500];
         assert_eq!(pool.put(1, Object::vectored(b"y", &[&y])).map(|p| p.version), Ok(1)); // lane 1, segment 1

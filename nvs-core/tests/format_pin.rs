@@ -117,11 +117,16 @@ fn without_delta_flag(ram_bytes: &[u8]) -> u64 {
 #[cfg_attr(miri, ignore = "hashes 8 MiB images: too slow under miri")]
 fn put_path_leaves_pinned_bytes() {
     for (checksum, want_media, want_legacy, want_log) in [
-        (false, 0x0bc1_c055_a910_2d04_u64, 0x1d98_7b0c_ee8d_5cb0_u64, 0xff84_9358_fa02_6b4e_u64),
+        // 2026-12-03: units of objects leave a segment's last line free for a truncate
+        // unit, so they move to the next segment one line sooner: the images changed
+        // (the log of results did not); before that, the pins were 0x0bc1c055a9102d04 /
+        // 0x1d987b0cee8d5cb0 (the latter equal to the image pinned before deltas
+        // existed) and, with checksums, 0xbb656d46301ecff2 / 0x0565a72ee63c69ae.
+        (false, 0xdda3_7805_6f0d_178c_u64, 0x483c_3152_d534_63cf_u64, 0xff84_9358_fa02_6b4e_u64),
         // Format 2 (2026-12-01): payload sums are nvs-sum, so with checksums on the
         // payload_sum fields (and the header checksums and commit words binding them)
         // changed; without, the legacy image is still the one pinned before.
-        (true, 0xbb65_6d46_301e_cff2, 0x0565_a72e_e63c_69ae, 0xff84_9358_fa02_6b4e),
+        (true, 0xbfb2_0f49_9545_ad8d, 0x3335_47f1_8948_0296, 0xff84_9358_fa02_6b4e),
     ] {
         let (media, legacy, log) = workload(checksum);
         let log_hash = hash64(1, log.join("\n").as_bytes());

@@ -217,3 +217,34 @@ fn a_stale_reader_never_gets_another_names_bytes() {
         assert!(name.is_empty() || [&b"s0"[..], b"s1", b"zz"].contains(&name), "{name:?}");
     }
 }
+
+/// Regression (the unikernel's kill test, CI 2026-12-03: "bad reclaim pool full: no free
+/// segment left"): puts until `Full` could fill a lane's segment to its very end, and
+/// with no free segment left a reclaim had nowhere to commit its truncate unit, so it
+/// refused `Full` — the pool could never release anything again. Units appended to a
+/// segment now leave its last line to a truncate unit. Here every segment would be
+/// filled exactly by two units (2,048 + 1,984 bytes of its 4,032).
+#[test]
+fn a_pool_filled_to_the_last_byte_can_still_reclaim() {
+    let mut ram = Ram::new(4096 + 6 * 4096, 0x5e);
+    let mut pool = format(&mut ram, 4096);
+    let mut v = 0;
+    loop {
+        let len = if v % 2 == 0 { 1920 } else { 1856 };
+        match pool.put(0, Object::new(b"k", &vec![v as u8; len])) {
+            Ok(p) => v = p.version,
+            Err(Error::Full) => break,
+            Err(e) => panic!("put: {e:?}"),
+        }
+    }
+    assert!(v >= 4, "only {v} versions fit");
+    assert_eq!(pool.free_segments(), 0);
+    let freed = pool.reclaim(1).expect("a full pool can still reclaim");
+    assert!(freed >= 1, "freed {freed}");
+    let next = pool.put(0, Object::new(b"k", &[7u8; 1920])).expect("a put after the reclaim").version;
+    drop(pool);
+    let pool = Pool::open(ram.region(), HeapMemory::new()).expect("reopen");
+    assert_eq!(pool.latest(b"k"), Ok(next));
+    let mut buf = vec![0u8; 1920];
+    assert_eq!(pool.get(b"k", v, &mut buf[..]), Ok(if v % 2 == 1 { 1920 } else { 1856 }));
+}

@@ -420,7 +420,6 @@ impl<X: IndexMemory> Index<X> {
     }
 }
 
-/// First free slot for `key` (the table always has one: load ≤ 1/2).
 /// A hint to bring the line holding `r` into the caches (never faults, stores nothing).
 #[inline(always)]
 fn prefetch<T>(r: &T) {
@@ -433,6 +432,7 @@ fn prefetch<T>(r: &T) {
     let _ = r;
 }
 
+/// First free slot for `key` (the table always has one: load ≤ 1/2).
 fn free_slot(table: &[u32], key: u64) -> usize {
     let mask = table.len() - 1;
     let mut i = key as usize & mask;

@@ -22,6 +22,18 @@ pub struct Lane {
     pub detached: bool,
 }
 
+impl Lane {
+    /// Room at the tail for a unit of `len` bytes that leaves the segment's last line
+    /// free. Only a truncate unit may take that line: retention must always be able to
+    /// commit one, and a lane whose segment filled to its end when no segment was free
+    /// could otherwise never release anything (`reclaim` refused `Full` for good; the
+    /// unikernel's kill test met it). A unit that claims a new segment may still fill
+    /// it to the end (then a reclaim with no free segment left is refused `Full`).
+    pub fn has_room(&self, len: u64) -> bool {
+        self.active && self.tail + len + crate::format::LINE <= self.seg_end
+    }
+}
+
 /// Every lane's cell of one pool. With `alloc`, on the heap and as many as the pool has
 /// lanes: a pool is then about 1.4 KB to make and move, not 20 KB, which an open paid
 /// several times over (the crash check opens a pool for every run).

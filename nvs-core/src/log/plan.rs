@@ -128,7 +128,7 @@ impl<M: Media> Writer<'_, M> {
         }
         // A unit that needs a new segment stores its deltas as full versions: their
         // parents stay behind in the old one (see `delta::write::plan`).
-        let claims = !l.active || l.tail + unit_len > l.seg_end;
+        let claims = !l.has_room(unit_len);
         if claims && !self.delta.chains_cross_segments && plan.iter().any(|p| p.delta.is_some()) {
             unit_len = LINE;
             for (o, p) in objects.iter().zip(plan.iter_mut()) {
@@ -145,7 +145,9 @@ impl<M: Media> Writer<'_, M> {
         s.index.reserve(room, new_names).map_err(|e| s.index.full(e))?;
         // 2. Space: the lane's segment, or a newly claimed one — a span of as many
         // segments as the unit needs, if it is larger than one.
-        if !l.active || l.tail + unit_len > l.seg_end {
+        if !l.has_room(unit_len) {
+            // A new segment (span) may be filled to its end by this one unit: keeping a
+            // line free there would cost a whole segment to objects sized to fill one.
             *l = self.claim(s, lane, *l, self.sb.span_for(unit_len) as u32)?;
         }
         // Take the versions: no other lane may take them now (a new name's versions are

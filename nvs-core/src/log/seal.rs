@@ -168,7 +168,11 @@ impl<M: Media> Writer<'_, M> {
         kind: UnitKind,
     ) -> Result<()> {
         self.check_lane(lane)?;
-        if !l.active || l.tail + LINE > l.seg_end {
+        // A truncate unit may take a segment's last line; other markers leave it free
+        // (`Lane::has_room`).
+        let room =
+            if kind.flags == format::UNIT_TRUNCATE { l.active && l.tail + LINE <= l.seg_end } else { l.has_room(LINE) };
+        if !room {
             *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
         }
         self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {})?;

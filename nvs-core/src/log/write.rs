@@ -48,7 +48,7 @@ impl<M: Media> Writer<'_, M> {
             return None;
         }
         let unit_len = LINE + format::object_len(o.name.len(), len);
-        if l.tail + unit_len > l.seg_end {
+        if !l.has_room(unit_len) {
             return None;
         }
         let sum = self.store_full(o.parts(), l.tail + LINE + object_head_len(o.name.len()));
@@ -77,10 +77,10 @@ impl<M: Media> Writer<'_, M> {
         }
     }
 
-    /// NT-store every object of a unit starting at `unit_off`: each payload, then its
+    /// NT-store every object of a unit starting at `unit_off`: every payload, then every
     /// header and name (the order of NT stores before a fence does not matter: all of
-    /// them are pending until it). The header checksums are computed while the payload
-    /// drains.
+    /// them are pending until it). The header checksums are computed while the payloads
+    /// drain.
     pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [PlanSlot], unit_off: u64) -> Result<()> {
         let pool_id = self.sb.pool_id;
         // Every payload first, then every header: a header's checksum covers its
