@@ -178,14 +178,14 @@ pub fn get(
             None => p.stat(name, version),
         }
         .map_err(not_found)?;
-        if let Some(done) = get_into_new_file(path, info.len_bytes, |buf| match lane {
-            Some(l) => p.get_on(l, name, version, buf),
-            None => p.get(name, version, buf),
+        if let Some(done) = get_into_new_file(path, info.len_bytes, |buf| {
+            match lane {
+                Some(l) => p.get_on(l, name, version, buf),
+                None => p.get(name, version, buf),
+            }
+            .map_err(not_found)
         }) {
-            return done.map_err(|e| match e {
-                GetError::Io(e) => CliError::io(format!("cannot write {}", path.display()), e),
-                GetError::Pool(e) => not_found(e),
-            });
+            return done;
         }
     }
     let bytes = match lane {
@@ -211,12 +211,6 @@ pub fn get(
     }
 }
 
-/// Why a get into a file failed.
-enum GetError {
-    Io(std::io::Error),
-    Pool(nvs_std::Error),
-}
-
 /// Create `path` (which must not exist), reserve `len` bytes for it and `get` the object
 /// into its mapping. `None` if the file system cannot reserve the bytes up front (the
 /// caller then writes the file the usual way; nothing is left behind); on any other
@@ -224,21 +218,22 @@ enum GetError {
 fn get_into_new_file(
     path: &Path,
     len: u64,
-    get: impl FnOnce(&mut [u8]) -> nvs_std::Result<usize>,
-) -> Option<Result<(), GetError>> {
+    get: impl FnOnce(&mut [u8]) -> Result<usize, CliError>,
+) -> Option<Result<(), CliError>> {
     use std::os::fd::AsRawFd;
+    let io = |e| CliError::io(format!("cannot write {}", path.display()), e);
     let f = match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path) {
         Ok(f) => f,
-        Err(e) => return Some(Err(GetError::Io(e))),
+        Err(e) => return Some(Err(io(e))),
     };
-    let remove = |r: Result<(), GetError>| {
+    let remove = |r: Result<usize, CliError>| {
         if r.is_err() {
             let _ = std::fs::remove_file(path);
         }
-        r
+        r.map(|_| ())
     };
     if len == 0 {
-        return Some(remove(get(&mut []).map(|_| ()).map_err(GetError::Pool)));
+        return Some(remove(get(&mut [])));
     }
     // Reserved blocks: a mapping of a file whose file system runs out of room would
     // raise SIGBUS at the first page it cannot back.
@@ -250,15 +245,14 @@ fn get_into_new_file(
             let _ = std::fs::remove_file(path);
             return None;
         }
-        rc => return Some(remove(Err(GetError::Io(std::io::Error::from_raw_os_error(rc))))),
+        rc => return Some(remove(Err(io(std::io::Error::from_raw_os_error(rc))))),
     }
     // SAFETY: a new file only this process knows of (created just above), of `len`
     // bytes with its blocks reserved; nothing else maps or truncates it.
-    let mut map = match unsafe { memmap2::MmapMut::map_mut(&f) } {
-        Ok(m) => m,
-        Err(e) => return Some(remove(Err(GetError::Io(e)))),
-    };
-    Some(remove(get(&mut map).map(|_| ()).map_err(GetError::Pool)))
+    match unsafe { memmap2::MmapMut::map_mut(&f) } {
+        Ok(mut map) => Some(remove(get(&mut map))),
+        Err(e) => Some(remove(Err(io(e)))),
+    }
 }
 
 pub fn ls(pool: &Path, long: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {

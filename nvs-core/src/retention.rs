@@ -3,7 +3,7 @@
 
 use crate::delta::read::{chain_of, Chain};
 use crate::error::{Error, Result};
-use crate::format::{Superblock, LANES_MAX, LINE, UNIT_TRUNCATE};
+use crate::format::{Superblock, LANES_MAX, UNIT_TRUNCATE};
 use crate::index::{Entry, Index, IndexMemory, NONE};
 use crate::log::lane::LaneCell;
 use crate::log::seal::UnitKind;
@@ -49,10 +49,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         let claims = (0..lanes_max)
             .filter(|&lane| releasing(lane))
-            .filter(|&lane| {
-                let l = *self.lanes[lane].get_mut();
-                !l.active || l.tail + LINE > l.seg_end
-            })
+            .filter(|&lane| !self.lanes[lane].get_mut().has_room_for_truncate())
             .count();
         let segs = s.index.segments(self.sb.segment_count as usize)?;
         if claims > segs.iter().filter(|g| g.lane == FREE).count() {

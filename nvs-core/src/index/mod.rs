@@ -420,16 +420,11 @@ impl<X: IndexMemory> Index<X> {
     }
 }
 
-/// A hint to bring the line holding `r` into the caches (never faults, stores nothing).
+/// A hint to bring `r` into the caches.
 #[inline(always)]
 fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints the caches; `r` is a valid reference anyway.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>((r as *const T).cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    // SAFETY: `r` is a valid reference: its bytes are inside a valid mapping.
+    unsafe { crate::media::arch::prefetch_lines((r as *const T).cast(), core::mem::size_of::<T>()) }
 }
 
 /// First free slot for `key` (the table always has one: load ≤ 1/2).

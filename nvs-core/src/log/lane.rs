@@ -32,6 +32,11 @@ impl Lane {
     pub fn has_room(&self, len: u64) -> bool {
         self.active && self.tail + len + crate::format::LINE <= self.seg_end
     }
+
+    /// Room at the tail for a truncate unit (one line), the segment's last line included.
+    pub fn has_room_for_truncate(&self) -> bool {
+        self.active && self.tail + crate::format::LINE <= self.seg_end
+    }
 }
 
 /// Every lane's cell of one pool. With `alloc`, on the heap and as many as the pool has

@@ -170,8 +170,7 @@ impl<M: Media> Writer<'_, M> {
         self.check_lane(lane)?;
         // A truncate unit may take a segment's last line; other markers leave it free
         // (`Lane::has_room`).
-        let room =
-            if kind.flags == format::UNIT_TRUNCATE { l.active && l.tail + LINE <= l.seg_end } else { l.has_room(LINE) };
+        let room = if kind.flags == format::UNIT_TRUNCATE { l.has_room_for_truncate() } else { l.has_room(LINE) };
         if !room {
             *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
         }
