@@ -64,14 +64,19 @@ pub fn fence() {
     unsafe { core::arch::x86_64::_mm_sfence() }
 }
 
-/// One aligned 8-byte NT store (the commit flag).
+/// The commit flag `v` as the first word of one whole 64-byte line of NT stores (the
+/// other words zero): a full write-combining flush, which the fence after it waits for
+/// less than for a lone 8-byte store (a partial flush).
 ///
 /// # Safety
-/// `dst` is 8-byte aligned and valid for writes.
+/// `dst` is 64-byte aligned and `dst..dst + 64` is valid for writes.
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn flag(dst: *mut u8, v: u64) {
-    // SAFETY: contract.
-    unsafe { core::arch::x86_64::_mm_stream_si64(dst.cast(), v as i64) }
+    for k in 0..8 {
+        let w = if k == 0 { v as i64 } else { 0 };
+        // SAFETY: an aligned word of the line (contract).
+        unsafe { core::arch::x86_64::_mm_stream_si64(dst.add(8 * k).cast(), w) }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -95,8 +95,8 @@ impl Method {
     /// What the row measures, for the table.
     pub fn describe(self) -> &'static str {
         match self {
-            Method::Ceiling => "ceiling: NT copy + fence + 8 B flag + fence",
-            Method::CeilingWide => "ceiling, AVX-512: NT copy + fence, flag, fence",
+            Method::Ceiling => "ceiling: NT copy + fence + commit line + fence",
+            Method::CeilingWide => "ceiling, AVX-512: NT copy + fence, line, fence",
             Method::CeilingBatch => "ceiling: 64 NT copies + 2 fences",
             Method::CeilingBatchWide => "ceiling, AVX-512: 64 NT copies + 2 fences",
             Method::Put => "nvs put (1 object per commit)",

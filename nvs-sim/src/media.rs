@@ -366,6 +366,22 @@ impl Media for SimMedia {
         Self::store_word(&mut g, off / 8, word, true);
     }
 
+    /// One NT word store of the commit word, after checking the contract: the line's
+    /// other words already hold what `line` says (so re-storing them changes nothing a
+    /// crash could show). A caller that breaks it is an nvs bug, reported as a panic.
+    fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
+        self.check(off, 64);
+        assert!(off.is_multiple_of(64), "nvs bug: unaligned commit line at {off}");
+        let mut g = self.lock();
+        for k in 1..8 {
+            let want = u64::from_le_bytes(line[k * 8..k * 8 + 8].try_into().unwrap());
+            let have = g.word(off / 8 + k);
+            assert_eq!(have, want, "nvs bug: the commit line at {off} changes its word {k}");
+        }
+        let word = u64::from_le_bytes(line[..8].try_into().unwrap());
+        Self::store_word(&mut g, off / 8, word, true);
+    }
+
     fn store(&self, off: usize, src: &[u8]) {
         self.check(off, src.len());
         if src.is_empty() {

@@ -1,5 +1,5 @@
 //! Put throughput at 1 MiB with 1 and 2 writer lanes of one pool (threads with their own
-//! `LaneWriter`), next to a raw NT copy (+ fence, 8-byte flag, fence) by 1 and 2
+//! `LaneWriter`), next to a raw NT copy (+ fence, commit line, fence) by 1 and 2
 //! threads into the same mapping, in one run, trials interleaved, median of 5.
 //!
 //! `cargo run --release -p nvs-std --example lanes [DIR]` (default /dev/shm)
@@ -48,7 +48,8 @@ fn main() {
 }
 
 /// `threads` threads each NT-copy `src` into their half of the region, each copy
-/// followed by a fence, an 8-byte flag and a fence (the protocol without nvs).
+/// followed by a fence, a commit line (8-byte flag, 56 zero bytes) and a fence (the
+/// protocol without nvs).
 fn raw(media: &MappedMedia, src: &[u8], threads: usize) -> f64 {
     let t = Instant::now();
     let per = (REGION as usize - 4096) / threads;
@@ -64,7 +65,9 @@ fn raw(media: &MappedMedia, src: &[u8], threads: usize) -> f64 {
                         }
                         media.store_nt(base + off + 64, src);
                         media.fence();
-                        media.store_word_nt(base + off, 1);
+                        let mut line = [0u8; 64];
+                        line[0] = 1;
+                        media.store_commit_line(base + off, &line);
                         media.fence();
                         off += src.len() + 64;
                         n += src.len();

@@ -338,6 +338,12 @@ impl Media for MappedMedia {
         self.dirtied(off, 8);
     }
 
+    fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
+        self.writing();
+        self.region.store_commit_line(off, line);
+        self.dirtied(off, 64);
+    }
+
     fn store(&self, off: usize, src: &[u8]) {
         self.writing();
         self.region.store(off, src);

@@ -129,8 +129,8 @@ pub struct SegmentHeader {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct UnitHeader {
-    /// Written last, alone, by one aligned 8-byte NT store after a fence:
-    /// `commit_word(pool_id, lane, seq, checksum)`.
+    /// Written last, alone, after a fence (an NT store of the header's line in which
+    /// only this word changes): `commit_word(pool_id, lane, seq, checksum)`.
     pub commit: u64,
     /// Lane sequence number: 0, 1, 2, ... per lane, across segments.
     pub seq: u64,

@@ -112,7 +112,8 @@ impl<M: Media> Writer<'_, M> {
         if let Some(f) = early_publish.take() {
             f(unit_off, seq)
         }
-        // 5–6. The commit word, alone, then the fence that makes the commit durable.
+        // 5–6. The commit word (alone: nothing else changes), then the fence that makes
+        // the commit durable.
         if mutant::on(Mutant::CachedCommit) {
             self.media.store(unit_off as usize, &commit.to_le_bytes());
         } else if mutant::on(Mutant::StraddlingCommit) {
@@ -121,7 +122,11 @@ impl<M: Media> Writer<'_, M> {
             self.media.store(unit_off as usize + 4, &b[4..]);
             self.media.flush(unit_off as usize, 8);
         } else if !early_commit {
-            self.media.store_word_nt(unit_off as usize, commit);
+            // The header's whole line again, with the commit word in its slot: bytes
+            // 8..64 are the ones just made durable, so only the commit word changes (a
+            // lone 8-byte store would be a partial write-combining flush, slower to fence).
+            bh.commit = commit;
+            self.media.store_commit_line(unit_off as usize, bytemuck::cast_ref(&bh));
         }
         if !mutant::on(Mutant::NoFinalFence) {
             self.media.fence();

@@ -13,7 +13,8 @@
 //! # What survives a power loss (the persistency model, DESIGN.md)
 //! - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
 //!   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
-//! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`]) is *pending*
+//! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`],
+//!   [`Media::store_commit_line`]) is *pending*
 //!   until the issuing thread's next [`Media::fence`]; pending stores persist in any
 //!   order, each word independently, or not at all.
 //! - A cached store ([`Media::store`]) may persist at any time (eviction), in order per
@@ -69,6 +70,20 @@ pub trait Media {
     /// Non-temporal store of one aligned 8-byte word (`off % 8 == 0`): failure-atomic,
     /// pending until this thread's next fence. Commit words are written with this.
     fn store_word_nt(&self, off: usize, word: u64);
+
+    /// The commit store: a non-temporal store of the whole aligned 64-byte line at `off`
+    /// (`off % 64 == 0`) of which only the first word changes — bytes 8..64 of `line`
+    /// must equal what the line holds now (a unit header stored and fenced before). So it
+    /// persists exactly as [`Media::store_word_nt`] of the first word would: the other
+    /// words are rewritten with the values they have. It exists for speed: a whole line is
+    /// one write-combining flush, where a lone 8-byte NT store is a partial one, and the
+    /// fence after a partial flush waits longer (`nvs bench` measures both). The default
+    /// stores the first word alone.
+    fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&line[..8]);
+        self.store_word_nt(off, u64::from_le_bytes(w));
+    }
 
     /// Ordinary cached store of `src` at `off` (no alignment needed). It may persist at
     /// any time, per cache line in program order, torn at 8-byte boundaries; it is
@@ -154,6 +169,9 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn store_word_nt(&self, off: usize, word: u64) {
         (**self).store_word_nt(off, word)
+    }
+    fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
+        (**self).store_commit_line(off, line)
     }
     fn store(&self, off: usize, src: &[u8]) {
         (**self).store(off, src)

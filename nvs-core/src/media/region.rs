@@ -215,6 +215,20 @@ impl Media for Region {
         }
     }
 
+    fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
+        self.check(off, 64);
+        assert!(off.is_multiple_of(64), "nvs bug: unaligned commit line at {off}");
+        // SAFETY: in bounds, 64-aligned, valid for writes; `line` cannot overlap the
+        // region (constructor). The NT copy of a 64-aligned line fills one
+        // write-combining buffer whatever its store width (8-byte `movnti` included).
+        unsafe {
+            match self.kind {
+                StoreKind::NonTemporal => arch::copy_nt(self.base.add(off), line),
+                StoreKind::Portable => arch::copy_volatile(self.base.add(off), line),
+            }
+        }
+    }
+
     fn store(&self, off: usize, src: &[u8]) {
         self.check(off, src.len());
         // SAFETY: in bounds, valid for writes, no overlap with `src` (constructor).
