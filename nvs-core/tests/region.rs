@@ -79,7 +79,7 @@ fn check_kind(kind: StoreKind) {
 }
 
 /// Both store kinds are byte-exact with zero padding and no stray writes; the NT kind
-/// with the default (AVX2) bulk stores and with AVX-512 ones where the CPU has them.
+/// with the default bulk stores, AVX2 ones and AVX-512 ones where the CPU has them.
 /// (One test: the store width is process-wide.)
 #[test]
 fn stores_are_exact() {
@@ -92,6 +92,7 @@ fn stores_are_exact() {
     }
     assert!(!nvs_core::internals::use_avx512(false));
     assert!(nvs_core::nt_store_width() <= 32);
+    check_kind(StoreKind::NonTemporal);
 }
 
 /// An access outside the region is refused (panics) instead of touching other memory.
