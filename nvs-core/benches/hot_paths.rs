@@ -131,6 +131,19 @@ fn bench_store_nt(c: &mut Criterion) {
                 off += size;
             })
         });
+        // The same copy summed as a put sums its payload (nvs-sum, fused into the copy).
+        g.bench_function(format!("copy_summed_fence_{}k", size >> 10), |b| {
+            b.iter(|| {
+                if off + size > REGION {
+                    off = 4096;
+                }
+                let mut sum = nvs_core::Sum::new(7);
+                region.store_nt_summed(off, black_box(&src), &mut sum);
+                region.fence();
+                off += size;
+                black_box(sum.finish(size as u64))
+            })
+        });
     }
     g.finish();
 }
