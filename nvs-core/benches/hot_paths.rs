@@ -131,6 +131,21 @@ fn bench_store_nt(c: &mut Criterion) {
                 off += size;
             })
         });
+        // The protocol without nvs: that copy, a fence, a commit line, a fence.
+        g.bench_function(format!("copy_fence_commit_fence_{}k", size >> 10), |b| {
+            b.iter(|| {
+                if off + size + 64 > REGION {
+                    off = 4096;
+                }
+                region.store_nt(off + 64, black_box(&src));
+                region.fence();
+                let mut line = [0u8; 64];
+                line[0] = 1;
+                region.store_commit_line(off, &line);
+                region.fence();
+                off += size + 64;
+            })
+        });
         // The same copy summed as a put sums its payload (nvs-sum, fused into the copy).
         g.bench_function(format!("copy_summed_fence_{}k", size >> 10), |b| {
             b.iter(|| {
