@@ -79,14 +79,36 @@ pub unsafe fn flag(dst: *mut u8, v: u64) {
     }
 }
 
+/// Copies of at least this many bytes prefetch their source `PREFETCH_AHEAD` bytes ahead
+/// (a source beyond the L2 cache: with it a 20 MiB copy + commit ran ~2% faster here, in
+/// a C harness, where PMDK's `pmem_memcpy_persist` had beaten the plain loop).
+const PREFETCH_FROM: usize = 1 << 20;
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Prefetch the four lines at `p`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch4(p: *const u8) {
+    use core::arch::x86_64::*;
+    for k in 0..4 {
+        // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * k).cast()) };
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn body512(d: *mut u8, s: *const u8, n: usize) {
     use core::arch::x86_64::*;
+    let ahead = n >= PREFETCH_FROM;
     let mut i = 0;
     while i < n {
-        // SAFETY: i + 256 <= n; dst 64-aligned; AVX-512F present (caller).
+        // SAFETY: i + 256 <= n; dst 64-aligned; AVX-512F present (caller); a prefetch
+        // never faults.
         unsafe {
+            if ahead {
+                prefetch4(s.wrapping_add(i + PREFETCH_AHEAD));
+            }
             let a = _mm512_loadu_si512(s.add(i).cast());
             let b = _mm512_loadu_si512(s.add(i + 64).cast());
             let c = _mm512_loadu_si512(s.add(i + 128).cast());
@@ -104,10 +126,15 @@ unsafe fn body512(d: *mut u8, s: *const u8, n: usize) {
 #[target_feature(enable = "avx2")]
 unsafe fn body256(d: *mut u8, s: *const u8, n: usize) {
     use core::arch::x86_64::*;
+    let ahead = n >= PREFETCH_FROM;
     let mut i = 0;
     while i < n {
-        // SAFETY: i + 128 <= n; dst 32-aligned; AVX2 present (caller).
+        // SAFETY: i + 128 <= n; dst 32-aligned; AVX2 present (caller); a prefetch never
+        // faults.
         unsafe {
+            if ahead && i % 256 == 0 {
+                prefetch4(s.wrapping_add(i + PREFETCH_AHEAD));
+            }
             let a = _mm256_loadu_si256(s.add(i).cast());
             let b = _mm256_loadu_si256(s.add(i + 32).cast());
             let c = _mm256_loadu_si256(s.add(i + 64).cast());
