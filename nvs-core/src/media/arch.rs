@@ -344,9 +344,8 @@ mod x86 {
 
     /// Whether bulk copies use 64-byte AVX-512 stores: `DEFAULT` until [`use_avx512`]
     /// says otherwise. By default they do on Intel CPUs with VPCLMULQDQ (Ice Lake and
-    /// later, where 512-bit stores do not lower the clock): on the Intel Xeon host of the
-    /// README's table a raw NT copy + fences ran 7-12% faster at 32 KiB and 1 MiB with
-    /// them. Elsewhere 32-byte AVX2 ones, which copy 1-3% faster into a tmpfs mapping on
+    /// later): on the Intel Xeon host of the README's table a raw NT copy + fences ran
+    /// 7-12% faster at 32 KiB and 1 MiB with them (other Intel generations unmeasured). Elsewhere 32-byte AVX2 ones, which copy 1-3% faster into a tmpfs mapping on
     /// the reference AMD EPYC (it splits 512-bit stores), and which PMDK defaults to.
     static AVX512_WANTED: AtomicU8 = AtomicU8::new(DEFAULT);
     const DEFAULT: u8 = 2;

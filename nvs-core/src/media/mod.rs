@@ -68,7 +68,8 @@ pub trait Media {
     }
 
     /// Non-temporal store of one aligned 8-byte word (`off % 8 == 0`): failure-atomic,
-    /// pending until this thread's next fence. Commit words are written with this.
+    /// pending until this thread's next fence. (Commit words are written with
+    /// [`Media::store_commit_line`], whose default is this.)
     fn store_word_nt(&self, off: usize, word: u64);
 
     /// The commit store: a non-temporal store of the whole aligned 64-byte line at `off`
@@ -77,8 +78,8 @@ pub trait Media {
     /// persists exactly as [`Media::store_word_nt`] of the first word would: the other
     /// words are rewritten with the values they have. It exists for speed: a whole line is
     /// one write-combining flush, where a lone 8-byte NT store is a partial one, and the
-    /// fence after a partial flush waits longer (`nvs bench` measures both). The default
-    /// stores the first word alone.
+    /// fence after a partial flush waits longer (DESIGN.md, write path, step 5, has the
+    /// measurement). The default stores the first word alone.
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         let mut w = [0u8; 8];
         w.copy_from_slice(&line[..8]);
