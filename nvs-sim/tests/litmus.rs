@@ -318,3 +318,33 @@ fn budget_exhaustion_is_incomplete_never_pass() {
     });
     assert_eq!(v, Verdict::Incomplete { runs: 10 });
 }
+
+/// The commit line persists as its first word alone: a crash before its fence shows the
+/// old or the new commit word and the line's other words as they were (durable before).
+#[test]
+fn commit_line_is_one_word() {
+    let m = media();
+    let mut line = [0u8; 64];
+    line[8..16].copy_from_slice(&7u64.to_le_bytes());
+    m.store_nt(Z * 8, &line);
+    m.fence();
+    line[..8].copy_from_slice(&9u64.to_le_bytes());
+    m.store_commit_line(Z * 8, &line);
+    assert_eq!(outcomes(&m, m.point(), &[Z, Z + 1]), set(&[&[0, 7], &[9, 7]]));
+    m.fence();
+    assert_eq!(outcomes(&m, m.point(), &[Z, Z + 1]), set(&[&[9, 7]]));
+}
+
+/// A commit line that would change more than its first word is refused: the simulator
+/// would otherwise model stores the caller did not mean.
+#[test]
+#[should_panic(expected = "changes its word 2")]
+fn commit_line_changing_another_word_is_a_bug() {
+    let m = media();
+    let mut line = [0u8; 64];
+    m.store_nt(Z * 8, &line);
+    m.fence();
+    line[0] = 9;
+    line[16] = 1;
+    m.store_commit_line(Z * 8, &line);
+}
