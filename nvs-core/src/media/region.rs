@@ -216,17 +216,10 @@ impl Media for Region {
     }
 
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
-        self.check(off, 64);
         assert!(off.is_multiple_of(64), "nvs bug: unaligned commit line at {off}");
-        // SAFETY: in bounds, 64-aligned, valid for writes; `line` cannot overlap the
-        // region (constructor). The NT copy of a 64-aligned line fills one
-        // write-combining buffer whatever its store width (8-byte `movnti` included).
-        unsafe {
-            match self.kind {
-                StoreKind::NonTemporal => arch::copy_nt(self.base.add(off), line),
-                StoreKind::Portable => arch::copy_volatile(self.base.add(off), line),
-            }
-        }
+        // An NT store of a 64-aligned whole line fills one write-combining buffer,
+        // whatever the store width (8-byte `movnti` included).
+        self.store_nt(off, line);
     }
 
     fn store(&self, off: usize, src: &[u8]) {
