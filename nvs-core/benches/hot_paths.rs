@@ -1,6 +1,6 @@
 //! Micro-benchmarks of nvs-core's hot paths, on heap memory standing in for persistent
-//! memory: put (1 KiB, 32 KiB), a batch of 64 × 1 KiB, get, `latest`, the raw NT copy
-//! and recovery. `cargo bench -p nvs-core` (not part of CI; `nvs bench` is the
+//! memory: put (1 KiB, 32 KiB), a batch of 64 × 1 KiB, get, `latest`, the raw NT copy,
+//! what the format alone costs (`floor`) and recovery. `cargo bench -p nvs-core` (not part of CI; `nvs bench` is the
 //! side-by-side comparison with the ceiling and the peers).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -191,5 +191,98 @@ fn bench_recovery(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_puts, bench_reads, bench_store_nt, bench_recovery);
+/// What format 2 itself asks of a unit, with nothing of nvs's bookkeeping (no plan, no
+/// index, no lane): each payload NT-stored (and summed, if `summed`: a pool with payload
+/// checksums), each object header hashed and stored as its line (names of up to 16
+/// bytes), the unit header hashed and stored, a fence, the commit line, a fence.
+/// Returns the unit's length.
+fn format_floor(region: &Region, off: usize, seq: u64, objects: &[(&[u8], &[u8])], summed: bool) -> usize {
+    use nvs_core::internals::format::{commit_word, line_up, ObjectHeader, UnitHeader};
+    const POOL: u64 = 0x5eed;
+    let mut at = off + 64;
+    for (name, payload) in objects {
+        let payload_sum = if summed {
+            let mut sum = nvs_core::Sum::new(POOL);
+            region.store_nt_summed(at + 64, payload, &mut sum);
+            sum.finish(payload.len() as u64)
+        } else {
+            region.store_nt(at + 64, payload);
+            0
+        };
+        let mut oh: ObjectHeader = bytemuck::Zeroable::zeroed();
+        oh.version = seq + 1;
+        oh.payload_len = payload.len() as u64;
+        oh.name_len = name.len() as u16;
+        oh.payload_sum = payload_sum;
+        oh.checksum = oh.compute_checksum(POOL, name, &[]);
+        let mut line = [0u8; 64];
+        let head = size_of::<ObjectHeader>();
+        line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
+        line[head..head + name.len()].copy_from_slice(name);
+        region.store_nt(at, &line);
+        at += 64 + line_up(payload.len() as u64) as usize;
+    }
+    let mut uh: UnitHeader = bytemuck::Zeroable::zeroed();
+    uh.seq = seq;
+    uh.unit_len = (at - off) as u64;
+    uh.object_count = objects.len() as u32;
+    uh.checksum = uh.compute_checksum(POOL);
+    let commit = commit_word(POOL, 0, seq, uh.checksum);
+    uh.commit = !commit;
+    region.store_nt(off, bytemuck::bytes_of(&uh));
+    region.fence();
+    uh.commit = commit;
+    region.store_commit_line(off, bytemuck::cast_ref(&uh));
+    region.fence();
+    at - off
+}
+
+/// Whether a put's cost above the bare protocol is the format's or nvs's: the protocol
+/// (copies, fence, commit line, fence), the format's floor ([`format_floor`]), with and
+/// without payload checksums, beside `put/put_32k` and `put/put_batch_64x1k` (run them
+/// together: `--bench 'floor|put_32k|put_batch'`).
+fn bench_floor(c: &mut Criterion) {
+    let mut mem = Mem::new();
+    let region = mem.region();
+    let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
+    let mut g = c.benchmark_group("floor");
+    for (count, size) in [(1usize, 32usize << 10), (64, 1 << 10)] {
+        let src = vec![5u8; size];
+        let objects: Vec<(&[u8], &[u8])> = names[..count].iter().map(|n| (&n[..], &src[..])).collect();
+        let unit = 64 + count * (64 + size);
+        let mut off = 4096usize;
+        let mut seq = 0u64;
+        g.throughput(Throughput::Bytes((count * size) as u64));
+        g.bench_function(format!("protocol_{count}x{}k", size >> 10), |b| {
+            b.iter(|| {
+                if off + unit > REGION {
+                    off = 4096;
+                }
+                for k in 0..count {
+                    region.store_nt(off + 128 + k * (64 + size), black_box(&src));
+                }
+                region.fence();
+                let mut line = [0u8; 64];
+                line[0] = 1;
+                region.store_commit_line(off, &line);
+                region.fence();
+                off += unit;
+            })
+        });
+        for (summed, what) in [(true, ""), (false, "_nosum")] {
+            g.bench_function(format!("format_floor{what}_{count}x{}k", size >> 10), |b| {
+                b.iter(|| {
+                    if off + unit > REGION {
+                        off = 4096;
+                    }
+                    seq += 1;
+                    off += format_floor(&region, off, seq, black_box(&objects), summed);
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_puts, bench_reads, bench_store_nt, bench_floor, bench_recovery);
 criterion_main!(benches);
