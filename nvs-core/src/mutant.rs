@@ -38,6 +38,7 @@ mutants! {
     RecoveryWrites => "recovery_writes", "recovery 'repairs' each lane tail by zeroing its slot (not read-only)";
     ResumeAtSegmentStart => "resume_at_segment_start", "after recovery a lane writes from its segment's start";
     SeqRestartsAfterOpen => "seq_restarts_after_open", "after recovery a lane's sequence restarts at 0";
+    EndNotProbed => "end_not_probed", "recovery does not look past a lane's end for a later committed unit (a damaged commit word hides the units after it silently)";
     FreeSegmentsUnchecked => "free_segments_unchecked", "recovery does not look for committed units in free segments (a damaged header loses its segment silently)";
     AllocIgnoresOwner => "alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)";
     FirstSeqOffByOne => "first_seq_off_by_one", "a claimed segment records the wrong first sequence number";

@@ -12,6 +12,8 @@
 //! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
 //! | valid header, chain_seq or first_seq ≥ 2^63           | `Corrupted(SegmentChain)`        |
 //! | unit slot: commit word ≠ expected for (lane, seq)     | lane's log ends in this segment  |
+//! | ... but unit seq + 1 committed where the slot's length |                                  |
+//! |   word says it ends (and the slot still not, reread)  | `Corrupted(SequenceGap)`         |
 //! | commit word matches, header checksum wrong            | `Corrupted(HeaderChecksum)`      |
 //! | commit word matches, lengths/counts out of bounds     | `Corrupted(HeaderBounds)`        |
 //! | commit word matches, object header/name checksum bad  | `Corrupted(HeaderChecksum)`      |
@@ -419,6 +421,9 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
     let (mut closed, mut detached) = (lane.closed, lane.detached);
     for _ in 0..seg_end.saturating_sub(off) / LINE {
         let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
+            UnitSlot::End if format::committed_after_end(media, sb, lane_id, next_seq, off, seg_end).is_some() => {
+                return Err(Error::Corrupted { offset: off, kind: CorruptKind::SequenceGap });
+            }
             UnitSlot::End => break,
             UnitSlot::Committed(h) => h,
         };

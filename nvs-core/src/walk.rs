@@ -265,7 +265,22 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
         while walked < lines {
             walked += 1;
             let h = match format::decode_unit(media, sb, lane, seq, off, end) {
-                Ok(UnitSlot::End) => break,
+                Ok(UnitSlot::End) => {
+                    // A committed unit after a slot that is not: the slot's commit or
+                    // checksum word was damaged; the walk goes on at the later unit.
+                    let Some(at) = format::committed_after_end(media, sb, lane, seq, off, end) else { break };
+                    visit(Item::Damage(Damage {
+                        offset: off,
+                        kind: CorruptKind::SequenceGap,
+                        lane,
+                        seq,
+                        resumed_at: Some(at),
+                    }));
+                    walked += (at - off) / LINE - 1;
+                    off = at;
+                    seq += 1;
+                    continue;
+                }
                 Ok(UnitSlot::Committed(h)) => h,
                 Err(e) => {
                     // Its length cannot be trusted: find the lane's next unit.

@@ -241,3 +241,61 @@ fn released_segments_with_old_units_are_not_lost() {
         assert_eq!(pool.get(b"x", latest, &mut b), Ok(1500));
     }
 }
+
+/// A flip in any byte of the header of a unit that is not its lane's newest is never
+/// silent: recovery reports corruption, or every object is still there. A flip in the
+/// commit or checksum word makes the slot look uncommitted (as a torn commit would), but
+/// the later unit committed where the slot's length says it ends proves it was damaged
+/// (`SequenceGap` at the slot); `nvs dump`'s walk reports it and goes on after it.
+#[test]
+#[cfg_attr(miri, ignore = "hundreds of recoveries: too slow under miri")]
+fn a_damaged_unit_header_before_the_newest_is_never_silent() {
+    use nvs_core::internals::format::UnitHeader;
+    use nvs_core::walk::{Item, Walker};
+    let img = good_pool();
+    // (offset, lane, seq) of every committed unit, and the newest seq of each lane.
+    let mut units = Vec::new();
+    let mut ram = Ram::from_bytes(&img);
+    Walker::new(&ram.region()).unwrap().walk(&mut |item| {
+        if let Item::Unit(u) = item {
+            units.push((u.offset, u.lane, u.seq));
+        }
+    });
+    assert!(units.len() >= PUTS as usize, "walked {} units", units.len());
+    let newest = |lane: u32| units.iter().filter(|u| u.1 == lane).map(|u| u.2).max().unwrap();
+    let (mut gaps, mut checked) = (0, 0);
+    for &(off, lane, seq) in units.iter().filter(|u| u.2 < newest(u.1)) {
+        for i in off as usize..off as usize + 64 {
+            let mut bad = img.clone();
+            bad[i] ^= 0x10;
+            checked += 1;
+            match open_bytes(&bad) {
+                Ok(n) => assert_eq!(n, PUTS as u64, "flip at {i} (lane {lane} seq {seq}): objects lost silently"),
+                Err(Error::Corrupted { offset, kind: CorruptKind::SequenceGap }) => {
+                    gaps += 1;
+                    // In the slot itself, or (the unit was its segment's last) where the
+                    // lane's next segment starts.
+                    assert!(offset == off || offset % 4096 == 0, "flip at {i}: gap reported at {offset}");
+                }
+                Err(Error::Corrupted { .. }) => {}
+                Err(e) => panic!("flip at {i}: unexpected {e:?}"),
+            }
+        }
+    }
+    assert!(checked > 0 && gaps > 0, "{checked} flips, {gaps} gaps");
+    // The walk behind `nvs dump` and `salvage` reports the damaged slot and resumes.
+    let &(off, _, _) = units.iter().find(|u| u.2 == 0 && units.iter().any(|v| v.1 == u.1 && v.2 == 1)).unwrap();
+    let mut bad = img.clone();
+    bad[off as usize] ^= 0x10;
+    let h: UnitHeader = bytemuck::pod_read_unaligned(&bad[off as usize..off as usize + 64]);
+    let mut ram = Ram::from_bytes(&bad);
+    let region = ram.region();
+    let (mut damage, mut walked) = (None, 0);
+    Walker::new(&region).unwrap().walk(&mut |item| match item {
+        Item::Damage(d) => damage = Some((d.offset, d.kind, d.resumed_at)),
+        Item::Unit(_) => walked += 1,
+        _ => {}
+    });
+    assert_eq!(damage, Some((off, CorruptKind::SequenceGap, Some(off + h.unit_len))));
+    assert_eq!(walked, units.len() - 1, "every other unit still walked");
+}

@@ -8,7 +8,10 @@
 //! corruption, or it returns every acknowledged object byte-exact with no committed
 //! version missing (the full crash oracle at the end of the trace). Ownership is proven
 //! by the header and again by the segment's committed units, so losing a header may not
-//! lose its units unnoticed (DESIGN.md, R3b).
+//! lose its units unnoticed (DESIGN.md, R3c). So is a flip in the header of a unit that
+//! is not its lane's newest: the later units prove it was committed (R5, R6b). Only the
+//! newest unit's commit and checksum words may lose it silently (a torn commit looks
+//! the same).
 
 use crate::check::{oracle, recover_all, Failure, Recovered};
 use crate::workload::{run, Workload};
@@ -20,30 +23,49 @@ use nvs_core::{HeapMemory, Media, Pool};
 use nvs_sim::SimMedia;
 use std::time::{Duration, Instant};
 
+/// What a metadata range is, for the oracle a flip in it is held to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Meta {
+    /// Superblock, object headers and names, the newest unit header of a lane.
+    Other,
+    /// A segment header: never silent.
+    Segment,
+    /// The header of a unit that is not its lane's newest: never silent.
+    Unit,
+}
+
 /// Byte ranges of the metadata of a pool image: segment headers, unit headers, object
-/// headers and names (payloads are not checksummed unless the pool asks for it); true
-/// for a segment header (held to the "never silent" oracle).
-fn metadata(media: &SimMedia) -> Vec<(usize, usize, bool)> {
+/// headers and names (payloads are not checksummed unless the pool asks for it), each
+/// with what it is.
+fn metadata(media: &SimMedia) -> Vec<(usize, usize, Meta)> {
     let Ok(sb) = decode_superblock(media) else { return vec![] };
-    let mut out = vec![(0, 64, false)];
+    let mut out = vec![(0, 64, Meta::Other)];
+    // (index in `out`, lane, seq) of each unit header; the newest of each lane stays Other.
+    let mut units = Vec::new();
     for i in 0..sb.segment_count {
         let Some(_) = decode_segment(media, &sb, i) else { continue };
         let seg = sb.segment_off(i);
-        out.push((seg as usize, 64, true));
+        out.push((seg as usize, 64, Meta::Segment));
         let (mut off, end) = (seg + LINE, seg + sb.segment_len);
         while off + LINE <= end {
             let h: UnitHeader = read_pod(media, off);
             if h.unit_len == 0 || !h.unit_len.is_multiple_of(LINE) || off + h.unit_len > end || h.commit == 0 {
                 break;
             }
-            out.push((off as usize, 64, false));
+            units.push((out.len(), h.lane, h.seq));
+            out.push((off as usize, 64, Meta::Other));
             let mut obj = off + LINE;
             for _ in 0..h.object_count {
                 let oh: ObjectHeader = read_pod(media, obj);
-                out.push((obj as usize, 48 + oh.name_len as usize, false));
+                out.push((obj as usize, 48 + oh.name_len as usize, Meta::Other));
                 obj += nvs_core::internals::format::object_len(oh.name_len as usize, oh.payload_len);
             }
             off += h.unit_len;
+        }
+    }
+    for &(k, lane, seq) in &units {
+        if units.iter().any(|&(_, l, s)| l == lane && s > seq) {
+            out[k].2 = Meta::Unit;
         }
     }
     out
@@ -169,9 +191,9 @@ fn recover_bytes(bytes: &[u8]) -> Result<Recovered, String> {
 /// a phantom or wrong bytes (lost objects, a shorter prefix, a lost end-of-stream
 /// marker); in a segment header only a join that committed no unit (its empty segment
 /// is free again).
-fn allowed_loss(oracle_error: &str, segment_header: bool) -> bool {
+fn allowed_loss(oracle_error: &str, never_silent: bool) -> bool {
     let lost = ["lost", "prefix", "but it is not closed"].iter().any(|m| oracle_error.contains(m));
-    oracle_error.contains("but it holds no segment") || (lost && !segment_header)
+    oracle_error.contains("but it holds no segment") || (lost && !never_silent)
 }
 
 fn clear_error(msg: &str) -> bool {
@@ -235,6 +257,8 @@ pub struct DamageReport {
     pub images: u64,
     /// Of them, flips in a valid segment header (the "never silent" oracle).
     pub header_images: u64,
+    /// Of those, flips in the header of a unit before its lane's newest (never silent).
+    pub unit_images: u64,
     /// Payload flips: reads refused as corrupted (`check_payload_damage`).
     pub refused: u64,
     pub failures: Vec<Failure>,
@@ -260,17 +284,23 @@ pub fn check_damage(workloads: &[Workload], headers_only: &[Workload], stop_earl
         };
         let bytes = trace.media.volatile_bytes();
         let end = trace.media.point();
-        for (start, len, header) in metadata(&trace.media).into_iter().filter(|m| m.2 || !only_headers) {
+        for (start, len, meta) in metadata(&trace.media).into_iter().filter(|m| m.2 == Meta::Segment || !only_headers) {
             for at in start..start + len {
                 let mut img = bytes.clone();
                 img[at] ^= 0x10;
                 r.images += 1;
-                r.header_images += u64::from(header);
+                r.header_images += u64::from(meta == Meta::Segment);
+                r.unit_images += u64::from(meta == Meta::Unit);
+                let what = match meta {
+                    Meta::Segment => " (segment header)",
+                    Meta::Unit => " (header of a unit before its lane's newest)",
+                    Meta::Other => "",
+                };
                 let verdict = match recover_bytes(&img) {
                     Ok(rec) => oracle(&trace.issued, end, &Recovered::default(), &rec)
                         .err()
-                        .filter(|e| !allowed_loss(e, header))
-                        .map(|e| format!("flip at byte {at}{}: {e}", if header { " (segment header)" } else { "" })),
+                        .filter(|e| !allowed_loss(e, meta != Meta::Other))
+                        .map(|e| format!("flip at byte {at}{what}: {e}")),
                     Err(e) if clear_error(&e) => None,
                     Err(e) => Some(format!("flip at byte {at}: {e}")),
                 };

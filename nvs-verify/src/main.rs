@@ -190,10 +190,11 @@ fn damage(only: Option<&str>) -> bool {
         |ws: Vec<Workload>| -> Vec<Workload> { ws.into_iter().filter(|w| only.is_none_or(|o| o == w.id)).collect() };
     let r = check_damage(&pick(full), &pick(headers), false);
     println!(
-        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths; {} in segment headers), {} violations, {:.1}s",
+        "damage: {} workloads, {} damaged images (flipped metadata bytes, forged lengths; {} in segment headers, {} in headers of units before their lane's newest), {} violations, {:.1}s",
         r.workloads,
         r.images,
         r.header_images,
+        r.unit_images,
         r.failures.len(),
         r.time.as_secs_f64()
     );

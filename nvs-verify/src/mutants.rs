@@ -57,11 +57,15 @@ pub const EQUIVALENT: &[(Mutant, &str)] = &[
 /// The payload damage check ([`check_payload_damage`]), as [`KILLED_IN`] names it.
 pub const PAYLOAD_DAMAGE: &str = "payload damage";
 
+/// The metadata damage check ([`check_damage`]), as [`KILLED_IN`] names it.
+pub const DAMAGE: &str = "damage";
+
 /// Mutants of code only the later checks reach, with the family (or check) that kills them, run
 /// first for them (the matrix goes on through every family if it does not): a verdict
 /// still comes from the check itself, only sooner.
 pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::PayloadSumUnchecked, PAYLOAD_DAMAGE),
+    (Mutant::EndNotProbed, DAMAGE),
     (Mutant::RescanSkipped, "two-writers"),
     (Mutant::ClaimUnfencedAtUnlock, "two-writers"),
     (Mutant::OthersTailSkipped, "two-writers"),
@@ -134,6 +138,7 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
         };
         let killed_by = match first {
             Some(PAYLOAD_DAMAGE) => payloads(),
+            Some(DAMAGE) => damage(),
             Some(name) => fams.iter().find(|f| f.name == name).and_then(family),
             None => None,
         }

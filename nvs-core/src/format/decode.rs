@@ -147,6 +147,37 @@ pub fn decode_unit<M: Media + ?Sized>(
     Ok(UnitSlot::Committed(h))
 }
 
+/// Where a committed unit follows the slot at `off`, which [`decode_unit`] found holds no
+/// committed unit `seq` of `lane`: `Some(offset)` if, where the header in that slot says
+/// its unit ends (its length word, unverified: the checksum may be what is damaged),
+/// unit `seq + 1` of the lane is committed (its commit word matches; a damaged rest
+/// counts too), and the slot is still not committed when read again. A crash never
+/// leaves that: a unit is stored only after the one before it is committed. So it is
+/// damage to the slot's commit or checksum word, which would otherwise end the lane's
+/// log there and hide the later units. The second look tells a reader beside a live
+/// writer, who committed both since the first (the earlier commit is visible before the
+/// later unit is stored), from damage.
+pub fn committed_after_end<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    seg_end: u64,
+) -> Option<u64> {
+    if off + size_of::<UnitHeader>() as u64 > seg_end || mutant::on(Mutant::EndNotProbed) {
+        return None;
+    }
+    let len = media.load_word(off as usize + offset_of!(UnitHeader, unit_len));
+    if len < LINE || !len.is_multiple_of(LINE) || len > seg_end - off {
+        return None;
+    }
+    let next = off + len;
+    let later = !matches!(decode_unit(media, sb, lane, seq.checked_add(1)?, next, seg_end), Ok(UnitSlot::End));
+    let still_not = !matches!(decode_unit(media, sb, lane, seq, off, seg_end), Ok(UnitSlot::Committed(_)));
+    (later && still_not).then_some(next)
+}
+
 /// A unit header's flags, counts and lengths are consistent, and it ends by `seg_end`.
 fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bool {
     let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
