@@ -226,6 +226,8 @@ fn get_into_new_file(
         Ok(f) => f,
         Err(e) => return Some(Err(io(e))),
     };
+    // A SIGBUS (the pool shrank under the copy) removes it too.
+    let _sigbus = super::sigbus::output_created(path);
     let remove = |r: Result<usize, CliError>| {
         if r.is_err() {
             let _ = std::fs::remove_file(path);

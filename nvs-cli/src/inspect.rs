@@ -651,11 +651,25 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     let mut dst = FilePool::create(new, size.unwrap_or(layout.pool_len), &opts)?;
     let bar = progress::bar(order.len() as u64, "salvage");
     let (mut copied, mut names) = (0u64, std::collections::HashSet::new());
+    // Versions recovery's index held that a live writer's retention released since: not
+    // lost to damage, listed apart.
+    let mut released = Vec::new();
     for &i in &order {
         bar.inc(1);
         let f = &found[i];
         let bytes = match &source {
-            Source::Index(p) => p.get_vec_on(f.lane, &f.name, f.version).map_err(|e| e.to_string()),
+            Source::Index(p) => match p.get_vec_on(f.lane, &f.name, f.version) {
+                Err(e) if e.core() == Some(nvs_core::Error::NotFound) => {
+                    released.push(format!(
+                        "released meanwhile: {} v{} (lane {})",
+                        show_name(&f.name),
+                        f.version,
+                        f.lane
+                    ));
+                    continue;
+                }
+                got => got.map_err(|e| e.to_string()),
+            },
             Source::Walk { walker, by_key } => rebuild(walker, &found, by_key, layout.lane_names, i),
         };
         let bytes = match bytes {
@@ -671,16 +685,29 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                 continue;
             }
         };
-        // NEW full (deltas are stored full): listed as lost, the rest still tried.
-        if let Err(e) = dst.put(f.lane, Object::new(&f.name, &bytes).version(f.version).meta(&f.meta)) {
-            let (name, v) = (show_name(&f.name), f.version);
-            lost.push(format!(
-                "lost: {name} v{v} (lane {} seq {}): cannot put it into {}: {e}",
-                f.lane,
-                f.seq,
-                new.display()
-            ));
-            continue;
+        match dst.put(f.lane, Object::new(&f.name, &bytes).version(f.version).meta(&f.meta)) {
+            // NEW too small (deltas are stored full): not damage of BAD; no half copy left.
+            Err(e) if e.core() == Some(nvs_core::Error::Full) => {
+                bar.finish_and_clear();
+                drop(dst);
+                let _ = std::fs::remove_file(new);
+                return Err(CliError::Usage(format!(
+                    "{}: full after {copied} of {} objects; nothing kept (give a larger --size): {e}",
+                    new.display(),
+                    order.len()
+                )));
+            }
+            Err(e) => {
+                let (name, v) = (show_name(&f.name), f.version);
+                lost.push(format!(
+                    "lost: {name} v{v} (lane {} seq {}): cannot put it into {}: {e}",
+                    f.lane,
+                    f.seq,
+                    new.display()
+                ));
+                continue;
+            }
+            Ok(_) => {}
         }
         copied += 1;
         names.insert(f.name.clone());
@@ -696,15 +723,19 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     if let Some(why) = &recovery {
         let _ = writeln!(o, "note: recovery failed ({why}): every segment read as it lies");
     }
-    for l in &lost {
+    for l in lost.iter().chain(&released) {
         let _ = writeln!(o, "{l}");
     }
     let _ = writeln!(
         o,
-        "{}: salvaged {copied} objects of {} names from {} (read through {how}); {lost_objects} objects lost, {damaged} damaged regions",
+        "{}: salvaged {copied} objects of {} names from {} (read through {how}); {lost_objects} objects lost, {damaged} damaged regions{}",
         new.display(),
         names.len(),
         bad.display(),
+        match released.len() {
+            0 => String::new(),
+            n => format!("; {n} released meanwhile by a writer's retention"),
+        }
     );
     stdout(&o)?;
     if lost_objects + damaged > 0 || recovery.is_some() {

@@ -10,13 +10,14 @@ use std::path::Path;
 /// Create `new` (never over an existing file) with `old`'s geometry and lanes — or
 /// `size` bytes — and put every version of every name on the lane, in the order, and
 /// grouped in the units (batches) that committed it in `old`, with its version number.
-/// Deltas are stored as full versions (they are rebuilt to be read). Lanes closed in
-/// `old` are closed in `new`. `old` is only read.
+/// Deltas are stored as full versions (they are rebuilt to be read); metadata is
+/// copied. Lanes closed in `old` are closed in `new`. `old` is only read; if the copy
+/// fails, `new` is removed.
 pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>) -> Result<(), CliError> {
     let src = FilePool::open_with(old, Access::ReadOnly, d)?;
     let layout = src.layout();
     let size = size.unwrap_or(layout.pool_len);
-    // Every (lane, seq, name id, version): units in commit order, lane by lane.
+    // Every (lane, seq, name id, version, has metadata): units in commit order, lane by lane.
     let mut all = Vec::new();
     let mut name_buf = [0u8; nvs_core::NAME_MAX];
     let names: Vec<_> = src.names().collect();
@@ -26,7 +27,7 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
             continue; // released by a writer's retention since the pool was opened
         }
         for o in src.versions_of(n.id) {
-            all.push((o.lane, o.seq, n.id, o.version));
+            all.push((o.lane, o.seq, n.id, o.version, o.meta_len > 0));
         }
     }
     all.sort_unstable();
@@ -34,24 +35,34 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
         CreateOptions::new().segment_len(layout.segment_len).lanes_max(layout.lanes_max).lane_names(layout.lane_names);
     opts.durability = d;
     let mut dst = FilePool::create(new, size, &opts)?;
-    let mut i = 0;
-    while i < all.len() {
-        let (lane, seq) = (all[i].0, all[i].1);
-        let unit: Vec<_> = all[i..].iter().take_while(|o| (o.0, o.1) == (lane, seq)).collect();
-        let mut data = Vec::with_capacity(unit.len());
-        for &&(_, _, id, version) in &unit {
-            let name = src.name_bytes(id, &mut name_buf).to_vec();
-            let bytes = src.get_vec_on(lane, &name, version)?;
-            data.push((name, version, bytes));
+    let copied = (|| -> Result<(), CliError> {
+        let mut i = 0;
+        while i < all.len() {
+            let (lane, seq) = (all[i].0, all[i].1);
+            let unit: Vec<_> = all[i..].iter().take_while(|o| (o.0, o.1) == (lane, seq)).collect();
+            let mut data = Vec::with_capacity(unit.len());
+            for &&(_, _, id, version, has_meta) in &unit {
+                let name = src.name_bytes(id, &mut name_buf).to_vec();
+                let bytes = src.get_vec_on(lane, &name, version)?;
+                let meta = if has_meta { src.meta_on(lane, &name, version)? } else { Vec::new() };
+                data.push((name, version, bytes, meta));
+            }
+            let objects: Vec<Object> = data.iter().map(|(n, v, b, m)| Object::new(n, b).version(*v).meta(m)).collect();
+            dst.put_batch(lane, &objects)?;
+            i += unit.len();
         }
-        let objects: Vec<Object> = data.iter().map(|(n, v, b)| Object::new(n, b).version(*v)).collect();
-        dst.put_batch(lane, &objects)?;
-        i += unit.len();
-    }
-    for lane in 0..layout.lanes_max {
-        if src.lane_info(lane).is_some_and(|l| l.closed) {
-            dst.close_lane(lane)?;
+        for lane in 0..layout.lanes_max {
+            if src.lane_info(lane).is_some_and(|l| l.closed) {
+                dst.close_lane(lane)?;
+            }
         }
+        Ok(())
+    })();
+    if let Err(e) = copied {
+        // NEW is ours (create never opens an existing file): a half copy is not left.
+        drop(dst);
+        let _ = std::fs::remove_file(new);
+        return Err(e);
     }
     dst.close()?;
     stdout(&format!(

@@ -5,6 +5,7 @@
 //! reader never writes, and a writer stops where it is (its unit is not committed).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// The line the handler writes, made before any mapping exists (a handler may only call
@@ -51,10 +52,47 @@ pub fn input_mapped(input: &Path) {
     let _ = INPUT_MESSAGE.set(line.into_bytes());
 }
 
+/// The new file `nvs get -o` is writing, as a C string (null: none): a get that fails
+/// leaves no output, a SIGBUS included.
+static OUTPUT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// While this lives, a SIGBUS also removes the output file being written.
+pub struct Output(());
+
+/// `path` is a new output file: removed by the handler until the guard is dropped.
+pub fn output_created(path: &Path) -> Output {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
+        let old = OUTPUT.swap(c.into_raw(), Ordering::SeqCst);
+        free(old);
+    }
+    Output(())
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        free(OUTPUT.swap(std::ptr::null_mut(), Ordering::SeqCst));
+    }
+}
+
+fn free(p: *mut libc::c_char) {
+    if !p.is_null() {
+        // SAFETY: every non-null value stored in OUTPUT came from `CString::into_raw`,
+        // and was swapped out of it (so freed once).
+        drop(unsafe { std::ffi::CString::from_raw(p) });
+    }
+}
+
 extern "C" fn on_sigbus(_: libc::c_int) {
     if let Some(m) = INPUT_MESSAGE.get().or_else(|| MESSAGE.get()) {
         // SAFETY: `write` and `_exit` are async-signal-safe; `m` is a live, immutable buffer.
         unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
+    }
+    let out = OUTPUT.load(Ordering::SeqCst);
+    if !out.is_null() {
+        // SAFETY: `unlink` is async-signal-safe; `out` is a live C string (freed only
+        // after it is swapped out, by this process's main flow, which the signal stopped).
+        unsafe { libc::unlink(out) };
     }
     // SAFETY: as above.
     unsafe { libc::_exit(2) }

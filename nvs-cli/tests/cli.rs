@@ -367,6 +367,33 @@ fn format_1_pools_are_read_and_migrated() {
     assert_eq!(code(&o), 2, "never over an existing file");
 }
 
+/// `nvs migrate` copies each object's metadata; a copy that fails (NEW too small)
+/// leaves no NEW behind.
+#[test]
+fn migrate_keeps_metadata_and_leaves_nothing_when_it_fails() {
+    let dir = tmp();
+    let (old, new) = (dir.path().join("old.pool"), dir.path().join("new.pool"));
+    create(&old, &[]);
+    let o = nvs_stdin(&["put", s(&old), "arr", "--meta", "dtype=<f8", "--meta", "shape=100,125"], &[1u8; 3000]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for i in 0..6 {
+        assert_eq!(code(&nvs_stdin(&["put", s(&old), &format!("o{i}")], &[i as u8; 100_000])), 0);
+    }
+    let o = nvs(&["migrate", s(&old), s(&new)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // The version line's metadata (what follows "meta"; not where the copy stored it).
+    let meta = |p: &Path| {
+        let out = stdout(&nvs(&["ls", "-l", s(p)]));
+        out.lines().find_map(|l| l.split_once("  meta ").map(|(_, m)| m.to_owned()))
+    };
+    assert!(meta(&old).is_some_and(|m| m.contains("shape=100,125")), "{:?}", meta(&old));
+    assert_eq!(meta(&new), meta(&old));
+    let small = dir.path().join("small.pool");
+    let err = assert_fails(&nvs(&["migrate", s(&old), s(&small), "--size", "600K"]), 2);
+    assert!(err.contains("full"), "{err}");
+    assert!(std::fs::symlink_metadata(&small).is_err(), "a failed migrate left {}", small.display());
+}
+
 /// An object larger than a segment (5 MB in 256 KiB segments) through the tool: put, get byte-exact, check clean; one larger than the pool is
 /// refused, naming the limit.
 #[test]

@@ -109,6 +109,25 @@ fn not_a_pool() {
     refused_everywhere(&small, 1, "not an nvs pool", "not an nvs pool");
 }
 
+/// A sparse file that is not a pool is refused by the writing commands as it is: none of
+/// them fills its holes first (a writer reserves a pool's blocks, not a stranger's).
+#[test]
+fn a_sparse_file_that_is_not_a_pool_stays_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tmp();
+    let sparse = dir.path().join("sparse");
+    std::fs::File::create(&sparse).unwrap().set_len(256 << 20).unwrap();
+    let blocks = || std::fs::metadata(&sparse).unwrap().blocks();
+    if blocks() * 512 >= 256 << 20 {
+        return; // a file system without holes: nothing to show
+    }
+    for args in [vec!["put", s(&sparse), "name"], vec!["close", s(&sparse)], vec!["reclaim", s(&sparse), "--keep", "1"]]
+    {
+        assert_refused(&nvs(&args), 1, "not an nvs pool", &format!("{args:?}"));
+        assert!(blocks() * 512 < 1 << 20, "{args:?} allocated {} KiB of the file", blocks() / 2);
+    }
+}
+
 #[test]
 fn empty_file() {
     let dir = tmp();

@@ -217,6 +217,18 @@ fn salvage_of_a_clean_pool_copies_everything() {
     assert!(info.contains(r#"{"kind":"lane","lane":2,"#) && info.contains(r#""closed":true}"#), "{info}");
 }
 
+/// A NEW too small for what BAD holds is a usage error (exit 2), not damage of BAD, and
+/// leaves no half copy.
+#[test]
+fn salvage_into_a_pool_too_small_is_an_error_and_keeps_nothing() {
+    let dir = tmp();
+    let p = sample(dir.path());
+    let new = dir.path().join("new.pool");
+    let e = fails(&nvs(&["salvage", s(&p), s(&new), "--size", "192K"]), 2, "full after");
+    assert!(!e.contains("damaged"), "{e}");
+    assert!(std::fs::symlink_metadata(&new).is_err(), "a failed salvage left {}", new.display());
+}
+
 #[test]
 fn salvage_of_a_damaged_pool_copies_what_verifies_and_lists_the_rest() {
     let dir = tmp();

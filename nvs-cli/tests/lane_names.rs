@@ -142,6 +142,11 @@ fn reclaim_and_close_one_lane_beside_a_live_writer() {
     assert!(stderr(&o).contains("lock"), "{}", stderr(&o));
     let o = nvs(&["reclaim", p, "--keep", "2"]);
     assert_eq!(code(&o), 2, "the whole pool's retention waits for its lane writers");
+    for lane in ["300", "70000"] {
+        let o = nvs(&["reclaim", p, "--keep", "2", "--lane", lane]);
+        assert_eq!(code(&o), 2, "lane {lane}: {}", stdout(&o));
+        assert!(stderr(&o).contains(&format!("lane {lane} does not exist")), "{}", stderr(&o));
+    }
     let o = nvs(&["reclaim", p, "--keep", "2", "--lane", "1"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(!stdout(&o).contains(": 0 segments freed"), "{}", stdout(&o));

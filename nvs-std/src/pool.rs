@@ -289,9 +289,12 @@ impl FilePool {
             .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
         if access == Access::ReadWrite {
             lock(&file, path)?;
-            back_every_block(&file, path)?;
         }
         let media = MappedMedia::map(&file, path, access, durability, false)?;
+        if access == Access::ReadWrite {
+            is_a_pool(&media, path)?;
+            back_every_block(&file, path)?;
+        }
         // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
         // thread takes half of them (MappedMedia::start_prefault), until recovery is done.
         if nvs_core::Media::len(&media) >= PREFAULT_MIN {
@@ -364,6 +367,7 @@ impl FilePool {
                 vec![free.ok_or_else(|| Error::Locked { path: path.to_path_buf() })?]
             }
         };
+        is_a_pool(&media, path)?;
         back_every_block(&file, path)?;
         media.share_claims(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
         let pool = Pool::open_lanes(media, HeapMemory::new(), &owned)
@@ -919,6 +923,14 @@ fn open_dax_device(path: &Path) -> Option<File> {
         Ok((Backing::DaxDevice, _)) => Some(file),
         _ => None,
     }
+}
+
+/// The superblock's own checks, before a writer fills any hole of the file: a file that
+/// is not a pool (a sparse file, say) is refused as it is, with no block allocated.
+fn is_a_pool(media: &MappedMedia, path: &Path) -> Result<()> {
+    nvs_core::internals::format::decode_superblock(media)
+        .map(|_| ())
+        .map_err(|source| Error::Core { path: path.to_path_buf(), source })
 }
 
 /// Reserve the file's blocks now, so a full file system is an error here rather than a

@@ -238,6 +238,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// media's claim lock ([`Media::lock_claims`]), and a claim reads the segment headers
     /// first: the other processes' claims and releases are in no index of this one.
     pub fn open_lanes(media: M, mem: X, lanes: &[u32]) -> Result<Self> {
+        // A lane no pool can have would drop out of the set below (and the pool would
+        // open owning nothing): refused, after what is wrong with the media, if anything.
+        if let Some(&lane) = lanes.iter().find(|&&l| l >= LANES_MAX) {
+            let sb = format::decode_superblock(&media)?;
+            return Err(Error::NoSuchLane { lane, lanes_max: sb.lanes_max });
+        }
         let mut owned = LaneSet::default();
         for &lane in lanes {
             owned.insert(lane);
