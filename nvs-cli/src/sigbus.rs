@@ -59,27 +59,20 @@ static OUTPUT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 /// While this lives, a SIGBUS also removes the output file being written.
 pub struct Output(());
 
-/// `path` is a new output file: removed by the handler until the guard is dropped.
+/// `path` is a new output file: removed by the handler until the guard is dropped. The
+/// path's bytes are never freed (one small string per get): a SIGBUS on another thread
+/// (the prefault helper) may still be reading them while the guard goes.
 pub fn output_created(path: &Path) -> Output {
     use std::os::unix::ffi::OsStrExt;
     if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
-        let old = OUTPUT.swap(c.into_raw(), Ordering::SeqCst);
-        free(old);
+        OUTPUT.store(c.into_raw(), Ordering::SeqCst);
     }
     Output(())
 }
 
 impl Drop for Output {
     fn drop(&mut self) {
-        free(OUTPUT.swap(std::ptr::null_mut(), Ordering::SeqCst));
-    }
-}
-
-fn free(p: *mut libc::c_char) {
-    if !p.is_null() {
-        // SAFETY: every non-null value stored in OUTPUT came from `CString::into_raw`,
-        // and was swapped out of it (so freed once).
-        drop(unsafe { std::ffi::CString::from_raw(p) });
+        OUTPUT.store(std::ptr::null_mut(), Ordering::SeqCst);
     }
 }
 
@@ -90,8 +83,7 @@ extern "C" fn on_sigbus(_: libc::c_int) {
     }
     let out = OUTPUT.load(Ordering::SeqCst);
     if !out.is_null() {
-        // SAFETY: `unlink` is async-signal-safe; `out` is a live C string (freed only
-        // after it is swapped out, by this process's main flow, which the signal stopped).
+        // SAFETY: `unlink` is async-signal-safe; `out` is a C string that is never freed.
         unsafe { libc::unlink(out) };
     }
     // SAFETY: as above.
