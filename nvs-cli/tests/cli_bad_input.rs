@@ -542,6 +542,45 @@ fn a_pool_truncated_under_a_follower_is_an_error_not_a_signal() {
     std::mem::forget(writer); // its mapping is gone too: do not touch it (no drop)
 }
 
+/// A pool truncated while `get -o NEW` copies out of it: the get ends with the SIGBUS
+/// line (exit 2), and the new output file is gone. The pool is cut as soon as the output
+/// file exists (the get made it, and copies into it next); a get that finished first is
+/// tried again.
+#[test]
+fn a_pool_truncated_under_get_o_leaves_no_output() {
+    let Ok(dir) = tempfile::Builder::new().prefix("nvs-sigbus").tempdir_in("/dev/shm") else { return };
+    let p = dir.path().join("shrinks.pool");
+    let len = 192usize << 20;
+    let mut w = FilePool::create(&p, 256 << 20, &nvs_std::CreateOptions::new()).expect("create");
+    w.put(0, Object::new("big", &vec![7u8; len])).expect("put");
+    drop(w);
+    let image = std::fs::read(&p).unwrap();
+    for attempt in 0..5 {
+        std::fs::write(&p, &image).unwrap();
+        let out = dir.path().join(format!("out{attempt}"));
+        let mut get = Command::new(env!("CARGO_BIN_EXE_nvs"))
+            .args(["get", s(&p), "big", "-o", s(&out)])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn get");
+        let t = Instant::now();
+        while !out.exists() && get.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::yield_now();
+        }
+        std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
+        let o = get.wait_with_output().unwrap();
+        if o.status.code() == Some(0) {
+            assert_eq!(std::fs::metadata(&out).unwrap().len(), len as u64);
+            continue; // the copy finished before the cut
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("SIGBUS"), "{err}");
+        assert!(!out.exists(), "a get killed by SIGBUS left {}", out.display());
+        return;
+    }
+}
+
 /// The pool of the lost-segment reproduction: 16 KiB segments, payload checksums, and
 /// `puts` objects of 9000 bytes put through the CLI (one segment each), on `lanes` in turn.
 fn chained_pool(dir: &Path, puts: usize, lanes: u32) -> PathBuf {
