@@ -55,9 +55,12 @@ pub fn put(
         m = m.set(k, v);
     }
     let meta = m.to_bytes().map_err(|e| CliError::Usage(format!("--meta: {e}")))?;
+    // The input is opened before the pool: opening a FIFO waits for its writer, and must
+    // not do so while holding the pool's writer lock.
+    let input = open_input(file)?;
     let (mut p, lane) = open_to_put(pool, lane, durability)?;
     let name = name.as_bytes();
-    let bytes = read_input(file, p.max_object_bytes(name.len()))?;
+    let bytes = read_input(input, p.max_object_bytes(name.len()))?;
     // A spinner while a big mapped input is stored (a read one had its bar already).
     let spin = (matches!(bytes, Input::Mapped(_)) && bytes.len() as u64 >= PROGRESS_MIN)
         .then(|| super::progress::spinner(&format!("putting {}", human(bytes.len() as u64))));
@@ -522,15 +525,24 @@ impl std::ops::Deref for Input {
 
 /// The bytes of `file`, or of stdin for `None` or `-`; more than `max` is refused (a
 /// regular file by its length, before anything is read).
-fn read_input(file: Option<&Path>, max: u64) -> Result<Input, CliError> {
+/// `file` opened for reading (`None`: stdin, for no file or `-`).
+fn open_input(file: Option<&Path>) -> Result<Option<(std::fs::File, &Path)>, CliError> {
+    match file {
+        Some(f) if f != Path::new("-") => std::fs::File::open(f)
+            .map(|r| Some((r, f)))
+            .map_err(|e| CliError::io(format!("cannot read {}", f.display()), e)),
+        _ => Ok(None),
+    }
+}
+
+fn read_input(input: Option<(std::fs::File, &Path)>, max: u64) -> Result<Input, CliError> {
     // At most one byte more than an object can hold: an endless input (`< /dev/zero`)
     // is refused as soon as it is too large, not read until memory runs out.
     let too_large =
         |what: &str| CliError::Usage(format!("{what} holds more than the {max} bytes an object of this pool can hold"));
     let mut bar = None;
-    let (what, reader): (String, Box<dyn Read>) = match file {
-        Some(f) if f != Path::new("-") => {
-            let r = std::fs::File::open(f).map_err(|e| CliError::io(format!("cannot read {}", f.display()), e))?;
+    let (what, reader): (String, Box<dyn Read>) = match input {
+        Some((r, f)) => {
             let what = f.display().to_string();
             let meta = r.metadata().map_err(|e| CliError::io(format!("cannot read {what}"), e))?;
             if meta.is_file() && meta.len() > 0 {
@@ -559,7 +571,7 @@ fn read_input(file: Option<&Path>, max: u64) -> Result<Input, CliError> {
                 _ => (what, Box::new(r)),
             }
         }
-        _ => ("stdin".to_string(), Box::new(std::io::stdin().lock())),
+        None => ("stdin".to_string(), Box::new(std::io::stdin().lock())),
     };
     let mut v = Vec::new();
     reader

@@ -283,6 +283,33 @@ fn fifo_is_refused_without_hanging() {
     assert_refused(&nvs(&["create", s(&f), "--size", "1M"]), 2, "already exists", "create on a fifo");
 }
 
+/// `put POOL NAME FIFO` waits for the FIFO's writer without holding the pool: another
+/// put goes on meanwhile, and the waiting one commits once the FIFO is written.
+#[test]
+fn a_put_waiting_on_a_fifo_input_holds_no_lock() {
+    let dir = tmp();
+    let p = pool(dir.path(), "p.pool");
+    let f = dir.path().join("input");
+    let c = std::ffi::CString::new(s(&f)).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let waiting = Command::new(env!("CARGO_BIN_EXE_nvs"))
+        .args(["put", s(&p), "late", s(&f)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn put");
+    std::thread::sleep(Duration::from_millis(200));
+    let meanwhile = nvs(&["put", s(&p), "meanwhile"]);
+    // The FIFO is written before any assertion, so the waiting put never outlives the test.
+    std::fs::write(&f, b"at last").unwrap();
+    let o = waiting.wait_with_output().unwrap();
+    assert_eq!(meanwhile.status.code(), Some(0), "{}", String::from_utf8_lossy(&meanwhile.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = nvs(&["get", s(&p), "late"]);
+    assert_eq!(got.stdout, b"at last");
+}
+
 #[test]
 fn character_device_is_refused() {
     refused_everywhere(Path::new("/dev/null"), 2, "not a regular file", "not a regular file");
