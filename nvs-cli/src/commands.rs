@@ -207,11 +207,33 @@ pub fn get(
         )));
     }
     match output {
-        Some(path) => {
-            std::fs::write(path, &bytes).map_err(|e| CliError::io(format!("cannot write {}", path.display()), e))
-        }
+        Some(path) => replace_file(path, &bytes),
         None => stdout_bytes(&bytes),
     }
+}
+
+/// Write `bytes` as the whole content of `path`. An existing regular file (or the one a
+/// symlink names) is replaced whole: the bytes go to a new file beside it (its
+/// permissions copied), renamed over it once written, so a failure (a full file system)
+/// leaves it as it was. Anything else (a device, a FIFO, /proc/self/fd/N), or a file in a
+/// directory where no new file can be made, is written in place.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let io = |e| CliError::io(format!("cannot write {}", path.display()), e);
+    let target = std::fs::canonicalize(path).ok().filter(|t| t.metadata().is_ok_and(|m| m.is_file()));
+    let Some(target) = target else { return std::fs::write(path, bytes).map_err(io) };
+    let perms = target.metadata().map_err(io)?.permissions();
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".nvs-get-{}", std::process::id()));
+    let tmp = target.with_file_name(name);
+    let Ok(mut f) = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) else {
+        return std::fs::write(path, bytes).map_err(io);
+    };
+    let written =
+        f.write_all(bytes).and_then(|()| f.set_permissions(perms)).and_then(|()| std::fs::rename(&tmp, &target));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
 }
 
 /// Create `path` (which must not exist), reserve `len` bytes for it and `get` the object

@@ -367,6 +367,33 @@ fn format_1_pools_are_read_and_migrated() {
     assert_eq!(code(&o), 2, "never over an existing file");
 }
 
+/// `get -o` onto an existing file replaces its content whole (written beside it, then
+/// renamed over it: a failure leaves it as it was), keeping its permissions; through a
+/// symlink, the file it names is replaced and the link stays.
+#[test]
+fn get_o_replaces_an_existing_file_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp();
+    let pool = dir.path().join("p.pool");
+    create(&pool, &[]);
+    assert_eq!(code(&nvs_stdin(&["put", s(&pool), "x"], b"new bytes")), 0);
+    let old = dir.path().join("old");
+    std::fs::write(&old, vec![9u8; 100_000]).unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = nvs(&["get", s(&pool), "x", "-o", s(&old)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(std::fs::read(&old).unwrap(), b"new bytes");
+    assert_eq!(std::fs::metadata(&old).unwrap().permissions().mode() & 0o777, 0o640);
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&old, &link).unwrap();
+    assert_eq!(code(&nvs_stdin(&["put", s(&pool), "x"], b"newer")), 0);
+    assert_eq!(code(&nvs(&["get", s(&pool), "x", "-o", s(&link)])), 0);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read(&old).unwrap(), b"newer");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 3, "only the pool, the file and the link: {left:?}");
+}
+
 /// `nvs migrate` copies each object's metadata; a copy that fails (NEW too small)
 /// leaves no NEW behind.
 #[test]
