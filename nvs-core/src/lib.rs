@@ -80,7 +80,7 @@ pub use log::plan::PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
 pub use object::{IndexMark, LaneInfo, NameInfo, Object, ObjectInfo, Put, RecoveryStats, Versions};
-pub use pool::{FormatOptions, LaneWriter, Layout, NameIter, ObjectsAfter, Pool, VersionIter};
+pub use pool::{read_layout, FormatOptions, LaneWriter, Layout, NameIter, ObjectsAfter, Pool, VersionIter};
 
 // What users share between threads is shareable: a pool (readers and lane writers on
 // many threads), its lane writers (each moved to its thread). Checked at compile time.

@@ -928,7 +928,7 @@ fn open_dax_device(path: &Path) -> Option<File> {
 /// The superblock's own checks, before a writer fills any hole of the file: a file that
 /// is not a pool (a sparse file, say) is refused as it is, with no block allocated.
 fn is_a_pool(media: &MappedMedia, path: &Path) -> Result<()> {
-    nvs_core::internals::format::decode_superblock(media)
+    nvs_core::read_layout(media)
         .map(|_| ())
         .map_err(|source| Error::Core { path: path.to_path_buf(), source })
 }
