@@ -244,7 +244,8 @@ const char *nvs_status_name(int32_t status);
 int32_t nvs_follower_open(const char *path, const char *only, struct nvs_follower **out);
 
 // Declare a lane the stream has: it ends only once that lane has joined and ended its
-// stream too (a writer yet to start cannot be missed).
+// stream too (a writer yet to start cannot be missed). `NVS_E_ARG` for a lane the pool
+// does not have (its stream could never end).
 //
 // # Safety
 // `f` is NULL or a live handle.

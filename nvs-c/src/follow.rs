@@ -93,7 +93,8 @@ pub unsafe extern "C" fn nvs_follower_open(
 }
 
 /// Declare a lane the stream has: it ends only once that lane has joined and ended its
-/// stream too (a writer yet to start cannot be missed).
+/// stream too (a writer yet to start cannot be missed). `NVS_E_ARG` for a lane the pool
+/// does not have (its stream could never end).
 ///
 /// # Safety
 /// `f` is NULL or a live handle.
@@ -102,6 +103,11 @@ pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u3
     guard("nvs_follower_expect_lane", || {
         // SAFETY: the caller's promise.
         let h = unsafe { follower(f)? };
+        // A lane the pool cannot have would never end its stream: the wait never would.
+        let lanes_max = h.f.as_ref().map_or(0, |f| f.pool().layout().lanes_max);
+        if lane >= lanes_max {
+            return Err(arg(format!("lane {lane} does not exist (pool has {lanes_max})")));
+        }
         let inner = h.f.take().ok_or_else(|| Fail { status: NVS_E_PANIC, msg: "follower lost".into() })?;
         h.f = Some(inner.expect_lanes([lane]));
         Ok(())

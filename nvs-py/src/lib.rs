@@ -326,7 +326,17 @@ impl Follower {
     ) -> PyResult<Self> {
         let only = name.map(name_arg).transpose()?;
         let follower = py.detach(|| StdFollower::open(&path, only)).map_err(|e| err(py, e))?;
-        let follower = follower.expect_lanes(lanes.unwrap_or_default());
+        let lanes = lanes.unwrap_or_default();
+        // A lane the pool cannot have would never end its stream.
+        let lanes_max = follower.pool().layout().lanes_max;
+        if let Some(lane) = lanes.iter().find(|&&l| l >= lanes_max) {
+            return Err(raise(
+                py,
+                "Error",
+                format!("{}: lane {lane} does not exist (pool has {lanes_max})", path.display()),
+            ));
+        }
+        let follower = follower.expect_lanes(lanes);
         Ok(Follower { follower, path: path.display().to_string() })
     }
 
@@ -341,11 +351,14 @@ impl Follower {
         timeout: Option<f64>,
         interval: f64,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let secs = |s: f64, what: &str| {
-            Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{what} must be >= 0 seconds")))
+        // A number of seconds >= 0; one too large for a Duration (inf included) is for ever.
+        let secs = |s: f64, what: &str| match s {
+            s if s.is_nan() || s < 0.0 => Err(PyValueError::new_err(format!("{what} must be >= 0 seconds, not {s}"))),
+            s => Ok(Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)),
         };
         let interval = secs(interval, "interval")?;
-        let deadline = timeout.map(|t| secs(t, "timeout")).transpose()?.map(|t| Instant::now() + t);
+        // A deadline past what the clock can count: none (wait for ever).
+        let deadline = timeout.map(|t| secs(t, "timeout")).transpose()?.and_then(|t| Instant::now().checked_add(t));
         let slice = Duration::from_millis(100);
         loop {
             let step = match deadline {

@@ -96,6 +96,29 @@ def test_follow_times_out(pool_path):
     assert list(f) == []
 
 
+def test_follow_timeouts_past_the_clock_and_long_intervals(pool_path):
+    """A timeout too large for the clock waits for ever (no Rust panic); a long
+    interval never carries a wait past its timeout; bad values are ValueError."""
+    w = nvs.create(pool_path, 16 << 20)
+    w.put("a", b"1")
+    f = nvs.follow(pool_path, timeout=1e19)
+    assert next(f).name == "a"
+    t = time.monotonic()
+    with pytest.raises(nvs.Timeout):
+        next(nvs.follow(pool_path, "nothing", timeout=0.3, interval=20))
+    assert time.monotonic() - t < 3
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="must be >= 0"):
+            next(nvs.follow(pool_path, timeout=bad))
+    w.close()
+
+
+def test_follow_a_lane_the_pool_cannot_have_is_refused(pool_path):
+    nvs.create(pool_path, 16 << 20, lanes=4).close()
+    with pytest.raises(nvs.Error, match="lane 4 does not exist"):
+        nvs.follow(pool_path, lanes=[4])
+
+
 def test_follow_the_rust_tool(pool_path, nvs_bin):
     """A series of `nvs put` runs (each detaches as it exits), then `nvs close`."""
     subprocess.run([nvs_bin, "create", pool_path, "--size", "8M"], check=True)

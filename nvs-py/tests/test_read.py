@@ -31,6 +31,17 @@ def test_names_versions_and_bytes(pool_path):
         assert p.meta("a") == {}
 
 
+def test_put_array_refuses_what_its_dtype_text_cannot_give_back(pool_path):
+    """Object arrays (pointers into this process) and structured dtypes (their text,
+    "|V12", loses the fields) are refused, nothing stored; plain ones still go in."""
+    with nvs.create(pool_path, 16 << 20) as w:
+        for a in (np.array([object(), None], dtype=object), np.zeros(2, dtype=[("x", "<i4"), ("y", "<f8")])):
+            with pytest.raises(nvs.Error, match="cannot store an array of dtype"):
+                w.put_array("bad", a)
+        assert w.put_array("ok", np.array([b"ab", b"c"])) == 1
+        assert w.names() == ["ok"]
+
+
 def test_put_array_round_trips_dtype_and_shape(pool_path):
     arrays = {
         "f8": np.linspace(0, 1, 24).reshape(2, 3, 4),

@@ -208,7 +208,8 @@ impl Follower {
             if timeout.is_some_and(|t| start.elapsed() >= t) {
                 return Ok(Followed::Timeout);
             }
-            std::thread::sleep(interval);
+            // Never past the timeout, whatever the interval.
+            std::thread::sleep(timeout.map_or(interval, |t| interval.min(t.saturating_sub(start.elapsed()))));
         }
     }
 }

@@ -928,9 +928,7 @@ fn open_dax_device(path: &Path) -> Option<File> {
 /// The superblock's own checks, before a writer fills any hole of the file: a file that
 /// is not a pool (a sparse file, say) is refused as it is, with no block allocated.
 fn is_a_pool(media: &MappedMedia, path: &Path) -> Result<()> {
-    nvs_core::read_layout(media)
-        .map(|_| ())
-        .map_err(|source| Error::Core { path: path.to_path_buf(), source })
+    nvs_core::read_layout(media).map(|_| ()).map_err(|source| Error::Core { path: path.to_path_buf(), source })
 }
 
 /// Reserve the file's blocks now, so a full file system is an error here rather than a

@@ -290,6 +290,9 @@ static void lanes_and_followers(void) {
   /* A follower sees every object, then the end of the stream. */
   nvs_follower *f = NULL;
   OK(nvs_follower_open(at("lanes.pool"), NULL, &f));
+  /* A lane the pool cannot have would never end the stream: refused, the follower kept. */
+  IS(NVS_E_ARG, nvs_follower_expect_lane(f, UINT32_MAX));
+  OK(nvs_follower_expect_lane(f, 1));
   nvs_event ev;
   int objects = 0;
   for (;;) {

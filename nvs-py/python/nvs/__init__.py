@@ -98,6 +98,10 @@ class Pool(_nvs.Pool):
         """Put `array` as the next version of `name`, with its dtype and shape in the
         metadata (what ``get_array`` and nvs-std's ``get_pod`` read back). Returns the version."""
         a = numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
+        # Only a dtype its text gives back whole: object arrays hold pointers into this
+        # process, and a structured dtype's text ("|V12") loses its fields.
+        if a.dtype.hasobject or numpy.dtype(a.dtype.str) != a.dtype:
+            raise Error(f"{self.path}: {name!r}: cannot store an array of dtype {a.dtype} (not plain numbers, bytes or strings)")
         m = dict(meta or {})
         m["dtype"] = a.dtype.str
         m["shape"] = ",".join(str(d) for d in a.shape)
