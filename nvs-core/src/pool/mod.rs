@@ -535,7 +535,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 }
 
-/// The layout a superblock describes.
 /// The layout the superblock of `media` describes, after the superblock's own checks
 /// (magic, checksum, version, geometry against the media's length): what an open would
 /// refuse first, with no recovery and nothing written.
@@ -543,6 +542,7 @@ pub fn read_layout<M: Media + ?Sized>(media: &M) -> Result<Layout> {
     format::decode_superblock(media).map(|sb| layout_of(&sb))
 }
 
+/// The layout a superblock describes.
 pub(crate) fn layout_of(sb: &Superblock) -> Layout {
     Layout {
         pool_id: sb.pool_id,
