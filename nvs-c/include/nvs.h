@@ -236,8 +236,9 @@ const char *nvs_last_error(void);
 const char *nvs_status_name(int32_t status);
 
 // Follow the pool at `path` (opened read-only; it never writes and takes no lock).
-// `only` (NULL: every name) follows one name. The first wait reports every object
-// already committed.
+// `only` (NULL: every name) follows one name: an empty one is `NVS_E_ARG`, one longer
+// than `NVS_NAME_MAX` `NVS_E_TOO_LARGE` (it would match nothing, for ever). The first
+// wait reports every object already committed.
 //
 // # Safety
 // `path` is a NUL-terminated string; `only` is NULL or one; `out` is valid for a write.

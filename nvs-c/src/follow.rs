@@ -22,8 +22,7 @@ pub const NVS_EVENT_TIMEOUT: i32 = 4;
 
 /// A follower of a pool (opaque). Use it from one thread at a time.
 pub struct nvs_follower {
-    // `None` only inside `nvs_follower_expect_lane`, which takes it by value.
-    f: Option<Follower>,
+    f: Follower,
     queue: VecDeque<Committed>,
 }
 
@@ -55,15 +54,10 @@ unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<&'a mut nvs_follower> {
     unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))
 }
 
-impl nvs_follower {
-    fn inner(&mut self) -> Res<&mut Follower> {
-        self.f.as_mut().ok_or_else(|| Fail { status: NVS_E_PANIC, msg: "follower lost by an earlier nvs bug".into() })
-    }
-}
-
 /// Follow the pool at `path` (opened read-only; it never writes and takes no lock).
-/// `only` (NULL: every name) follows one name. The first wait reports every object
-/// already committed.
+/// `only` (NULL: every name) follows one name: an empty one is `NVS_E_ARG`, one longer
+/// than `NVS_NAME_MAX` `NVS_E_TOO_LARGE` (it would match nothing, for ever). The first
+/// wait reports every object already committed.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `only` is NULL or one; `out` is valid for a write.
@@ -85,7 +79,7 @@ pub unsafe extern "C" fn nvs_follower_open(
             false => Some(unsafe { cstr(only, "only")? }.to_vec()),
         };
         let f = Follower::open(std::path::Path::new(OsStr::from_bytes(path)), only)?;
-        let h = Box::new(nvs_follower { f: Some(f), queue: VecDeque::new() });
+        let h = Box::new(nvs_follower { f, queue: VecDeque::new() });
         // SAFETY: checked non-null; the caller's promise.
         unsafe { out.write(Box::into_raw(h)) };
         Ok(())
@@ -103,14 +97,8 @@ pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u3
     guard("nvs_follower_expect_lane", || {
         // SAFETY: the caller's promise.
         let h = unsafe { follower(f)? };
-        // A lane the pool cannot have would never end its stream: the wait never would.
-        let lanes_max = h.f.as_ref().map_or(0, |f| f.pool().layout().lanes_max);
-        if lane >= lanes_max {
-            return Err(arg(format!("lane {lane} does not exist (pool has {lanes_max})")));
-        }
-        let inner = h.f.take().ok_or_else(|| Fail { status: NVS_E_PANIC, msg: "follower lost".into() })?;
-        h.f = Some(inner.expect_lanes([lane]));
-        Ok(())
+        // A lane the pool cannot have would never end its stream: refused (NoSuchLane).
+        Ok(h.f.expect_lanes([lane])?)
     })
 }
 
@@ -132,7 +120,7 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
             nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
         if h.queue.is_empty() {
             let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
-            match h.inner()?.wait(timeout, Duration::from_millis(1))? {
+            match h.f.wait(timeout, Duration::from_millis(1))? {
                 Followed::Objects(objs) => h.queue.extend(objs),
                 Followed::EndOfStream => out.kind = NVS_EVENT_END_OF_STREAM,
                 Followed::WriterGone => out.kind = NVS_EVENT_WRITER_GONE,
@@ -172,7 +160,7 @@ pub unsafe extern "C" fn nvs_follower_get(
     guard("nvs_follower_get", || {
         // SAFETY: the caller's promises.
         let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
-        get_from(h.inner()?.pool(), None, name, version, buf, len)
+        get_from(h.f.pool(), None, name, version, buf, len)
     })
 }
 

@@ -46,6 +46,17 @@ fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Err(PyTypeError::new_err(format!("a name is str or bytes, not {}", name.get_type().name()?)))
 }
 
+/// A path from Python: `str`, `bytes` or any `os.PathLike` (as `open()` takes them; bytes
+/// are the file name's own bytes).
+fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let fs = path.py().import("os")?.call_method1("fspath", (path,))?;
+    if let Ok(b) = fs.downcast::<PyBytes>() {
+        return Ok(std::ffi::OsStr::from_bytes(b.as_bytes()).into());
+    }
+    fs.extract()
+}
+
 /// A name for Python: `str` (bytes that are not UTF-8 as surrogates, as `name_arg` takes them).
 fn name_out<'py>(py: Python<'py>, name: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     PyBytes::new(py, name).call_method1("decode", ("utf-8", "surrogateescape"))
@@ -152,12 +163,13 @@ impl Pool {
     #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None))]
     fn new(
         py: Python<'_>,
-        path: std::path::PathBuf,
+        path: &Bound<'_, PyAny>,
         write: bool,
         create: Option<u64>,
         lanes: u32,
         segment: Option<u64>,
     ) -> PyResult<Self> {
+        let path = path_arg(path)?;
         let pool = py.detach(|| match create {
             Some(size) => {
                 let mut opts = CreateOptions::new().lanes_max(lanes);
@@ -320,23 +332,15 @@ impl Follower {
     #[pyo3(signature = (path, name = None, lanes = None))]
     fn new(
         py: Python<'_>,
-        path: std::path::PathBuf,
+        path: &Bound<'_, PyAny>,
         name: Option<&Bound<'_, PyAny>>,
         lanes: Option<Vec<u32>>,
     ) -> PyResult<Self> {
+        let path = path_arg(path)?;
         let only = name.map(name_arg).transpose()?;
-        let follower = py.detach(|| StdFollower::open(&path, only)).map_err(|e| err(py, e))?;
-        let lanes = lanes.unwrap_or_default();
-        // A lane the pool cannot have would never end its stream.
-        let lanes_max = follower.pool().layout().lanes_max;
-        if let Some(lane) = lanes.iter().find(|&&l| l >= lanes_max) {
-            return Err(raise(
-                py,
-                "Error",
-                format!("{}: lane {lane} does not exist (pool has {lanes_max})", path.display()),
-            ));
-        }
-        let follower = follower.expect_lanes(lanes);
+        let mut follower = py.detach(|| StdFollower::open(&path, only)).map_err(|e| err(py, e))?;
+        // A lane the pool cannot have would never end its stream: refused.
+        follower.expect_lanes(lanes.unwrap_or_default()).map_err(|e| err(py, e))?;
         Ok(Follower { follower, path: path.display().to_string() })
     }
 

@@ -119,6 +119,21 @@ def test_follow_a_lane_the_pool_cannot_have_is_refused(pool_path):
         nvs.follow(pool_path, lanes=[4])
 
 
+def test_paths_are_str_bytes_or_pathlike_and_names_must_be_possible(pool_path):
+    """A path is whatever open() takes; a follow of a name no object can have (empty,
+    over 255 bytes) is refused instead of waiting for ever."""
+    import pathlib
+    with nvs.create(os.fsencode(pool_path), 16 << 20) as w:
+        w.put("a", b"1")
+    assert nvs.open(pathlib.Path(pool_path)).get("a") == b"1"
+    assert next(nvs.follow(os.fsencode(pool_path), timeout=5)).name == "a"
+    with pytest.raises(TypeError):
+        nvs.open(3.5)
+    for bad in ("", "n" * 256):
+        with pytest.raises((nvs.Error, ValueError)):
+            nvs.follow(pool_path, bad)
+
+
 def test_follow_the_rust_tool(pool_path, nvs_bin):
     """A series of `nvs put` runs (each detaches as it exits), then `nvs close`."""
     subprocess.run([nvs_bin, "create", pool_path, "--size", "8M"], check=True)

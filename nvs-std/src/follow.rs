@@ -14,7 +14,7 @@
 //! (retention released segments, anything unexpected) it recovers the whole pool, and
 //! that poll looks at every object. The index serves the follower's gets.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pool::{Access, FilePool};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -100,17 +100,36 @@ pub struct Follower {
 
 impl Follower {
     /// Open `path` read-only to follow it (every object already committed is reported
-    /// by the first poll).
+    /// by the first poll). An `only` name no object can have (empty, longer than
+    /// `NAME_MAX`) is refused: it would match nothing, and the follower would wait for
+    /// ever for it.
     pub fn open(path: impl AsRef<Path>, only: Option<Vec<u8>>) -> Result<Follower> {
+        let path = path.as_ref();
+        let bad = match only.as_deref().map(<[u8]>::len) {
+            Some(0) => Some(nvs_core::Error::NameEmpty),
+            Some(len_bytes) if len_bytes > nvs_core::NAME_MAX => Some(nvs_core::Error::NameTooLong { len_bytes }),
+            _ => None,
+        };
+        if let Some(source) = bad {
+            return Err(Error::Core { path: path.to_path_buf(), source });
+        }
         let pool = FilePool::open(path, Access::ReadOnly)?;
         Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new(), mark: None })
     }
 
     /// Declare lanes the stream has: it ends only once each of them has joined and
-    /// closed (as well as every lane that joined on its own).
-    pub fn expect_lanes(mut self, lanes: impl IntoIterator<Item = u32>) -> Self {
+    /// closed (as well as every lane that joined on its own). A lane the pool cannot have
+    /// (`lane >= lanes_max`) would never end its stream: it is refused
+    /// ([`nvs_core::Error::NoSuchLane`]), and none of `lanes` is declared.
+    pub fn expect_lanes(&mut self, lanes: impl IntoIterator<Item = u32>) -> Result<()> {
+        let lanes: Vec<u32> = lanes.into_iter().collect();
+        let lanes_max = self.pool.layout().lanes_max;
+        if let Some(&lane) = lanes.iter().find(|&&l| l >= lanes_max) {
+            let source = nvs_core::Error::NoSuchLane { lane, lanes_max };
+            return Err(Error::Core { path: self.pool.path().to_path_buf(), source });
+        }
         self.expected.extend(lanes);
-        self
+        Ok(())
     }
 
     /// The pool as of the last poll (for gets).

@@ -34,7 +34,23 @@ fn a_declared_lane_holds_the_stream_open() {
     pool.close_lane(0).unwrap();
     let wait = |f: &mut Follower| f.wait(Some(Duration::from_millis(200)), Duration::from_millis(1)).unwrap();
     // Lane 2 has not joined yet; a follower that knows it exists waits for it.
-    let mut f = Follower::open(&path, None).unwrap().expect_lanes([0, 2]);
+    let mut f = Follower::open(&path, None).unwrap();
+    // A lane the pool cannot have (it has 64) would hold the stream open for ever: refused,
+    // and none of the lanes given with it is declared.
+    let mut g = Follower::open(&path, None).unwrap();
+    let e = g.expect_lanes([2, 64]).unwrap_err();
+    assert_eq!(e.core(), Some(nvs_core::Error::NoSuchLane { lane: 64, lanes_max: 64 }), "{e}");
+    assert!(matches!(wait(&mut g), Followed::Objects(o) if o.len() == 1));
+    assert_eq!(wait(&mut g), Followed::EndOfStream, "lane 2 was not declared");
+    // A name no object can have would match nothing, for ever: refused.
+    for (only, e) in [
+        (vec![], nvs_core::Error::NameEmpty),
+        (vec![b'n'; nvs_core::NAME_MAX + 1], nvs_core::Error::NameTooLong { len_bytes: nvs_core::NAME_MAX + 1 }),
+    ] {
+        assert_eq!(Follower::open(&path, Some(only)).err().and_then(|e| e.core()), Some(e));
+    }
+    assert!(Follower::open(&path, Some(vec![b'n'; nvs_core::NAME_MAX])).is_ok());
+    f.expect_lanes([0, 2]).unwrap();
     assert!(matches!(wait(&mut f), Followed::Objects(o) if o.len() == 1));
     assert_eq!(wait(&mut f), Followed::Timeout);
     let mut plain = Follower::open(&path, None).unwrap();

@@ -323,6 +323,14 @@ static void lanes_and_followers(void) {
   OK(nvs_put(p, 0, "rank0", got, 16, &v));
   CHECK(v == 501);
   OK(nvs_pool_close_detached(p));
+  /* A name no object can have would match nothing, for ever: refused, no handle. */
+  nvs_follower *none = NULL;
+  IS(NVS_E_ARG, nvs_follower_open(at("lanes.pool"), "", &none));
+  char long_name[300];
+  memset(long_name, 'n', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = 0;
+  IS(NVS_E_TOO_LARGE, nvs_follower_open(at("lanes.pool"), long_name, &none));
+  CHECK(none == NULL);
   OK(nvs_follower_open(at("lanes.pool"), "rank0", &f));
   OK(nvs_follower_wait(f, 0, &ev));
   CHECK(ev.kind == NVS_EVENT_OBJECT);
