@@ -242,6 +242,11 @@ impl FilePool {
         fo.payload_checksum = opts.payload_checksum;
         fo.lane_names = opts.lane_names;
         fo.geometry(size_bytes).map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        // File offsets are signed: a larger size would fail as an unclear conversion error.
+        if i64::try_from(size_bytes).is_err() {
+            let what = format!("a file cannot be {size_bytes} bytes long (at most {})", i64::MAX);
+            return Err(Error::Unsupported { path: path.to_path_buf(), what });
+        }
         let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
             Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -358,3 +358,13 @@ fn objects_carry_their_shape() {
     assert_eq!(p.versions("temperature").unwrap().next().unwrap().meta_len, m.to_bytes().unwrap().len() as u16);
     assert_eq!(p.verify().unwrap(), 4);
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "files")]
+fn a_size_no_file_can_have_is_a_clear_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("huge.pool");
+    let e = FilePool::create(&path, 1 << 63, &CreateOptions::default()).err().expect("refused");
+    assert!(e.to_string().contains("cannot be 9223372036854775808 bytes long"), "{e}");
+    assert!(!path.exists());
+}
