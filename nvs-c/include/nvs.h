@@ -516,11 +516,21 @@ int32_t nvs_versions(const struct nvs_pool *pool,
                      size_t *count);
 
 // Call `cb` for each name in the pool, in no particular order. The names are taken
-// when the call starts; `cb` may call nvs (the pool included).
+// when the call starts; `cb` may call nvs (the pool included). In a pool with lane
+// names a name is listed once per lane that has it (each with that lane's latest
+// version and count): `nvs_names_on` lists one lane's.
 //
 // # Safety
 // `pool` is NULL or a live handle; `cb` is a valid function; `ctx` is passed through.
 int32_t nvs_names(const struct nvs_pool *pool, nvs_name_fn cb, void *ctx);
+
+// `nvs_names` for lane `lane`'s names: in a pool with lane names, the names of that
+// lane's name space (rank r's); otherwise the names `lane` wrote a version of (with
+// the name's latest version and count, of every lane).
+//
+// # Safety
+// As `nvs_names`.
+int32_t nvs_names_on(const struct nvs_pool *pool, uint32_t lane, nvs_name_fn cb, void *ctx);
 
 // Retention: release the oldest segments whose objects all have at least `keep` newer
 // versions; `*freed` (if not NULL) gets how many segments were freed. `NVS_E_BUSY`

@@ -955,32 +955,66 @@ pub unsafe extern "C" fn nvs_versions(
 }
 
 /// Call `cb` for each name in the pool, in no particular order. The names are taken
-/// when the call starts; `cb` may call nvs (the pool included).
+/// when the call starts; `cb` may call nvs (the pool included). In a pool with lane
+/// names a name is listed once per lane that has it (each with that lane's latest
+/// version and count): `nvs_names_on` lists one lane's.
 ///
 /// # Safety
 /// `pool` is NULL or a live handle; `cb` is a valid function; `ctx` is passed through.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_names(pool: *const nvs_pool, cb: nvs_name_fn, ctx: *mut c_void) -> i32 {
     guard("nvs_names", || {
-        // SAFETY: the caller's promise.
-        let p = unsafe { pool_ref(pool)? };
-        let cb = cb.ok_or_else(|| arg("cb is NULL"))?;
-        let names: Vec<(Vec<u8>, u64, u32)> = {
-            let (_g, fp) = p.shared()?;
-            let mut buf = [0u8; nvs_core::NAME_MAX];
-            fp.names().map(|n| (fp.name_bytes(n.id, &mut buf).to_vec(), n.latest, n.versions)).collect()
-        };
-        for (name, latest, versions) in names.into_iter().filter(|n| !n.0.is_empty()) {
-            let len = name.len();
-            let mut z = name;
-            z.push(0);
-            // SAFETY: a NUL-terminated name; the caller's promise for `cb` and `ctx`.
-            if unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) } != 0 {
-                break;
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's promises.
+        unsafe { names_of(pool, None, cb, ctx) }
     })
+}
+
+/// `nvs_names` for lane `lane`'s names: in a pool with lane names, the names of that
+/// lane's name space (rank r's); otherwise the names `lane` wrote a version of (with
+/// the name's latest version and count, of every lane).
+///
+/// # Safety
+/// As `nvs_names`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_names_on(pool: *const nvs_pool, lane: u32, cb: nvs_name_fn, ctx: *mut c_void) -> i32 {
+    guard("nvs_names_on", || {
+        // SAFETY: the caller's promises.
+        unsafe { names_of(pool, Some(lane), cb, ctx) }
+    })
+}
+
+/// # Safety
+/// As `nvs_names`.
+unsafe fn names_of(pool: *const nvs_pool, lane: Option<u32>, cb: nvs_name_fn, ctx: *mut c_void) -> Res {
+    // SAFETY: the caller's promise.
+    let p = unsafe { pool_ref(pool)? };
+    let cb = cb.ok_or_else(|| arg("cb is NULL"))?;
+    let names: Vec<(Vec<u8>, u64, u32)> = {
+        let (_g, fp) = p.shared()?;
+        let mut buf = [0u8; nvs_core::NAME_MAX];
+        let on_lane = |n: &nvs_core::NameInfo, name: &[u8]| match (lane, n.lane) {
+            (None, _) => true,
+            (Some(l), Some(own)) => l == own,
+            (Some(l), None) => fp.versions(name).is_ok_and(|mut v| v.any(|i| i.lane == l)),
+        };
+        fp.names()
+            .filter_map(|n| {
+                let name = fp.name_bytes(n.id, &mut buf).to_vec();
+                on_lane(&n, &name).then_some((name, n.latest, n.versions))
+            })
+            .collect()
+    };
+    // Empty: a name whose bytes a live writer reused since this view's refresh.
+    for (name, latest, versions) in names.into_iter().filter(|n| !n.0.is_empty()) {
+        let len = name.len();
+        let mut z = name;
+        z.push(0);
+        // SAFETY: a NUL-terminated name; the caller's promise for `cb` and `ctx`.
+        if unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) } != 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Retention: release the oldest segments whose objects all have at least `keep` newer

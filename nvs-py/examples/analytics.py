@@ -54,9 +54,10 @@ def main() -> int:
             s = stats.setdefault(obj.name, [0, 0, None])
             s[0] += 1
             s[1] += obj.len
-            meta = follower.meta(obj.name, obj.version)
+            # The lane that wrote it: in a pool with lane names every rank has its own.
+            meta = follower.meta(obj.name, obj.version, lane=obj.lane)
             if "dtype" in meta:
-                s[2] = follower.get_array(obj.name, obj.version)
+                s[2] = follower.get_array(obj.name, obj.version, lane=obj.lane)
     except nvs.WriterGone as e:
         ending = f"writer gone ({e})"
     except nvs.Timeout as e:

@@ -66,27 +66,65 @@ fn name_out<'py>(py: Python<'py>, name: &[u8]) -> PyResult<Bound<'py, PyAny>> {
 mod read {
     use super::*;
 
-    pub fn resolve(py: Python<'_>, pool: &FilePool, name: &[u8], version: Option<u64>) -> PyResult<u64> {
-        match version {
-            Some(v) => Ok(v),
-            None => pool.latest(name).map_err(|e| err(py, e)),
+    /// Where a read looks: `lane`'s `name` (`Some`: in a pool with lane names, the name in
+    /// that lane's name space; otherwise a version only if that lane wrote it), or `name`
+    /// in the whole pool.
+    #[derive(Clone, Copy)]
+    pub struct At<'a> {
+        pub pool: &'a FilePool,
+        pub lane: Option<u32>,
+        pub name: &'a [u8],
+    }
+
+    impl At<'_> {
+        pub fn latest(&self) -> Result<u64, Error> {
+            match self.lane {
+                Some(l) => self.pool.latest_on(l, self.name),
+                None => self.pool.latest(self.name),
+            }
+        }
+        fn stat(&self, v: u64) -> Result<nvs_core::ObjectInfo, Error> {
+            match self.lane {
+                Some(l) => self.pool.stat_on(l, self.name, v),
+                None => self.pool.stat(self.name, v),
+            }
+        }
+        fn get(&self, v: u64, buf: &mut [u8]) -> Result<usize, Error> {
+            match self.lane {
+                Some(l) => self.pool.get_on(l, self.name, v, buf),
+                None => self.pool.get(self.name, v, buf),
+            }
+        }
+        fn meta(&self, v: u64) -> Result<Vec<u8>, Error> {
+            match self.lane {
+                Some(l) => self.pool.meta_on(l, self.name, v),
+                None => self.pool.meta(self.name, v),
+            }
+        }
+        pub fn versions(&self) -> Result<Vec<u64>, Error> {
+            Ok(match self.lane {
+                Some(l) => self.pool.versions_on(l, self.name)?.map(|i| i.version).collect(),
+                None => self.pool.versions(self.name)?.map(|i| i.version).collect(),
+            })
         }
     }
 
-    pub fn get<'py>(
-        py: Python<'py>,
-        pool: &FilePool,
-        name: &[u8],
-        version: Option<u64>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let v = resolve(py, pool, name, version)?;
-        let len = pool.stat(name, v).map_err(|e| err(py, e))?.len_bytes;
+    pub fn resolve(py: Python<'_>, at: At<'_>, version: Option<u64>) -> PyResult<u64> {
+        match version {
+            Some(v) => Ok(v),
+            None => at.latest().map_err(|e| err(py, e)),
+        }
+    }
+
+    pub fn get<'py>(py: Python<'py>, at: At<'_>, version: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = resolve(py, at, version)?;
+        let len = at.stat(v).map_err(|e| err(py, e))?.len_bytes;
         let len =
             usize::try_from(len).map_err(|_| raise(py, "Error", "object larger than this address space".into()))?;
         // One copy: from the pool straight into the bytes object.
         let mut failed = None;
         let bytes = PyBytes::new_with(py, len, |buf| {
-            match pool.get(name, v, buf) {
+            match at.get(v, buf) {
                 Ok(n) if n == len => {}
                 Ok(n) => failed = Some(raise(py, "Error", format!("get returned {n} bytes of {len}"))),
                 Err(e) => failed = Some(err(py, e)),
@@ -99,14 +137,9 @@ mod read {
         }
     }
 
-    pub fn meta<'py>(
-        py: Python<'py>,
-        pool: &FilePool,
-        name: &[u8],
-        version: Option<u64>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let v = resolve(py, pool, name, version)?;
-        let raw = pool.meta(name, v).map_err(|e| err(py, e))?;
+    pub fn meta<'py>(py: Python<'py>, at: At<'_>, version: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+        let v = resolve(py, at, version)?;
+        let raw = at.meta(v).map_err(|e| err(py, e))?;
         let meta = Meta::parse(&raw).map_err(|e| err(py, e))?;
         let d = PyDict::new(py);
         for (k, val) in meta.pairs() {
@@ -115,14 +148,9 @@ mod read {
         Ok(d)
     }
 
-    pub fn stat<'py>(
-        py: Python<'py>,
-        pool: &FilePool,
-        name: &[u8],
-        version: Option<u64>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let v = resolve(py, pool, name, version)?;
-        let i = pool.stat(name, v).map_err(|e| err(py, e))?;
+    pub fn stat<'py>(py: Python<'py>, at: At<'_>, version: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+        let v = resolve(py, at, version)?;
+        let i = at.stat(v).map_err(|e| err(py, e))?;
         let d = PyDict::new(py);
         d.set_item("version", i.version)?;
         d.set_item("len", i.len_bytes)?;
@@ -160,7 +188,7 @@ impl Pool {
     /// with `lanes` writer lanes and segments of `segment` bytes (None: nvs's default),
     /// open for writing.
     #[new]
-    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None))]
+    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None, lane_names = false))]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
@@ -168,12 +196,14 @@ impl Pool {
         create: Option<u64>,
         lanes: u32,
         segment: Option<u64>,
+        lane_names: bool,
     ) -> PyResult<Self> {
         let path = path_arg(path)?;
         let pool = py.detach(|| match create {
             Some(size) => {
                 let mut opts = CreateOptions::new().lanes_max(lanes);
                 opts.segment_len = segment;
+                opts.lane_names = lane_names;
                 FilePool::create(&path, size, &opts)
             }
             None => FilePool::open(&path, if write { Access::ReadWrite } else { Access::ReadOnly }),
@@ -199,69 +229,85 @@ impl Pool {
         Ok(self.open_pool(py)?.writer_alive())
     }
 
-    /// Every name, as `str`, in the pool's order.
-    fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    /// Every name, as `str`, in the pool's order. In a pool with lane names a name is
+    /// listed once per lane that has it: `lane=` lists one lane's names (in a pool
+    /// without lane names: the names that lane wrote a version of).
+    #[pyo3(signature = (lane = None))]
+    fn names<'py>(&self, py: Python<'py>, lane: Option<u32>) -> PyResult<Bound<'py, PyList>> {
         let pool = self.open_pool(py)?;
         let out = PyList::empty(py);
         let mut buf = [0u8; nvs_core::NAME_MAX];
         for n in pool.names() {
             let name = pool.name_bytes(n.id, &mut buf);
             // Empty: a reader's view whose name bytes a live writer reused since its refresh.
-            if !name.is_empty() {
+            let on_lane = match (lane, n.lane) {
+                (None, _) => true,
+                (Some(l), Some(own)) => l == own,
+                (Some(l), None) => pool.versions(name).is_ok_and(|mut v| v.any(|i| i.lane == l)),
+            };
+            if !name.is_empty() && on_lane {
                 out.append(name_out(py, name)?)?;
             }
         }
         Ok(out)
     }
 
-    /// Every version of `name`, oldest first.
-    fn versions(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    /// Every version of `name` (of `lane`'s `name`, see `get`), oldest first.
+    #[pyo3(signature = (name, lane = None))]
+    fn versions(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<Vec<u64>> {
         let name = name_arg(name)?;
-        let pool = self.open_pool(py)?;
-        Ok(pool.versions(&name).map_err(|e| err(py, e))?.map(|i| i.version).collect())
+        let at = read::At { pool: self.open_pool(py)?, lane, name: &name };
+        at.versions().map_err(|e| err(py, e))
     }
 
-    /// The latest version of `name`.
-    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// The latest version of `name` (of `lane`'s `name`, see `get`).
+    #[pyo3(signature = (name, lane = None))]
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<u64> {
         let name = name_arg(name)?;
-        self.open_pool(py)?.latest(&name).map_err(|e| err(py, e))
+        read::At { pool: self.open_pool(py)?, lane, name: &name }.latest().map_err(|e| err(py, e))
     }
 
-    /// The bytes of `version` of `name` (the latest if `None`).
-    #[pyo3(signature = (name, version = None))]
+    /// The bytes of `version` of `name` (the latest if `None`). With `lane`: in a pool
+    /// with lane names, that lane's `name` (rank r's "temperature"; without it a name two
+    /// lanes have is an error); otherwise the version only if that lane wrote it.
+    #[pyo3(signature = (name, version = None, lane = None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         version: Option<u64>,
+        lane: Option<u32>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let name = name_arg(name)?;
-        read::get(py, self.open_pool(py)?, &name, version)
+        read::get(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
 
-    /// The metadata of `version` of `name` (the latest if `None`), as a dict of str.
-    #[pyo3(signature = (name, version = None))]
+    /// The metadata of `version` of `name` (the latest if `None`; `lane` as for `get`),
+    /// as a dict of str.
+    #[pyo3(signature = (name, version = None, lane = None))]
     fn meta<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         version: Option<u64>,
+        lane: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let name = name_arg(name)?;
-        read::meta(py, self.open_pool(py)?, &name, version)
+        read::meta(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
 
-    /// Facts about `version` of `name` (the latest if `None`): version, len, stored,
-    /// depth, lane, seq, meta_len.
-    #[pyo3(signature = (name, version = None))]
+    /// Facts about `version` of `name` (the latest if `None`; `lane` as for `get`):
+    /// version, len, stored, depth, lane, seq, meta_len.
+    #[pyo3(signature = (name, version = None, lane = None))]
     fn stat<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         version: Option<u64>,
+        lane: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let name = name_arg(name)?;
-        read::stat(py, self.open_pool(py)?, &name, version)
+        read::stat(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
 
     /// Catch up with a live writer (only what was committed since, or a recovery).
@@ -396,31 +442,39 @@ impl Follower {
         }
     }
 
-    /// The latest version of `name` in the follower's view.
-    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
-        self.follower.pool().latest(&name_arg(name)?).map_err(|e| err(py, e))
+    /// The latest version of `name` (of `lane`'s, as for `Pool.get`) in the follower's view.
+    #[pyo3(signature = (name, lane = None))]
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<u64> {
+        let name = name_arg(name)?;
+        read::At { pool: self.follower.pool(), lane, name: &name }.latest().map_err(|e| err(py, e))
     }
 
-    /// The bytes of `version` of `name` (the latest if `None`) from the follower's view.
-    #[pyo3(signature = (name, version = None))]
+    /// The bytes of `version` of `name` (the latest if `None`; `lane` as for `Pool.get`)
+    /// from the follower's view.
+    #[pyo3(signature = (name, version = None, lane = None))]
     fn get<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         version: Option<u64>,
+        lane: Option<u32>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        read::get(py, self.follower.pool(), &name_arg(name)?, version)
+        let name = name_arg(name)?;
+        read::get(py, read::At { pool: self.follower.pool(), lane, name: &name }, version)
     }
 
-    /// The metadata of `version` of `name` (the latest if `None`) from the follower's view.
-    #[pyo3(signature = (name, version = None))]
+    /// The metadata of `version` of `name` (the latest if `None`; `lane` as for
+    /// `Pool.get`) from the follower's view.
+    #[pyo3(signature = (name, version = None, lane = None))]
     fn meta<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         version: Option<u64>,
+        lane: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        read::meta(py, self.follower.pool(), &name_arg(name)?, version)
+        let name = name_arg(name)?;
+        read::meta(py, read::At { pool: self.follower.pool(), lane, name: &name }, version)
     }
 
     /// The followed pool's path.

@@ -214,3 +214,52 @@ def test_refresh_catches_up_with_a_live_writer(pool_path):
     r.refresh()
     assert not r.writer_alive()
     r.close()
+
+
+def test_lane_names_each_rank_reads_back_its_own(tmp_path, nvs_bin):
+    """A pool with lane names (every lane has names of its own, as MPI ranks write them):
+    ranks' objects of one name are read by lane; without a lane such a name is an error
+    that says so; names(lane=) lists one lane's names. Written here and by the tool."""
+    path = str(tmp_path / "ranks.pool")
+    with nvs.create(path, 16 << 20, lanes=4, lane_names=True) as w:
+        for rank in range(3):
+            for step in range(rank + 1):
+                w.put_array("temperature", np.full(4, 10.0 * rank + step), lane=rank)
+        w.put("only0", b"x", lane=0)
+    subprocess.run([nvs_bin, "put", path, "temperature", "--lane", "3", "/dev/null"], check=True,
+                   capture_output=True)
+    subprocess.run([nvs_bin, "close", path, "--lane", "3"], check=True, capture_output=True)  # end its stream
+    with nvs.open(path) as p:
+        assert sorted(p.names()) == ["only0"] + ["temperature"] * 4
+        assert sorted(p.names(lane=0)) == ["only0", "temperature"]
+        assert p.names(lane=2) == ["temperature"]
+        with pytest.raises(nvs.Error, match="name the lane"):
+            p.get("temperature")
+        for rank in range(3):
+            assert p.versions("temperature", lane=rank) == list(range(1, rank + 2))
+            assert p.latest("temperature", lane=rank) == rank + 1
+            assert p.get_array("temperature", lane=rank).tolist() == [10.0 * rank + rank] * 4
+            assert p.get_array("temperature", 1, lane=rank).tolist() == [10.0 * rank] * 4
+            assert p.stat("temperature", lane=rank)["lane"] == rank
+            assert p.meta("temperature", lane=rank)["shape"] == "4"
+        assert p.get("temperature", lane=3) == b""
+        assert p.get("only0") == b"x"
+        with pytest.raises(nvs.NotFound):
+            p.get("only0", lane=1)
+    f = nvs.follow(path, timeout=5)
+    seen = [(o.lane, o.version, f.get_array(o.name, o.version, lane=o.lane)[0])
+            for o in f if o.name == "temperature" and o.lane < 3]
+    assert seen == [(r, s + 1, 10.0 * r + s) for r in range(3) for s in range(r + 1)]
+
+
+def test_lane_reads_in_a_pool_of_one_name_space(pool_path):
+    """Without lane names a lane= read finds a version only if that lane wrote it."""
+    with nvs.create(pool_path, 16 << 20) as w:
+        w.put("a", b"one", lane=0)
+        w.put("a", b"two", lane=1)
+    with nvs.open(pool_path) as p:
+        assert p.get("a", 2, lane=1) == b"two"
+        with pytest.raises(nvs.NotFound):
+            p.get("a", 2, lane=0)
+        assert p.names(lane=1) == ["a"]
+        assert p.names(lane=2) == []

@@ -46,6 +46,22 @@ static int rank_main(const char *path, uint32_t rank) {
   return 0;
 }
 
+struct names_seen {
+  uint32_t temperature, pressure, other;
+};
+
+static int note_name(const char *name, size_t len, uint64_t latest, uint32_t versions, void *ctx) {
+  struct names_seen *seen = ctx;
+  CHECK(strlen(name) == len && latest == versions && versions >= STEPS);
+  if (strcmp(name, "temperature") == 0)
+    seen->temperature++;
+  else if (strcmp(name, "pressure") == 0)
+    seen->pressure++;
+  else
+    seen->other++;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CHECK(argc == 2);
   char path[4096];
@@ -85,6 +101,16 @@ int main(int argc, char **argv) {
         CHECK(n == len && memcmp(want, got, len) == 0);
       }
     }
+  }
+  /* Every rank's names: each name once per lane; nvs_names_on lists one lane's. */
+  struct names_seen all = {0};
+  OK(nvs_names(p, note_name, &all));
+  CHECK(all.temperature == RANKS && all.pressure == RANKS && all.other == 0);
+  for (uint32_t r = 0; r < RANKS + 1; r++) {
+    struct names_seen one = {0};
+    OK(nvs_names_on(p, r, note_name, &one));
+    uint32_t want_n = r < RANKS ? 1 : 0;
+    CHECK(one.temperature == want_n && one.pressure == want_n && one.other == 0);
   }
   size_t n = 0;
   IS(NVS_E_ARG, nvs_get(p, "temperature", 1, got, sizeof got, &n)); /* RANKS lanes hold it */

@@ -76,23 +76,27 @@ class Pool(_nvs.Pool):
     """A pool file. ``nvs.open(path)`` opens it read-only (any number of readers, beside
     a live writer); ``nvs.create`` and ``nvs.open(path, write=True)`` give the one writer.
 
-    Methods from the extension: ``names()``, ``versions(name)``, ``latest(name)``,
-    ``get(name, version=None) -> bytes``, ``meta(name, version=None) -> dict``,
-    ``stat(name, version=None) -> dict``, ``refresh()``, ``writer_alive()``, ``close()``;
-    a writer also has ``put(name, data, meta=None, lane=0)``, ``close_lane(lane)``.
-    ``version=None`` means the latest version.
+    Methods from the extension: ``names(lane=None)``, ``versions(name, lane=None)``,
+    ``latest(name, lane=None)``, ``get(name, version=None, lane=None) -> bytes``,
+    ``meta(name, version=None, lane=None) -> dict``, ``stat(name, version=None,
+    lane=None) -> dict``, ``refresh()``, ``writer_alive()``, ``close()``; a writer also
+    has ``put(name, data, meta=None, lane=0)``, ``close_lane(lane)``. ``version=None``
+    means the latest version. ``lane=r`` reads rank r's object in a pool with lane names
+    (where every lane has names of its own, and a name two lanes have needs its lane);
+    in other pools, a version only if lane r wrote it.
     """
 
-    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None) -> numpy.ndarray:
+    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None,
+                  lane: Optional[int] = None) -> numpy.ndarray:
         """Version `version` (the latest if None) of `name` as a numpy array: its dtype
         and shape from the object's metadata (``dtype=<f8``, ``shape=3,4``) unless given
         here (the metadata's shape goes with its dtype: another dtype without a shape
         gives one dimension); no shape at all: one dimension. The array is read-only (it views the bytes a get
         returned): ``.copy()`` it to write."""
         if version is None:
-            version = self.latest(name)
-        meta = self.meta(name, version)
-        return _array(self.get(name, version), meta, _what(self.path, name, version), dtype, shape)
+            version = self.latest(name, lane)
+        meta = self.meta(name, version, lane)
+        return _array(self.get(name, version, lane), meta, _what(self.path, name, version), dtype, shape)
 
     def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: int = 0) -> int:
         """Put `array` as the next version of `name`, with its dtype and shape in the
@@ -121,9 +125,12 @@ def open(path, write: bool = False) -> Pool:  # noqa: A001 (nvs.open, like io.op
     return Pool(path, write)
 
 
-def create(path, size: int, lanes: int = 64, segment: Optional[int] = None) -> Pool:
-    """Create a pool file of `size` bytes (refused if `path` exists), open for writing."""
-    return Pool(path, True, size, lanes, segment)
+def create(path, size: int, lanes: int = 64, segment: Optional[int] = None,
+           lane_names: bool = False) -> Pool:
+    """Create a pool file of `size` bytes (refused if `path` exists), open for writing.
+    ``lane_names=True``: every lane has names of its own (rank r's "temperature" is not
+    rank s's; read one with ``lane=r``)."""
+    return Pool(path, True, size, lanes, segment, lane_names)
 
 
 class Committed(NamedTuple):
@@ -167,21 +174,23 @@ class Follow:
                 self._pending.extend(Committed(*t) for t in got)
         return self._pending.popleft()
 
-    def get(self, name: Name, version: Optional[int] = None) -> bytes:
-        return self._f.get(name, version)
+    def get(self, name: Name, version: Optional[int] = None, lane: Optional[int] = None) -> bytes:
+        return self._f.get(name, version, lane)
 
-    def meta(self, name: Name, version: Optional[int] = None) -> dict:
-        return self._f.meta(name, version)
+    def meta(self, name: Name, version: Optional[int] = None, lane: Optional[int] = None) -> dict:
+        return self._f.meta(name, version, lane)
 
-    def latest(self, name: Name) -> int:
-        return self._f.latest(name)
+    def latest(self, name: Name, lane: Optional[int] = None) -> int:
+        return self._f.latest(name, lane)
 
-    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None) -> numpy.ndarray:
-        """As ``Pool.get_array``, from the follower's view."""
+    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None,
+                  lane: Optional[int] = None) -> numpy.ndarray:
+        """As ``Pool.get_array``, from the follower's view (``lane``: as for ``Pool.get``;
+        a followed object's is ``Committed.lane``)."""
         if version is None:
-            version = self._f.latest(name)
-        meta = self._f.meta(name, version)
-        return _array(self._f.get(name, version), meta, _what(self.path, name, version), dtype, shape)
+            version = self._f.latest(name, lane)
+        meta = self._f.meta(name, version, lane)
+        return _array(self._f.get(name, version, lane), meta, _what(self.path, name, version), dtype, shape)
 
 
 def follow(path, name: Optional[Name] = None, timeout: Optional[float] = None,
