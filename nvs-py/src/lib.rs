@@ -187,8 +187,11 @@ impl Pool {
     /// With `create=SIZE`: create a pool file of SIZE bytes (refused if `path` exists),
     /// with `lanes` writer lanes and segments of `segment` bytes (None: nvs's default),
     /// open for writing.
+    /// With `own_lane` (a lane, or -1: the lowest free one): open it to write that one
+    /// lane beside writer processes of the other lanes (a pool with lane names).
     #[new]
-    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None, lane_names = false))]
+    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None, lane_names = false, own_lane = None))]
+    #[allow(clippy::too_many_arguments)] // the Python constructor's keywords
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
@@ -197,16 +200,25 @@ impl Pool {
         lanes: u32,
         segment: Option<u64>,
         lane_names: bool,
+        own_lane: Option<i64>,
     ) -> PyResult<Self> {
         let path = path_arg(path)?;
-        let pool = py.detach(|| match create {
-            Some(size) => {
+        let own = match own_lane {
+            None => None,
+            Some(-1) => Some(None),
+            Some(l) => Some(Some(
+                u32::try_from(l).map_err(|_| PyValueError::new_err(format!("lane {l} is not a lane number")))?,
+            )),
+        };
+        let pool = py.detach(|| match (create, own) {
+            (None, Some(lane)) => FilePool::open_lanes(&path, lane.as_ref().map(core::slice::from_ref)),
+            (Some(size), _) => {
                 let mut opts = CreateOptions::new().lanes_max(lanes);
                 opts.segment_len = segment;
                 opts.lane_names = lane_names;
                 FilePool::create(&path, size, &opts)
             }
-            None => FilePool::open(&path, if write { Access::ReadWrite } else { Access::ReadOnly }),
+            (None, None) => FilePool::open(&path, if write { Access::ReadWrite } else { Access::ReadOnly }),
         });
         let pool = pool.map_err(|e| err(py, e))?;
         Ok(Pool { pool: Some(pool), path: path.display().to_string() })
@@ -316,16 +328,23 @@ impl Pool {
         py.detach(|| pool.refresh()).map_err(|e| err(py, e))
     }
 
-    /// Put `data` (bytes) as the next version of `name` on `lane`, with `meta` (a dict of
-    /// str, stored as `key=value` lines). Durable when it returns; returns the version.
-    #[pyo3(signature = (name, data, meta = None, lane = 0))]
+    /// The lane this handle writes, if it was opened for one (`nvs.open_lane`), else None.
+    #[getter]
+    fn lane(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        Ok(self.open_pool(py)?.owned_lanes().and_then(|o| o.first().copied()))
+    }
+
+    /// Put `data` (bytes) as the next version of `name` on `lane` (None: the lane of a
+    /// handle from `nvs.open_lane`, else 0), with `meta` (a dict of str, stored as
+    /// `key=value` lines). Durable when it returns; returns the version.
+    #[pyo3(signature = (name, data, meta = None, lane = None))]
     fn put(
         &mut self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         data: &[u8],
         meta: Option<&Bound<'_, PyDict>>,
-        lane: u32,
+        lane: Option<u32>,
     ) -> PyResult<u64> {
         let name = name_arg(name)?;
         let mut m = Meta::new();
@@ -334,6 +353,7 @@ impl Pool {
         }
         let meta = m.to_bytes().map_err(|e| err(py, e))?;
         let pool = self.open_pool_mut(py)?;
+        let lane = lane.or_else(|| pool.owned_lanes().and_then(|o| o.first().copied())).unwrap_or(0);
         let put = py.detach(|| pool.put(lane, Object::new(&name, data).meta(&meta))).map_err(|e| err(py, e))?;
         Ok(put.version)
     }

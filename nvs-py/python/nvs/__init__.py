@@ -25,7 +25,7 @@ from . import _nvs
 from ._errors import Corrupted, Error, Locked, NotFound, Timeout, WriterGone
 
 __all__ = [
-    "open", "create", "follow", "Pool", "Follow", "Committed",
+    "open", "open_lane", "create", "follow", "Pool", "Follow", "Committed",
     "Error", "NotFound", "Corrupted", "Locked", "WriterGone", "Timeout",
 ]
 
@@ -80,7 +80,8 @@ class Pool(_nvs.Pool):
     ``latest(name, lane=None)``, ``get(name, version=None, lane=None) -> bytes``,
     ``meta(name, version=None, lane=None) -> dict``, ``stat(name, version=None,
     lane=None) -> dict``, ``refresh()``, ``writer_alive()``, ``close()``; a writer also
-    has ``put(name, data, meta=None, lane=0)``, ``close_lane(lane)``. ``version=None``
+    has ``put(name, data, meta=None, lane=None)`` (None: the handle's own lane from
+    ``open_lane``, else 0), ``close_lane(lane)``; ``lane`` is the lane ``open_lane`` took. ``version=None``
     means the latest version. ``lane=r`` reads rank r's object in a pool with lane names
     (where every lane has names of its own, and a name two lanes have needs its lane);
     in other pools, a version only if lane r wrote it.
@@ -98,7 +99,7 @@ class Pool(_nvs.Pool):
         meta = self.meta(name, version, lane)
         return _array(self.get(name, version, lane), meta, _what(self.path, name, version), dtype, shape)
 
-    def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: int = 0) -> int:
+    def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: Optional[int] = None) -> int:
         """Put `array` as the next version of `name`, with its dtype and shape in the
         metadata (what ``get_array`` and nvs-std's ``get_pod`` read back). Returns the version."""
         a = numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
@@ -123,6 +124,18 @@ class Pool(_nvs.Pool):
 def open(path, write: bool = False) -> Pool:  # noqa: A001 (nvs.open, like io.open)
     """Open the pool at `path`, read-only unless `write`."""
     return Pool(path, write)
+
+
+def open_lane(path, lane: Optional[int] = None) -> Pool:
+    """Open the pool at `path` to write one lane (None: the lowest lane no other process
+    writes) beside writer processes of its other lanes: one per MPI rank, in a pool created
+    with ``lane_names=True`` (else ``nvs.Error``). A lane another live process writes is
+    ``nvs.Locked``; a dead writer's lane is taken over where it ended. ``put`` writes the
+    lane (``pool.lane``); reads see the other writers' objects as of the open or the last
+    ``refresh()``; ``close()`` ends the lane's stream."""
+    if lane is not None and lane < 0:
+        raise ValueError(f"lane must be >= 0, not {lane}")
+    return Pool(path, True, None, 64, None, False, -1 if lane is None else lane)
 
 
 def create(path, size: int, lanes: int = 64, segment: Optional[int] = None,
