@@ -7,7 +7,9 @@
 #include <cerrno>
 
 #include <chrono>
+#include <cmath>
 #include <complex>
+#include <fcntl.h>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -55,12 +57,33 @@ NVS_DTYPES(X)
                              nvs_last_error());
 }
 
-size_t Product(const adios2::Dims &d)
+std::string DimsText(const adios2::Dims &d);
+
+/* The bytes of an array of `shape` with `esz`-byte elements; a shape too large for this
+ * address space is an error naming `what` (a product that wraps would size a buffer too
+ * small for what is copied into it). */
+size_t Bytes(const adios2::Dims &shape, size_t esz, const std::string &what)
 {
-    size_t n = 1;
-    for (size_t x : d)
-        n *= x;
+    size_t n = esz;
+    for (size_t x : shape)
+        if (__builtin_mul_overflow(n, x, &n))
+            throw std::invalid_argument("nvs engine: " + what + ": a shape of {" + DimsText(shape) +
+                                        "} does not fit in memory");
     return n;
+}
+
+/* A buffer of `n` zero bytes, or a clear error where std::bad_alloc would say nothing. */
+std::vector<char> Buffer(size_t n, const std::string &what)
+{
+    try
+    {
+        return std::vector<char>(n, 0);
+    }
+    catch (const std::bad_alloc &)
+    {
+        throw std::runtime_error("nvs engine: " + what + ": cannot allocate " + std::to_string(n) +
+                                 " bytes for it");
+    }
 }
 
 std::string DimsText(const adios2::Dims &d)
@@ -71,15 +94,35 @@ std::string DimsText(const adios2::Dims &d)
     return s;
 }
 
-adios2::Dims ParseDims(const std::string &s)
+/* A whole decimal number (no sign, no spaces, no suffix) that fits in 64 bits. */
+bool ParseU64(const std::string &s, uint64_t &v)
 {
-    adios2::Dims d;
+    if (s.empty() || s.size() > 20)
+        return false;
+    v = 0;
+    for (char c : s)
+        if (c < '0' || c > '9' || __builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, (uint64_t)(c - '0'), &v))
+            return false;
+    return true;
+}
+
+/* A shape as the step index writes it ("d0,d1,..."); false if it is not one. */
+bool ParseDims(const std::string &s, adios2::Dims &d)
+{
+    d.clear();
+    if (s.empty())
+        return true;
     std::stringstream ss(s);
     std::string part;
     while (std::getline(ss, part, ','))
-        if (!part.empty())
-            d.push_back(std::stoull(part));
-    return d;
+    {
+        uint64_t v = 0;
+        if (!ParseU64(part, v))
+            return false;
+        d.push_back(v);
+    }
+    return s.back() != ',';
 }
 
 /* Copy the box [boxStart, boxStart+count) (global coordinates, row-major) from src,
@@ -94,8 +137,9 @@ void CopyBox(size_t esz, const adios2::Dims &boxStart, const adios2::Dims &count
         std::memcpy(dst, src, esz);
         return;
     }
-    if (Product(count) == 0)
-        return;
+    for (size_t c : count)
+        if (c == 0)
+            return;
     adios2::Dims idx(n, 0); // offsets within the box
     const size_t run = count[n - 1] * esz;
     for (;;)
@@ -129,7 +173,7 @@ void CheckBox(const std::string &name, const adios2::Dims &start, const adios2::
                                     std::to_string(count.size()) + " dimensions, shape has " +
                                     std::to_string(shape.size()));
     for (size_t d = 0; d < shape.size(); ++d)
-        if (start[d] + count[d] > shape[d])
+        if (start[d] > shape[d] || count[d] > shape[d] - start[d]) // start + count may wrap
             throw std::invalid_argument("nvs engine: variable " + name + ": selection start {" +
                                         DimsText(start) + "} count {" + DimsText(count) +
                                         "} outside shape {" + DimsText(shape) + "}");
@@ -137,18 +181,79 @@ void CheckBox(const std::string &name, const adios2::Dims &start, const adios2::
 
 uint64_t ParseSize(const std::string &s)
 {
-    size_t pos = 0;
-    uint64_t v = std::stoull(s, &pos);
-    std::string suf = s.substr(pos);
-    if (suf == "K" || suf == "k")
-        v <<= 10;
+    size_t digits = 0;
+    while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9')
+        ++digits;
+    const std::string suf = s.substr(digits);
+    int shift = -1;
+    if (suf.empty())
+        shift = 0;
+    else if (suf == "K" || suf == "k")
+        shift = 10;
     else if (suf == "M" || suf == "m")
-        v <<= 20;
+        shift = 20;
     else if (suf == "G" || suf == "g")
-        v <<= 30;
-    else if (!suf.empty())
-        throw std::invalid_argument("nvs engine: PoolSize " + s + ": not a size (N, NK, NM, NG)");
+        shift = 30;
+    else if (suf == "T" || suf == "t")
+        shift = 40;
+    uint64_t v = 0;
+    if (shift < 0 || !ParseU64(s.substr(0, digits), v))
+        throw std::invalid_argument("nvs engine: PoolSize \"" + s +
+                                    "\": not a size (N, NK, NM, NG or NT bytes)");
+    if (shift > 0 && v > (UINT64_MAX >> shift))
+        throw std::invalid_argument("nvs engine: PoolSize \"" + s + "\": too large");
+    return v << shift;
+}
+
+/* A yes/no parameter: true/false, on/off, yes/no, 1/0, in any case. */
+bool ParseBool(const std::string &key, const std::string &s)
+{
+    std::string l;
+    for (char c : s)
+        l += (char)std::tolower((unsigned char)c);
+    if (l == "true" || l == "on" || l == "yes" || l == "1")
+        return true;
+    if (l == "false" || l == "off" || l == "no" || l == "0")
+        return false;
+    throw std::invalid_argument("nvs engine: " + key + " \"" + s + "\": not true or false");
+}
+
+/* Seconds: a number; negative or infinite means as long as it takes (returned as -1), and
+ * so does a wait too long for the clock (over a century). */
+double ParseSeconds(const std::string &key, const std::string &s)
+{
+    char *end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || std::isnan(v))
+        throw std::invalid_argument("nvs engine: " + key + " \"" + s +
+                                    "\": not a number of seconds (negative: wait as long as it takes)");
+    if (v < 0 || v > 3.2e9)
+        return -1;
     return v;
+}
+
+/* When a wait of `seconds` (>= 0) started now ends. */
+std::chrono::steady_clock::time_point Deadline(double seconds)
+{
+    return std::chrono::steady_clock::now() +
+           std::chrono::milliseconds((int64_t)(seconds * 1000.0));
+}
+
+/* A variable name the step index can hold and nvs can store. */
+void CheckName(const std::string &name)
+{
+    if (name.empty())
+        throw std::invalid_argument("nvs engine: a variable needs a name");
+    if (name.size() > NVS_NAME_MAX)
+        throw std::invalid_argument("nvs engine: variable name of " + std::to_string(name.size()) +
+                                    " bytes: at most " + std::to_string(NVS_NAME_MAX));
+    if (name.find_first_of(std::string("\t\n\0", 3)) != std::string::npos)
+        throw std::invalid_argument("nvs engine: variable name \"" + name +
+                                    "\": a tab, newline or NUL cannot be part of a name here");
+    if (name == kStepIndex)
+        throw std::invalid_argument(std::string("nvs engine: the name ") + kStepIndex +
+                                    " is the engine's own");
 }
 
 } // namespace
@@ -160,9 +265,9 @@ NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode 
     if (m_PoolPath.empty())
         throw std::invalid_argument("nvs engine: the parameter PoolPath is required (the pool "
                                     "file; the engine does not see the name given to Open)");
-    m_EndStream = Param("EndStream", "true") != "false";
-    m_Timeout = std::stof(Param("Timeout", "-1"));
-    m_OpenTimeout = std::stof(Param("OpenTimeout", "60"));
+    m_EndStream = ParseBool("EndStream", Param("EndStream", "true"));
+    m_Timeout = ParseSeconds("Timeout", Param("Timeout", "-1"));
+    m_OpenTimeout = ParseSeconds("OpenTimeout", Param("OpenTimeout", "60"));
     switch (mode)
     {
     case adios2::Mode::Write:
@@ -211,15 +316,39 @@ std::string NvsEngine::Param(const std::string &key, const std::string &def) con
 
 void NvsEngine::OpenWriter()
 {
+    // Every parameter is checked before anything on disk changes.
+    const uint64_t size = ParseSize(Param("PoolSize", "256M"));
     struct stat st;
     int32_t rc;
-    if (m_OpenMode == adios2::Mode::Write && ::stat(m_PoolPath.c_str(), &st) == 0)
+    const bool exists = ::stat(m_PoolPath.c_str(), &st) == 0;
+    if (m_OpenMode == adios2::Mode::Write && exists && S_ISREG(st.st_mode))
     {
-        // Write starts a new stream, as BP5 replaces its output: a new pool file (a
-        // follower of the old one keeps its mapping of the old file)
-        if (::unlink(m_PoolPath.c_str()) != 0)
-            throw std::runtime_error("nvs engine: Write: cannot remove the old pool " + m_PoolPath +
-                                     ": " + std::strerror(errno));
+        // Write starts a new stream, as BP5 replaces its output: the new pool is made
+        // beside the old one and renamed over it, so a Write that fails (no room, a bad
+        // size) leaves the old pool as it was. Followers of the old file see it replaced.
+        const std::string fresh = m_PoolPath + ".nvs-new-" + std::to_string(::getpid());
+        rc = nvs_pool_create(fresh.c_str(), size, nullptr, &m_Pool);
+        if (rc != NVS_OK)
+            Fail("create " + m_PoolPath, rc);
+        rc = nvs_pool_close(m_Pool);
+        m_Pool = nullptr;
+        if (rc != NVS_OK || ::rename(fresh.c_str(), m_PoolPath.c_str()) != 0)
+        {
+            const std::string why = rc != NVS_OK ? nvs_last_error() : std::strerror(errno);
+            ::unlink(fresh.c_str());
+            throw std::runtime_error("nvs engine: Write: cannot replace " + m_PoolPath + ": " + why);
+        }
+    }
+    else if (m_OpenMode == adios2::Mode::Write && exists && !S_ISCHR(st.st_mode))
+        throw std::invalid_argument("nvs engine: Write: " + m_PoolPath +
+                                    " is neither a regular file nor a device");
+    else if (m_OpenMode == adios2::Mode::Write && exists)
+    {
+        // A device (device-DAX) is formatted in place: the new stream fills it.
+        rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
+        if (rc != NVS_OK)
+            Fail("create " + m_PoolPath, rc);
+        return;
     }
     if (::stat(m_PoolPath.c_str(), &st) == 0)
     {
@@ -235,24 +364,68 @@ void NvsEngine::OpenWriter()
     }
     else
     {
-        uint64_t size = ParseSize(Param("PoolSize", "256M"));
         rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
         if (rc != NVS_OK)
             Fail("create " + m_PoolPath, rc);
     }
 }
 
+/* Whether a pool that cannot be followed yet may still become one: it does not exist
+ * yet, or a writer is creating it (its first line is still zeros, or nvs's writer lock,
+ * an OFD write lock on byte 0, is held while it formats). Anything else (not a file,
+ * random bytes, a damaged pool) will not change by waiting. */
+static bool MayBecomeAPool(const std::string &path)
+{
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+        return errno == ENOENT;
+    if (!S_ISREG(st.st_mode))
+        return false;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    unsigned char head[64] = {0};
+    const ssize_t n = ::pread(fd, head, sizeof head, 0);
+    bool zeros = n >= 0;
+    for (ssize_t i = 0; i < n; ++i)
+        zeros = zeros && head[i] == 0;
+    struct flock fl;
+    std::memset(&fl, 0, sizeof fl);
+    fl.l_type = F_RDLCK; // a conflicting (write) lock is reported; none is taken
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    const bool writer = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    ::close(fd);
+    return zeros || writer;
+}
+
 void NvsEngine::OpenReader()
 {
-    auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds((int64_t)(m_OpenTimeout * 1000));
+    const bool forever = m_OpenTimeout < 0;
+    const auto deadline = Deadline(forever ? 0 : m_OpenTimeout);
     for (;;)
     {
+        struct stat before, after;
+        const bool had = ::stat(m_PoolPath.c_str(), &before) == 0;
         int32_t rc = nvs_follower_open(m_PoolPath.c_str(), nullptr, &m_Follower);
         if (rc == NVS_OK)
-            break;
+        {
+            // The file followed is the one at PoolPath now (not one a Write replaced
+            // meanwhile): its identity tells a later Write's replacement apart.
+            if (had && ::stat(m_PoolPath.c_str(), &after) == 0 && before.st_dev == after.st_dev &&
+                before.st_ino == after.st_ino)
+            {
+                m_Dev = before.st_dev;
+                m_Ino = before.st_ino;
+                break;
+            }
+            nvs_follower_close(m_Follower);
+            m_Follower = nullptr;
+            continue;
+        }
         // the writer may not have created (or finished formatting) the pool yet
-        if (std::chrono::steady_clock::now() >= deadline)
+        if (!MayBecomeAPool(m_PoolPath) || (!forever && std::chrono::steady_clock::now() >= deadline))
             Fail("follow " + m_PoolPath, rc);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -275,23 +448,42 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
         return adios2::StepStatus::OK;
     }
 
-    const float timeout = timeoutSeconds >= 0 ? timeoutSeconds : m_Timeout;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds((int64_t)(timeout * 1000));
+    double timeout = timeoutSeconds >= 0 ? timeoutSeconds : m_Timeout;
+    if (timeout > 3.2e9 || std::isnan(timeout))
+        timeout = -1; // too long for the clock: as long as it takes
+    const auto deadline = Deadline(timeout >= 0 ? timeout : 0);
+    // Waits are cut in slices: between them the reader checks that PoolPath is still the
+    // file it follows (a Write replaces it with a new stream, and the old one's writer may
+    // have detached: no event would ever come).
+    const int64_t slice = 500;
     for (;;)
     {
-        int64_t ms = -1;
+        int64_t ms = slice;
+        bool last = false;
         if (timeout >= 0)
         {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                             deadline - std::chrono::steady_clock::now())
                             .count();
-            ms = left > 0 ? left : 0;
+            ms = left > slice ? slice : (left > 0 ? left : 0);
+            last = left <= slice;
         }
         nvs_event ev;
         int32_t rc = nvs_follower_wait(m_Follower, ms, &ev);
         if (rc != NVS_OK)
             Fail("follow " + m_PoolPath, rc);
+        if (ev.kind == NVS_EVENT_TIMEOUT && !last)
+        {
+            struct stat st;
+            if (::stat(m_PoolPath.c_str(), &st) != 0 || st.st_dev != m_Dev || st.st_ino != m_Ino)
+                throw std::runtime_error("nvs engine: " + m_PoolPath +
+                                         " was replaced or removed (a writer in Write mode starts a "
+                                         "new stream) " +
+                                         (m_AnyStep ? "after step " + std::to_string(m_Step)
+                                                    : "before any step") +
+                                         "; open it again to read the new stream");
+            continue;
+        }
         switch (ev.kind)
         {
         case NVS_EVENT_OBJECT:
@@ -328,13 +520,15 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
             if (line.empty())
                 continue;
             std::stringstream fields(line);
-            std::string name, dtype, shape;
-            std::getline(fields, name, '\t');
-            std::getline(fields, dtype, '\t');
-            std::getline(fields, shape, '\t');
+            std::string name, dtype, shape, rest;
             StepVar v;
+            if (!std::getline(fields, name, '\t') || !std::getline(fields, dtype, '\t') ||
+                (std::getline(fields, shape, '\t') && std::getline(fields, rest)) ||
+                !ParseDims(shape, v.shape) || m_Vars.count(name))
+                throw std::runtime_error("nvs engine: the index of step " + std::to_string(m_Step) +
+                                         " in " + m_PoolPath + " is damaged (the line \"" + line +
+                                         "\")");
             v.dtype = dtype;
-            v.shape = ParseDims(shape);
             m_Order.push_back(name);
             m_Vars[name] = std::move(v);
         }
@@ -460,15 +654,17 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
     if (!m_InStep)
         throw std::logic_error("nvs engine: Put outside BeginStep/EndStep");
     const std::string name = variable.Name();
-    if (name == kStepIndex)
-        throw std::invalid_argument(std::string("nvs engine: the name ") + kStepIndex +
-                                    " is the engine's own");
+    CheckName(name);
     adios2::Dims shape = variable.Shape();
     adios2::Dims start = variable.Start();
     adios2::Dims count = variable.Count();
-    if (shape.empty() && !count.empty())
+    const bool local = shape.empty() && !count.empty();
+    if (local)
     {
         // a local array: stored as one block of its own shape
+        if (m_Vars.count(name))
+            throw std::invalid_argument("nvs engine: local array " + name +
+                                        ": one block per step (a second Put in this step)");
         shape = count;
         start.assign(count.size(), 0);
     }
@@ -485,7 +681,7 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
         v.dtype = DType<T>::str();
         v.shape = shape;
         v.elemSize = sizeof(T);
-        v.data.assign(Product(shape) * sizeof(T), 0);
+        v.data = Buffer(Bytes(shape, sizeof(T), "variable " + name), "variable " + name);
         it = m_Vars.emplace(name, std::move(v)).first;
         m_Order.push_back(name);
     }
@@ -517,16 +713,24 @@ void NvsEngine::Get(adios2::Variable<T> &variable, T *values, const adios2::Dims
                                     ", read as " + DType<T>::str());
     if (!v.loaded)
     {
-        v.data.resize(Product(v.shape) * sizeof(T));
+        // The object's length first: a step index that does not match the object (a
+        // damaged or forged pool) is an error, not a buffer of the wrong size.
+        const std::string what = "variable " + name + " of step " + std::to_string(m_Step);
         size_t len = 0;
-        int32_t rc =
-            nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, v.data.data(), v.data.size(), &len);
+        int32_t rc = nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, nullptr, 0, &len);
         if (rc != NVS_OK)
-            Fail("read " + name + " of step " + std::to_string(m_Step), rc);
-        if (len != v.data.size())
-            throw std::runtime_error("nvs engine: variable " + name + " of step " +
-                                     std::to_string(m_Step) + ": " + std::to_string(len) +
-                                     " bytes, its shape needs " + std::to_string(v.data.size()));
+            Fail("read " + what, rc);
+        const size_t need = Bytes(v.shape, sizeof(T), what);
+        if (len != need)
+            throw std::runtime_error("nvs engine: " + what + ": " + std::to_string(len) +
+                                     " bytes, its shape {" + DimsText(v.shape) + "} needs " +
+                                     std::to_string(need));
+        v.data = Buffer(need, what);
+        rc = nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, v.data.data(), v.data.size(), &len);
+        if (rc != NVS_OK)
+            Fail("read " + what, rc);
+        if (len != need)
+            throw std::runtime_error("nvs engine: " + what + ": changed length while read");
         v.loaded = true;
     }
     adios2::Dims start = start0, count = count0;
@@ -585,6 +789,17 @@ void NvsEngine::GetSel(adios2::Variable<T> &variable, T *values, const adios2::c
                                   const adios2::core::Selection &sel)                              \
     {                                                                                              \
         GetSel(variable, values, sel);                                                             \
+    }
+ADIOS2_FOREACH_PRIMITIVE_STDTYPE_1ARG(declare)
+#undef declare
+
+/* Span puts (the engine lending its buffer) are not offered: every Put copies. */
+#define declare(T)                                                                                 \
+    void NvsEngine::DoPut(adios2::Variable<T> variable, typename adios2::Variable<T>::Span &,      \
+                          const bool, const T &)                                                   \
+    {                                                                                              \
+        throw std::invalid_argument("nvs engine: span puts are not supported (variable " +         \
+                                    variable.Name() + "): Put the values instead");                \
     }
 ADIOS2_FOREACH_PRIMITIVE_STDTYPE_1ARG(declare)
 #undef declare

@@ -8,22 +8,36 @@
  * and since the batch is one commit a reader never sees part of a step.
  *
  * Modes: Write starts a new pool (an existing file at PoolPath is replaced, as BP5
- * replaces its output); Append opens the pool (or creates it) and continues after the
- * last committed step; Read follows the pool as a stream.
+ * replaces its output: the new pool is made beside it and renamed over it, so a Write
+ * that fails leaves the old pool whole; a reader of the old one gets an error saying it
+ * was replaced); Append opens the pool (or creates it) and continues after the last
+ * committed step; Read follows the pool as a stream.
  *
- * Parameters (engine type="Plugin", PluginName="nvs", PluginLibrary="nvs_adios2"):
+ * Parameters (engine type="Plugin", PluginName="nvs", PluginLibrary="nvs_adios2"),
+ * checked before anything on disk changes:
  *   PoolPath     the pool file (required; the path given to Open is not used)
- *   PoolSize     a new pool's size in bytes, suffixes K/M/G (writer; default 256M)
- *   EndStream    writer Close: "true" (default) ends the stream, "false" detaches
- *                (followers wait for a restarted writer)
+ *   PoolSize     a new pool's size in bytes, suffixes K/M/G/T (writer; default 256M)
+ *   EndStream    writer Close: true (default) ends the stream, false detaches
+ *                (followers wait for a restarted writer); true/false, on/off, yes/no, 1/0
  *   Timeout      reader: seconds BeginStep waits when called without a timeout
- *                (default -1: as long as it takes; a dead writer is an error anyway)
- *   OpenTimeout  reader: seconds Open waits for the pool file to appear (default 60)
+ *                (default -1; negative or inf: as long as it takes; a dead writer is an
+ *                error anyway)
+ *   OpenTimeout  reader: seconds Open waits for the pool file to appear or be formatted
+ *                (default 60; negative or inf: as long as it takes); a file that is
+ *                there and is not a pool is an error at once
+ *
+ * Not offered: span puts and several blocks of a local array in one step (errors), and
+ * memory selections on Put, which the plugin interface does not show an engine (a Put
+ * with one stores the buffer as if it had none; readers' memory selections are refused).
+ * AvailableVariables lists every variable the stream has had, not only the current
+ * step's (a Get of one the step lacks is an error naming the step).
  */
 #ifndef NVS_ADIOS2_NVSENGINE_H_
 #define NVS_ADIOS2_NVSENGINE_H_
 
 #include <adios2/plugin/PluginEngineInterface.h>
+
+#include <sys/types.h>
 
 #include <map>
 #include <string>
@@ -69,6 +83,12 @@ public:
     ADIOS2_FOREACH_STDTYPE_1ARG(declare)
 #undef declare
 
+#define declare(T)                                                                                 \
+    void DoPut(adios2::Variable<T> variable, typename adios2::Variable<T>::Span &span,             \
+               const bool initialize, const T &value) override;
+    ADIOS2_FOREACH_PRIMITIVE_STDTYPE_1ARG(declare)
+#undef declare
+
 private:
     bool m_Writer = false;
     bool m_InStep = false;
@@ -77,8 +97,10 @@ private:
     size_t m_Step = 0;      // the current (or next) step
     bool m_AnyStep = false; // reader: a step was begun
     std::string m_PoolPath;
-    float m_Timeout = -1.0f;
-    float m_OpenTimeout = 60.0f;
+    double m_Timeout = -1;     // seconds; negative: as long as it takes
+    double m_OpenTimeout = 60; // seconds; negative: as long as it takes
+    dev_t m_Dev = 0;           // reader: the followed file (a Write replaces PoolPath's)
+    ino_t m_Ino = 0;
 
     nvs_pool *m_Pool = nullptr;         // writer
     nvs_follower *m_Follower = nullptr; // reader

@@ -3,7 +3,7 @@
 # PyPI wheel ships headers and libraries) and libnvs.
 #   ADIOS2_DIR  the adios2 package directory (default: found with $PYTHON -c 'import adios2')
 #   NVS_LIB     the directory holding libnvs.so (default: $CARGO_TARGET_DIR/release or target/release)
-#   OUT         where to put libnvs_adios2.so, writer, reader (default: $NVS_LIB/adios2)
+#   OUT         where to put libnvs_adios2.so, writer, reader, misuse (default: $NVS_LIB/adios2)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -20,5 +20,7 @@ $CXX $flags -fPIC -shared $inc "$here/NvsEngine.cpp" -o "$OUT/libnvs_adios2.so" 
     $libs -L"$NVS_LIB" -lnvs -Wl,-rpath,"$NVS_LIB" -Wl,--no-undefined &
 $CXX $flags $inc "$here/examples/writer.cpp" -o "$OUT/writer" $libs &
 wait
-$CXX $flags $inc "$here/examples/reader.cpp" -o "$OUT/reader" $libs
-echo "built $OUT/libnvs_adios2.so, $OUT/writer, $OUT/reader"
+$CXX $flags $inc "$here/examples/reader.cpp" -o "$OUT/reader" $libs &
+$CXX $flags $inc "$here/examples/misuse.cpp" -o "$OUT/misuse" $libs -L"$NVS_LIB" -lnvs -Wl,-rpath,"$NVS_LIB" &
+wait
+echo "built $OUT/libnvs_adios2.so, $OUT/writer, $OUT/reader, $OUT/misuse"

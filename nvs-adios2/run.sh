@@ -3,7 +3,8 @@
 #   C++ writer -> C++ reader and Python writer -> Python reader (and across), with the nvs
 #   engine and with BP5 (the same programs, another XML config); a reader following a
 #   live writer; a writer killed with SIGKILL (the reader errors, it does not hang); a
-#   writer restarted in Append mode continuing after the last committed step.
+#   writer restarted in Append mode continuing after the last committed step; the engine
+#   used wrongly (examples/misuse.cpp: every case a clear error, nothing committed lost).
 # Every reader checks every value it reads and exits non-zero on a mismatch.
 #   ADIOS2_VENV  a venv with adios2 (2.12.x) and numpy (made with pip if missing)
 set -eu
@@ -72,4 +73,8 @@ first=$(echo "$out" | sed -n 's/.*steps \([0-9]*\)\.\..*/\1/p')
 $T "$PY" "$E/writer.py" "$E/nvs.xml" sim.bp 5 --append
 $T "$R" "$E/nvs.xml" sim.bp $((first + 10))
 $T "$PY" "$E/reader.py" "$E/nvs.xml" sim.bp $((first + 10))
+
+echo "== nvs: misuse (bad parameters, damaged or forged pools, calls it does not offer): clear errors, nothing lost"
+mkdir -p "$work/misuse"
+timeout 300 "$OUT/misuse" "$work/misuse" | grep -v '^       (' || fail "misuse"
 echo "all ADIOS2 runs passed"

@@ -1,0 +1,350 @@
+// The nvs engine used wrongly, carelessly or against a damaged pool: every case must end
+// in an exception with a clear message (never a crash, a hang or wrong data), and nothing
+// committed is lost. Each case runs in a child process, so a crash is a failed case.
+//   misuse DIR      (an empty directory for the pools)
+#include <adios2.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nvs.h"
+
+namespace
+{
+
+std::string g_dir;
+int g_failed = 0;
+
+std::string Path(const std::string &name) { return g_dir + "/" + name; }
+
+adios2::IO NvsIO(adios2::ADIOS &adios, const std::string &pool, adios2::Params extra = {})
+{
+    static int n = 0;
+    adios2::IO io = adios.DeclareIO("io" + std::to_string(n++));
+    io.SetEngine("Plugin");
+    adios2::Params p = {{"PluginName", "nvs"},
+                        {"PluginLibrary", "nvs_adios2"},
+                        {"PoolPath", pool},
+                        {"PoolSize", "8M"}};
+    for (const auto &kv : extra)
+        p[kv.first] = kv.second;
+    io.SetParameters(p);
+    return io;
+}
+
+/* `steps` steps of "x" (4 doubles, step s holds s) to `pool` in `mode`. */
+void WriteSteps(const std::string &pool, size_t steps, adios2::Mode mode, adios2::Params extra = {})
+{
+    adios2::ADIOS adios;
+    adios2::IO io = NvsIO(adios, pool, extra);
+    auto v = io.DefineVariable<double>("x", {4}, {0}, {4});
+    adios2::Engine w = io.Open(pool, mode);
+    for (size_t s = 0; s < steps; ++s)
+    {
+        std::vector<double> d(4, double(w.CurrentStep()));
+        w.BeginStep();
+        w.Put(v, d.data(), adios2::Mode::Sync);
+        w.EndStep();
+    }
+    w.Close();
+}
+
+/* How many steps a reader gets before the end of the stream (every value checked). */
+size_t CountSteps(const std::string &pool)
+{
+    adios2::ADIOS adios;
+    adios2::IO io = NvsIO(adios, pool, {{"Timeout", "5"}});
+    adios2::Engine r = io.Open(pool, adios2::Mode::Read);
+    size_t n = 0;
+    while (r.BeginStep() == adios2::StepStatus::OK)
+    {
+        auto v = io.InquireVariable<double>("x");
+        std::vector<double> d(4);
+        r.Get(v, d.data(), adios2::Mode::Sync);
+        for (double x : d)
+            if (x != double(n))
+                throw std::runtime_error("step " + std::to_string(n) + " holds " + std::to_string(x));
+        r.EndStep();
+        ++n;
+    }
+    r.Close();
+    return n;
+}
+
+/* Run `body` in a child; it passes if it returns normally (it throws on a wrong result),
+ * with `seconds` to do it. */
+void Case(const std::string &what, const std::function<void()> &body, int seconds = 20)
+{
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+    {
+        alarm(seconds);
+        try
+        {
+            body();
+        }
+        catch (const std::exception &e)
+        {
+            std::printf("  %s: unexpected exception: %s\n", what.c_str(), e.what());
+            std::fflush(stdout);
+            _exit(1);
+        }
+        std::fflush(stdout);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        std::printf("ok   %s\n", what.c_str());
+    else
+    {
+        ++g_failed;
+        std::printf("FAIL %s (%s %d)\n", what.c_str(), WIFSIGNALED(st) ? "signal" : "exit",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+}
+
+/* `body` must throw an exception whose message holds `needle`. */
+void Throws(const std::string &needle, const std::function<void()> &body)
+{
+    try
+    {
+        body();
+    }
+    catch (const std::exception &e)
+    {
+        if (std::string(e.what()).find(needle) == std::string::npos)
+            throw std::runtime_error(std::string("the message does not say \"") + needle +
+                                     "\": " + e.what());
+        std::string shown;
+        for (char c : std::string(e.what()))
+            shown += c == '\n' ? std::string("\\n") : c == '\t' ? std::string("\\t") : std::string(1, c);
+        std::printf("       (%s)\n", shown.c_str());
+        return;
+    }
+    throw std::runtime_error("no exception (expected one saying \"" + needle + "\")");
+}
+
+void Require(bool ok, const std::string &what)
+{
+    if (!ok)
+        throw std::runtime_error(what);
+}
+
+bool Exists(const std::string &p)
+{
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+    {
+        std::fprintf(stderr, "usage: misuse DIR\n");
+        return 64;
+    }
+    g_dir = argv[1];
+
+    Case("Write with a bad PoolSize over a pool keeps the pool and its steps", [] {
+        const std::string p = Path("keep.nvs");
+        WriteSteps(p, 3, adios2::Mode::Write);
+        for (const char *size : {"64MB", "x", "-1", "99999999999G", "1K"})
+            Throws(size == std::string("1K") ? "too small" : "PoolSize",
+                   [&] { WriteSteps(p, 1, adios2::Mode::Write, {{"PoolSize", size}}); });
+        Require(CountSteps(p) == 3, "the old pool lost steps");
+        WriteSteps(p, 2, adios2::Mode::Write); // a good Write replaces it
+        Require(CountSteps(p) == 2, "a Write did not start a new stream");
+    });
+
+    Case("a reader of a pool a Write replaced errors, it does not wait for ever", [] {
+        const std::string p = Path("replaced.nvs");
+        WriteSteps(p, 2, adios2::Mode::Write, {{"EndStream", "false"}}); // detached
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        for (int s = 0; s < 2; ++s)
+        {
+            Require(r.BeginStep() == adios2::StepStatus::OK, "a committed step");
+            r.EndStep();
+        }
+        std::thread([p] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            WriteSteps(p, 1, adios2::Mode::Write);
+        }).detach();
+        Throws("was replaced", [&] { r.BeginStep(); });
+        r.Close();
+    });
+
+    Case("span puts are refused", [] {
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, Path("span.nvs"));
+        auto v = io.DefineVariable<double>("x", {3}, {0}, {3});
+        adios2::Engine w = io.Open(Path("span.nvs"), adios2::Mode::Write);
+        w.BeginStep();
+        Throws("span puts are not supported", [&] { w.Put(v); });
+        w.EndStep();
+        w.Close();
+    });
+
+    Case("a second block of a local array in one step is refused", [] {
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, Path("local.nvs"));
+        auto v = io.DefineVariable<double>("loc", {}, {}, {3});
+        adios2::Engine w = io.Open(Path("local.nvs"), adios2::Mode::Write);
+        std::vector<double> a{1, 2, 3}, b{4, 5, 6};
+        w.BeginStep();
+        w.Put(v, a.data(), adios2::Mode::Sync);
+        Throws("one block per step", [&] { w.Put(v, b.data(), adios2::Mode::Sync); });
+        w.EndStep();
+        w.Close();
+    });
+
+    Case("names the step index cannot hold are refused at Put", [] {
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, Path("names.nvs"));
+        adios2::Engine w = io.Open(Path("names.nvs"), adios2::Mode::Write);
+        double x = 1;
+        w.BeginStep();
+        for (const std::string &name :
+             {std::string("a\tb"), std::string("a\nb"), std::string("x\0y", 3), std::string(256, 'n')})
+        {
+            auto v = io.DefineVariable<double>(name);
+            Throws("name", [&] { w.Put(v, &x, adios2::Mode::Sync); });
+        }
+        w.EndStep();
+        w.Close();
+    });
+
+    Case("a global shape too large for memory is an error", [] {
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, Path("huge.nvs"));
+        auto a = io.DefineVariable<double>("a", {size_t(1) << 61}, {0}, {2});
+        auto b = io.DefineVariable<double>("b", {size_t(1000000000000)}, {0}, {2});
+        adios2::Engine w = io.Open(Path("huge.nvs"), adios2::Mode::Write);
+        std::vector<double> d{1, 2};
+        w.BeginStep();
+        Throws("does not fit in memory", [&] { w.Put(a, d.data(), adios2::Mode::Sync); });
+        Throws("cannot allocate", [&] { w.Put(b, d.data(), adios2::Mode::Sync); });
+        w.EndStep();
+        w.Close();
+    });
+
+    Case("a reader selection past the shape (start + count wraps) is refused", [] {
+        const std::string p = Path("sel.nvs");
+        WriteSteps(p, 1, adios2::Mode::Write);
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        Require(r.BeginStep() == adios2::StepStatus::OK, "a step");
+        auto v = io.InquireVariable<double>("x");
+        std::vector<double> d(2);
+        for (size_t start : {~size_t(0), size_t(0xffffffffc0000000)})
+        {
+            v.SetSelection({{start}, {2}});
+            Throws("outside shape", [&] { r.Get(v, d.data(), adios2::Mode::Sync); });
+        }
+        r.EndStep();
+        r.Close();
+    });
+
+    Case("a step index that does not match its objects is an error, not a crash", [] {
+        const std::string p = Path("forged.nvs");
+        nvs_pool *pool = nullptr;
+        Require(nvs_pool_create(p.c_str(), 8 << 20, nullptr, &pool) == NVS_OK, "create");
+        const std::string index = "x\t<f8\t2305843009213693952\n";
+        nvs_object o[2];
+        std::memset(o, 0, sizeof o);
+        o[0].name = "x"; // 0 bytes, but the index says 2^61 doubles
+        o[1].name = "__adios2_step";
+        o[1].data = index.data();
+        o[1].len = index.size();
+        Require(nvs_put_batch(pool, 0, o, 2, nullptr) == NVS_OK && nvs_pool_close(pool) == NVS_OK,
+                "put");
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        Require(r.BeginStep() == adios2::StepStatus::OK, "a step");
+        auto v = io.InquireVariable<double>("x");
+        std::vector<double> d(1);
+        v.SetSelection({{0}, {1}});
+        Throws("does not fit in memory", [&] { r.Get(v, d.data(), adios2::Mode::Sync); });
+        r.EndStep();
+        r.Close();
+    });
+
+    Case("EndStream and timeouts: clear values taken, others refused", [] {
+        const std::string p = Path("params.nvs");
+        WriteSteps(p, 1, adios2::Mode::Write, {{"EndStream", "False"}}); // detaches
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p, {{"Timeout", "0.3"}});
+            adios2::Engine r = io.Open(p, adios2::Mode::Read);
+            Require(r.BeginStep() == adios2::StepStatus::OK, "step 0");
+            r.EndStep();
+            Require(r.BeginStep() == adios2::StepStatus::NotReady, "EndStream=False detached");
+            r.Close();
+        }
+        {
+            // Timeout=inf waits (it was taken as 0): a step that comes later is read.
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p, {{"Timeout", "inf"}});
+            adios2::Engine r = io.Open(p, adios2::Mode::Read);
+            Require(r.BeginStep() == adios2::StepStatus::OK, "step 0");
+            r.EndStep();
+            std::thread([p] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                WriteSteps(p, 1, adios2::Mode::Append);
+            }).detach();
+            Require(r.BeginStep() == adios2::StepStatus::OK, "Timeout=inf gave up");
+            r.EndStep();
+            Require(r.BeginStep() == adios2::StepStatus::EndOfStream, "end of stream");
+            r.Close();
+        }
+        for (const auto &kv : std::vector<std::pair<std::string, std::string>>{
+                 {"EndStream", "maybe"}, {"Timeout", "2s"}, {"Timeout", "nan"}, {"OpenTimeout", "abc"}})
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p, {{kv.first, kv.second}});
+            Throws(kv.first, [&] { io.Open(p, adios2::Mode::Read); });
+        }
+    });
+
+    Case("a reader of a file that is not a pool fails at once, not after OpenTimeout", [] {
+        const std::string p = Path("junk.nvs");
+        std::ofstream(p) << std::string(4096, 'j');
+        mkdir(Path("dir.nvs").c_str(), 0755);
+        for (const std::string &f : {p, Path("dir.nvs")})
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, f, {{"OpenTimeout", "30"}});
+            auto t0 = std::chrono::steady_clock::now();
+            Throws("follow", [&] { io.Open(f, adios2::Mode::Read); });
+            Require(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5),
+                    "waited for a file that will never be a pool");
+        }
+        Require(!Exists(Path("never.nvs")), "setup");
+    });
+
+    if (g_failed)
+    {
+        std::printf("misuse: %d case(s) FAILED\n", g_failed);
+        return 1;
+    }
+    std::printf("misuse: every case ended in a clear error, nothing committed was lost\n");
+    return 0;
+}
