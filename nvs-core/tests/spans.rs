@@ -196,6 +196,36 @@ fn a_batch_of_ten_thousand_objects() {
     }
 }
 
+/// A large batch whose names repeat (each of 300 names five times, interleaved, some
+/// already in the pool): each name's versions go up through the unit, one after its
+/// latest, whichever way planning finds the earlier objects of the same name (a unit this
+/// large chains them by hash bit instead of scanning every earlier object).
+#[test]
+#[cfg_attr(miri, ignore = "1,500 objects: slow under miri (pool logic, no new unsafe)")]
+fn a_large_batch_numbers_repeated_names_in_order() {
+    let mut ram = Ram::new((4096 + 16 * (64 << 10)) as usize, 0);
+    let mut pool = format(&mut ram, 64 << 10);
+    for i in (0..300).step_by(7) {
+        pool.put(1, Object::new(format!("v{i}").as_bytes(), b"old")).unwrap(); // version 1
+    }
+    let names: Vec<String> = (0..1500).map(|k| format!("v{}", (k * 7919) % 300)).collect();
+    let objs: Vec<Object> = names.iter().map(|n| Object::new(n.as_bytes(), n.as_bytes())).collect();
+    let mut slots = vec![nvs_core::PlanSlot::default(); objs.len()];
+    assert_eq!(pool.put_batch_in(1, &objs, &mut slots), Ok(1500));
+    let mut next = std::collections::HashMap::new();
+    for (n, s) in names.iter().zip(&slots) {
+        let base = if n[1..].parse::<usize>().unwrap() % 7 == 0 { 1 } else { 0 };
+        let v = next.entry(n.clone()).or_insert(base);
+        *v += 1;
+        assert_eq!(s.version(), *v, "{n}");
+    }
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    for (n, v) in &next {
+        assert_eq!(pool.latest(n.as_bytes()), Ok(*v), "{n} after reopen");
+    }
+}
+
 /// A damaged header of a lane's last span is never silent: recovery reports the lost
 /// segment (its unit runs past the segment, so the check looks past it too).
 #[test]

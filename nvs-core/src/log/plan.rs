@@ -33,6 +33,9 @@ pub struct PlanSlot {
     pub(crate) delta: Option<DeltaPlan>,
     /// The payload is on the media already (`Writer::store_payload_ahead`).
     pub(crate) payload_stored: bool,
+    /// In a large unit ([`Dups`]): the index of the unit's previous object whose name
+    /// hash has the same filter bit, or `NONE`.
+    pub(crate) prev: u32,
 }
 
 impl PlanSlot {
@@ -101,6 +104,61 @@ impl PlanBuf for SlotPlan<'_> {
     }
 }
 
+/// Units of more objects than this find an earlier object of the same name through
+/// per-bit chains ([`Dups::heads`]) instead of scanning every earlier object (which made a
+/// step of 80,000 variables take 8 s to plan).
+const DUPS_CHAINED: usize = 64;
+
+/// How planning finds an earlier object of the same name in its unit (its latest version
+/// goes up through the unit). Bits of the name hashes seen so far: an object whose bit is
+/// clear has no earlier object of the same name. Beyond [`DUPS_CHAINED`] objects, the
+/// last object seen with each bit, each object's [`PlanSlot::prev`] chaining to the one
+/// before it with the same bit.
+struct Dups<'h> {
+    seen: [u64; 8],
+    /// Only for a large unit: a small one (a put) neither fills nor moves 2 KiB.
+    heads: Option<&'h mut [u32; 512]>,
+}
+
+impl Dups<'_> {
+    /// The latest earlier object of `plan` (objects `..i`) with `hash` and object `i`'s
+    /// name; object `i` is noted as seen, and its `prev` returned.
+    #[inline(always)]
+    fn earlier<'p>(
+        &mut self,
+        plan: &'p [PlanSlot],
+        objects: &[Object<'_>],
+        i: usize,
+        hash: u64,
+    ) -> (Option<&'p PlanSlot>, u32) {
+        let bit = (hash >> 39) as usize & 511; // bits 39..47: hashed (the top 16 are the name space)
+        let word = &mut self.seen[bit / 64];
+        let maybe_earlier = *word & 1 << (bit % 64) != 0;
+        *word |= 1 << (bit % 64);
+        let name = objects.get(i).map_or(&[][..], |o| o.name);
+        let same = |p: &PlanSlot, e: &Object<'_>| p.hash == hash && e.name == name;
+        match self.heads.as_deref_mut() {
+            None if maybe_earlier => {
+                let found = plan.iter().zip(objects.get(..i).unwrap_or(&[])).rev().find(|(p, e)| same(p, e));
+                (found.map(|f| f.0), NONE)
+            }
+            None => (None, NONE),
+            Some(heads) => {
+                let prev = heads[bit];
+                heads[bit] = i as u32;
+                let mut at = prev;
+                while let (Some(p), Some(e)) = (plan.get(at as usize), objects.get(at as usize)) {
+                    if same(p, e) {
+                        return (Some(p), prev);
+                    }
+                    at = p.prev;
+                }
+                (None, prev)
+            }
+        }
+    }
+}
+
 impl<M: Media> Writer<'_, M> {
     /// Step 1–2 of the protocol under the shared state: validate, take versions, make
     /// index room, claim a segment if the unit does not fit. Returns the unit's length
@@ -115,12 +173,19 @@ impl<M: Media> Writer<'_, M> {
         plan: &mut impl PlanBuf,
     ) -> Result<(u64, usize)> {
         // 1. Every object validated, its version resolved, its size known; new names
-        // counted. Bits of the name hashes seen so far in this unit: an object whose bit
-        // is clear has no earlier object of the same name, and skips the scan for one.
+        // counted; an earlier object of the same name in this unit found through `dups`.
         let (mut new_names, mut unit_len) = (0usize, LINE);
-        let mut seen = [0u64; 8];
+        let mut heads;
+        let heads = match objects.len() > DUPS_CHAINED {
+            true => {
+                heads = [NONE; 512];
+                Some(&mut heads)
+            }
+            false => None,
+        };
+        let mut dups = Dups { seen: [0; 8], heads };
         for (i, o) in objects.iter().enumerate() {
-            let (p, new_name) = self.plan_object(s, l, self.sb.name_space(lane), objects, i, plan, &mut seen)?;
+            let (p, new_name) = self.plan_object(s, l, self.sb.name_space(lane), objects, i, plan, &mut dups)?;
             new_names += new_name as usize;
             unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
             // objects.len() <= plan.capacity() was checked: this cannot fail.
@@ -174,7 +239,7 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         i: usize,
         plan: &[PlanSlot],
-        seen: &mut [u64; 8],
+        dups: &mut Dups<'_>,
     ) -> Result<(PlanSlot, bool)> {
         let o = &objects[i];
         if o.name.is_empty() {
@@ -196,16 +261,9 @@ impl<M: Media> Writer<'_, M> {
         };
         // The last earlier object of this unit with the same name holds its latest
         // version (versions of one name increase through a unit).
-        let bit = (hash >> 39) as usize & 511; // bits 39..47: hashed (the top 16 are the name space)
-        let word = &mut seen[bit / 64];
-        let maybe_earlier = *word & 1 << (bit % 64) != 0;
-        *word |= 1 << (bit % 64);
-        let in_unit = match maybe_earlier {
-            true => plan.iter().zip(&objects[..i]).rev().find(|(p, e)| p.hash == hash && e.name == o.name),
-            false => None,
-        };
+        let (in_unit, prev) = dups.earlier(plan, objects, i, hash);
         let (name_id, latest, new_name) = match (in_unit, found) {
-            (Some((p, _)), _) => (p.name_id, Some(p.version), false),
+            (Some(p), _) => (p.name_id, Some(p.version), false),
             (None, Some(id)) => {
                 let n = s.index.name(id);
                 let committed = (n.last != NONE).then(|| s.index.entry(n.last).version);
@@ -233,7 +291,7 @@ impl<M: Media> Writer<'_, M> {
             None => None,
         };
         let stored = delta.map_or(len, |d| d.stored_bytes());
-        let p = PlanSlot { hash, version, len, stored, name_id, payload_sum: 0, delta, payload_stored: false };
+        let p = PlanSlot { hash, version, len, stored, name_id, payload_sum: 0, delta, payload_stored: false, prev };
         Ok((p, new_name))
     }
 
