@@ -550,6 +550,11 @@ void NvsEngine::DefineReadVariables()
         known = true;                                                                              \
         sv.elemSize = sizeof(T);                                                                   \
         adios2::Variable<T> v = m_IO.InquireVariable<T>(name);                                     \
+        if (!v && m_IO.InquireVariableType(name) != adios2::DataType::None)                        \
+            throw std::runtime_error("nvs engine: variable " + name + " is " + sv.dtype +          \
+                                     " in step " + std::to_string(m_Step) + ", another type " +    \
+                                     "before (" + m_IO.VariableType(name) + "): an IO cannot " +   \
+                                     "redefine a variable's type; read it with another IO");      \
         if (!v)                                                                                    \
         {                                                                                          \
             if (sv.shape.empty())                                                                  \

@@ -340,6 +340,32 @@ int main(int argc, char **argv)
         Require(!Exists(Path("never.nvs")), "setup");
     });
 
+    Case("a variable whose type changes between steps is a clear error for a reader", [] {
+        const std::string p = Path("retype.nvs");
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p);
+            adios2::Engine w = io.Open(p, adios2::Mode::Write);
+            double d = 1;
+            int32_t i = 2;
+            w.BeginStep();
+            w.Put(io.DefineVariable<double>("x"), &d, adios2::Mode::Sync);
+            w.EndStep();
+            io.RemoveVariable("x");
+            w.BeginStep();
+            w.Put(io.DefineVariable<int32_t>("x"), &i, adios2::Mode::Sync);
+            w.EndStep();
+            w.Close();
+        }
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        Require(r.BeginStep() == adios2::StepStatus::OK, "step 0");
+        r.EndStep();
+        Throws("redefine a variable's type", [&] { r.BeginStep(); });
+        r.Close();
+    });
+
     if (g_failed)
     {
         std::printf("misuse: %d case(s) FAILED\n", g_failed);
