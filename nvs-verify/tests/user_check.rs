@@ -73,6 +73,13 @@ fn an_ordering_bug_is_caught_and_its_repro_reproduces_it() {
     let alone = run(&Setup { only: Some((f.point, f.choices.clone())), ..setup.clone() }, true, false);
     assert_eq!((alone.points, alone.states), (1, 1));
     assert_eq!(alone.failure.as_ref().map(|g| &g.message), Some(&f.message), "{alone}");
+    // One image checked is never a pass of the whole check, even where that image passes
+    // (an image of the correct protocol: the first one a predicate that always fails sees).
+    let never = |_: &u64, _: &[u64]| Err("never".to_string());
+    let g = check(&setup, |r| steps(r, false, false), restart, never).failure;
+    let g = g.unwrap_or_else(|| panic!("a predicate that always fails passed"));
+    let fixed = run(&Setup { only: Some((g.point, g.choices)), ..setup.clone() }, false, false);
+    assert!(fixed.failure.is_none() && fixed.error.is_none() && !fixed.passed(), "{fixed}");
 }
 
 #[test]
