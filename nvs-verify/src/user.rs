@@ -59,8 +59,9 @@ pub const REPRO_VAR: &str = "NVS_CHECK_REPRO";
 /// What to check on.
 #[derive(Clone, Debug)]
 pub struct Setup {
-    /// Bytes of simulated persistent memory (keep it small: every crash point copies
-    /// its state).
+    /// Bytes of simulated persistent memory, a multiple of 8 (the simulator's word;
+    /// another length is an error in the report); keep it small: every crash point
+    /// copies its state.
     pub media_len: usize,
     /// How the pool is formatted.
     pub options: FormatOptions,
@@ -207,8 +208,9 @@ pub struct Report {
     pub incomplete: usize,
     /// The first violation, if any (the check stops there).
     pub failure: Option<Failure>,
-    /// Why no crash image could be checked: the format, the workload itself (an error or
-    /// a panic before any crash), or a repro that does not fit this program's trace.
+    /// Why no crash image could be checked: the media length, the format, the workload
+    /// itself (an error or a panic before any crash), or a repro that does not fit this
+    /// program's trace.
     pub error: Option<String>,
     /// Only one image was checked: what named it (`NVS_CHECK_REPRO=point:choices` or
     /// `Setup::only = point:choices`). Such a check does not pass: every other image
@@ -264,8 +266,14 @@ pub fn check<A, R>(
     restart: impl Fn(&CrashPool<'_>) -> Result<R, String>,
     predicate: impl Fn(&R, &[A]) -> Result<(), String>,
 ) -> Report {
-    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
     let mut report = Report::default();
+    if !setup.media_len.is_multiple_of(8) {
+        return fail(
+            report,
+            format!("media length {} is not a multiple of 8 bytes (the simulator's word)", setup.media_len),
+        );
+    }
+    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
     let pool = match Pool::format(&media, setup.options, HeapMemory::new()) {
         Ok(p) => p,
         Err(e) => return fail(report, format!("format: {e}")),

@@ -102,4 +102,11 @@ fn a_failing_workload_or_a_bad_repro_is_an_error_not_a_violation() {
     // A pool too small to format.
     let r = run(&Setup::new(4096), false, false);
     assert!(r.error.as_deref().is_some_and(|e| e.starts_with("format")), "{r}");
+    // A media length the simulator cannot have (its word is 8 bytes): an error, not a
+    // panic.
+    for len in [1, 4097, 8191, (32 << 10) + 4] {
+        let r = run(&Setup::new(len), false, false);
+        assert!(r.error.as_deref().is_some_and(|e| e.contains("not a multiple of 8")), "{len}: {r}");
+        assert!(!r.passed());
+    }
 }
