@@ -111,19 +111,21 @@ pub struct DeltaBenchOptions {
     pub quick: bool,
 }
 
-/// Run every detector on both workloads, each on its own pool (removed afterwards),
-/// check every version read back, and return the report for the caller to print.
+/// Run every detector on both workloads, each on its own pool (removed afterwards, on an
+/// error too, and on SIGINT, SIGTERM or SIGHUP, which then end the process), check every
+/// version read back, and return the report for the caller to print.
 pub fn run(opts: &DeltaBenchOptions) -> Result<String> {
     let (n, steps) = if opts.quick { (96usize, 8usize) } else { (256, 24) };
     let grid_bytes = (n * n * n * 4) as u64;
     let dir = opts.dir.clone().unwrap_or_else(default_dir);
-    let mut cleanup = Cleanup(Vec::new());
+    crate::signals::install();
+    let mut cleanup = Cleanup::new();
     let mut rows = Vec::new();
     // Interleave detectors within a workload so drift hits all alike.
     for dense in [false, true] {
         for detector in DETECTORS {
             let path = dir.join(format!("nvs-bench-delta-{}-{detector}.pool", std::process::id()));
-            cleanup.0.push(path.clone());
+            cleanup.push(path.clone());
             let segment = (grid_bytes + (1 << 20)).next_power_of_two();
             let size = 4096 + segment * (steps as u64 + 2);
             let opts =

@@ -39,6 +39,7 @@ mod procs;
 mod recovery;
 mod report;
 mod run;
+mod signals;
 
 pub use error::{Error, Result};
 pub use procs::worker;
@@ -127,9 +128,12 @@ pub(crate) struct Setup {
 
 /// Run the benchmark: every row, then the recovery figures (as `opts` selects). Writes
 /// the JSON rows and the SVG plot if asked, removes every file it made, and returns the
-/// report (the table, then the targets) for the caller to print.
+/// report (the table, then the targets) for the caller to print. The files are removed
+/// on an error too, and on SIGINT, SIGTERM or SIGHUP (which also kill the two-process
+/// row's workers, then end the process by that signal).
 pub fn run(opts: &BenchOptions) -> Result<String> {
     let started = Instant::now();
+    signals::install();
     // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
     let pmdk = pmdk::load();
     let dir = opts.dir.clone().unwrap_or_else(default_dir);
@@ -153,12 +157,12 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
         }
     }
     let wanted = |m: Method| opts.only.is_empty() || m.is_ceiling() || opts.only.iter().any(|o| o == m.name());
-    let mut cleanup = Cleanup(Vec::new());
+    let mut cleanup = Cleanup::new();
     let max_threads = *THREADS.iter().max().unwrap_or(&1);
     let mut slots = Vec::new();
     for k in 0..max_threads {
         let cfg = run::SlotConfig { dir: &dir, sync_dir: &sync_dir, region, sync_len, max_size: SIZES[3] };
-        let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup.0).map_err(Error::Usage)?;
+        let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup).map_err(Error::Usage)?;
         slots.push(slot);
     }
 
@@ -173,7 +177,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     let mut shared = None;
     let mut shared_err = String::from("not available: no worker command (the nvs tool has one)");
     if let (Some(cmd), true) = (&opts.worker, cells.iter().any(|c| c.2 == Method::Put2Proc)) {
-        match procs::Shared::new(&dir, 2 * region, cmd.clone(), &mut cleanup.0) {
+        match procs::Shared::new(&dir, 2 * region, cmd.clone(), &mut cleanup) {
             Ok(s) => shared = Some(s),
             Err(e) => shared_err = format!("not available: {e}"),
         }
@@ -241,7 +245,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     }
 
     let rec = if opts.only.is_empty() || opts.only.iter().any(|o| o == "recovery") {
-        recovery::run(&dir, if opts.quick { 3 } else { 5 }, &mut cleanup.0)
+        recovery::run(&dir, if opts.quick { 3 } else { 5 }, &mut cleanup)
     } else {
         Vec::new()
     };
@@ -383,13 +387,30 @@ fn date_utc() -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
 }
 
-/// Files the bench created, removed however it ends.
-pub(crate) struct Cleanup(pub(crate) Vec<PathBuf>);
+/// Files the bench creates, removed however it ends: when this is dropped (every return,
+/// errors included) or by SIGINT, SIGTERM or SIGHUP (`signals`).
+pub(crate) struct Cleanup(Vec<(PathBuf, signals::File)>);
+
+impl Cleanup {
+    /// Nothing to remove yet.
+    pub(crate) fn new() -> Cleanup {
+        Cleanup(Vec::new())
+    }
+
+    /// `path` is about to be created (call before creating it, so that no moment is left
+    /// where it exists unregistered; names are the bench's own, with its process id).
+    pub(crate) fn push(&mut self, path: PathBuf) {
+        let registered = signals::File::new(&path);
+        self.0.push((path, registered));
+    }
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for p in self.0.drain(..) {
+        // Removed, then unregistered: a signal in between unlinks a name already gone.
+        for (p, registered) in self.0.drain(..) {
             let _ = std::fs::remove_file(p);
+            drop(registered);
         }
     }
 }

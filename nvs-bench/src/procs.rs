@@ -59,13 +59,13 @@ pub struct Shared {
 
 impl Shared {
     /// Make the pool file, `len` bytes in `dir` (its path goes to `files`, for removal).
-    pub fn new(dir: &Path, len: usize, worker: Vec<OsString>, files: &mut Vec<PathBuf>) -> Result<Shared, String> {
+    pub fn new(dir: &Path, len: usize, worker: Vec<OsString>, files: &mut crate::Cleanup) -> Result<Shared, String> {
         if worker.is_empty() {
             return Err("no worker command".into());
         }
         let path = dir.join(format!("nvs-bench-{}-2proc.pool", std::process::id()));
-        let file = make_file(&path, len)?;
         files.push(path.clone());
+        let file = make_file(&path, len)?;
         // Have the pages made (zeroed) once, here, not by the workers' first trial.
         MmapOptions::new()
             .len(len)
@@ -129,6 +129,8 @@ fn parse_done(line: &str) -> Option<Measured> {
 struct Worker {
     lane: u32,
     child: Child,
+    /// Killed by a signal that ends the bench, until it is waited for.
+    registered: crate::signals::Worker,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Receiver<String>,
@@ -176,7 +178,8 @@ impl Worker {
             });
         }
         let stdin = child.stdin.take();
-        Ok(Worker { lane, child, stdin, lines, stderr })
+        let registered = crate::signals::Worker::new(child.id());
+        Ok(Worker { lane, child, registered, stdin, lines, stderr })
     }
 
     /// Its next stdout line, within `timeout`.
@@ -211,6 +214,7 @@ impl Worker {
     /// status, the last line of its stderr.
     fn fail(&mut self, what: String) -> String {
         let _ = self.child.kill();
+        self.registered.forget();
         let status = self.child.wait().map(|s| format!(" ({s})")).unwrap_or_default();
         // Whole once the pipe closes (a process the worker started may still hold it).
         let err = self.stderr.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
@@ -221,6 +225,8 @@ impl Worker {
     /// Let it exit (it does after its answer): `Err` if it fails or takes too long.
     fn finish(mut self) -> Result<(), String> {
         self.stdin = None;
+        // It has answered and its stdin is closed: it ends on its own, signal or not.
+        self.registered.forget();
         let t0 = Instant::now();
         loop {
             match self.child.try_wait() {
@@ -238,6 +244,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         // Already reaped: kill and wait do nothing.
         let _ = self.child.kill();
+        self.registered.forget();
         let _ = self.child.wait();
     }
 }
@@ -414,11 +421,10 @@ mod tests {
     /// aggregate of their answers; a worker that fails is reported with its stderr.
     #[test]
     fn trial_aggregates_workers_and_reports_failures() {
-        let mut files = Vec::new();
+        let mut files = crate::Cleanup::new();
         let dir = crate::default_dir();
         let good = os(&["sh", "-c", "echo ready; read go; echo done 10 10240 1000000000", "sh"]);
         let mut s = Shared::new(&dir, 32 << 20, good, &mut files).unwrap();
-        let _cleanup = crate::Cleanup(files.clone());
         let m = s.trial(1024, Duration::from_millis(1), Clock::Cpu).unwrap();
         assert_eq!((m.objects, m.bytes, m.time), (20, 20480, Duration::from_secs(1)));
         s.worker = os(&["sh", "-c", "echo ready; read go; echo 'nvs: no lane' >&2; exit 3", "sh"]);

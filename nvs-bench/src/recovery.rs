@@ -6,7 +6,7 @@ use nvs_core::internals::format::{object_len, LINE};
 use nvs_core::Object;
 use nvs_core::{HeapMemory, IndexMemory, Pool};
 use nvs_std::{Access, CreateOptions, FilePool, MappedMedia};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Pool size of the recovery figures.
@@ -45,18 +45,18 @@ impl Figures {
     }
 }
 
-pub fn run(dir: &Path, opens: usize, files: &mut Vec<PathBuf>) -> Vec<Recovery> {
+pub fn run(dir: &Path, opens: usize, files: &mut crate::Cleanup) -> Vec<Recovery> {
     [32usize << 10, 1 << 10]
         .into_iter()
         .map(|record| Recovery { record, result: one(dir, record, opens, files) })
         .collect()
 }
 
-fn one(dir: &Path, record: usize, opens: usize, files: &mut Vec<PathBuf>) -> Result<Figures, String> {
+fn one(dir: &Path, record: usize, opens: usize, files: &mut crate::Cleanup) -> Result<Figures, String> {
     let path = dir.join(format!("nvs-bench-{}-recovery-{record}.pool", std::process::id()));
     let opts = CreateOptions { lanes_max: 1, populate: true, ..CreateOptions::default() };
-    let mut p = FilePool::create(&path, POOL, &opts).map_err(|e| e.to_string())?;
     files.push(path.clone());
+    let mut p = FilePool::create(&path, POOL, &opts).map_err(|e| e.to_string())?;
     let names: Vec<Vec<u8>> = (0..NAMES).map(|i| format!("array{i:02}").into_bytes()).collect();
     let data: Vec<u8> = (0..record).map(|i| (i * 13) as u8).collect();
     let mut records = 0u64;

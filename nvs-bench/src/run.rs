@@ -229,7 +229,8 @@ pub fn segment_for(unit: u64, region: usize) -> Result<u64, String> {
     Ok(seg)
 }
 
-/// Create a file of `len` bytes with its blocks reserved (tmpfs: pages allocated).
+/// Create a file of `len` bytes with its blocks reserved (tmpfs: pages allocated). A file
+/// it created and could not size or allocate is removed again.
 pub fn make_file(path: &Path, len: usize) -> Result<File, String> {
     let f = OpenOptions::new()
         .read(true)
@@ -237,23 +238,30 @@ pub fn make_file(path: &Path, len: usize) -> Result<File, String> {
         .create_new(true)
         .open(path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    f.set_len(len as u64).map_err(|e| format!("cannot size {}: {e}", path.display()))?;
-    // SAFETY: plain system call on a descriptor `f` keeps open.
-    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
-    if rc != 0 && rc != libc::EOPNOTSUPP {
-        return Err(format!("cannot allocate {}: {}", path.display(), std::io::Error::from_raw_os_error(rc)));
+    let sized = f.set_len(len as u64).map_err(|e| format!("cannot size {}: {e}", path.display())).and_then(|()| {
+        // SAFETY: plain system call on a descriptor `f` keeps open.
+        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+        if rc != 0 && rc != libc::EOPNOTSUPP {
+            return Err(format!("cannot allocate {}: {}", path.display(), std::io::Error::from_raw_os_error(rc)));
+        }
+        Ok(())
+    });
+    if let Err(e) = sized {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
     }
     Ok(f)
 }
 
 impl Slot {
-    /// Make thread `k`'s files (their paths go to `files`, for removal).
-    pub fn new(k: usize, cfg: &SlotConfig<'_>, pmdk: &Pmdk, files: &mut Vec<PathBuf>) -> Result<Slot, String> {
+    /// Make thread `k`'s files (their paths go to `files`, for removal, before each is
+    /// made).
+    pub fn new(k: usize, cfg: &SlotConfig<'_>, pmdk: &Pmdk, files: &mut crate::Cleanup) -> Result<Slot, String> {
         let SlotConfig { dir, sync_dir, region, sync_len, max_size } = *cfg;
         let pid = std::process::id();
         let pool_path = dir.join(format!("nvs-bench-{pid}-{k}.pool"));
-        let pool_file = make_file(&pool_path, region)?;
         files.push(pool_path.clone());
+        let pool_file = make_file(&pool_path, region)?;
         // The raw methods' mapping of the same file, pre-faulted like the pool's.
         let raw = MmapOptions::new()
             .len(region)
@@ -276,8 +284,8 @@ impl Slot {
             Err(e) => Err(e.clone()),
         };
         let sync_path = sync_dir.join(format!("nvs-bench-{pid}-{k}.fsync"));
+        files.push(sync_path.clone());
         let sync = make_file(&sync_path, sync_len).and_then(|f| {
-            files.push(sync_path.clone());
             // Write it once, so timed writes overwrite allocated blocks in place.
             let zeros = vec![0u8; 1 << 20];
             let mut o = 0;

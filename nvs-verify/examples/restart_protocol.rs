@@ -15,7 +15,8 @@
 //! `cargo run --release -p nvs-verify --example restart_protocol` — exits 0 when the
 //! protocol passes and the seeded bug is caught. `-- --seeded-bug` checks only the buggy
 //! protocol (exits 1 on its violation); with the printed `NVS_CHECK_REPRO=...` in the
-//! environment it checks that one crash image alone.
+//! environment it checks that one crash image alone (and exits 1 either way: one image
+//! checked is not a pass).
 
 use nvs_verify::user::{check, CrashPool, Report, Run, Setup};
 

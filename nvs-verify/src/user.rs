@@ -17,7 +17,9 @@
 //!
 //! The first violation stops the check; its [`Failure::repro`] is one line
 //! (`NVS_CHECK_REPRO=point:choices`) that, set in the environment of the same program,
-//! makes [`check`] run that one image only.
+//! makes [`check`] run that one image only. Such a check never passes
+//! ([`Report::passed`] is false, and the report says that only the one image was
+//! checked): a leftover `NVS_CHECK_REPRO` cannot turn a test suite green.
 //!
 //! ```no_run
 //! use nvs_verify::user::{check, Setup};
@@ -57,15 +59,17 @@ pub const REPRO_VAR: &str = "NVS_CHECK_REPRO";
 /// What to check on.
 #[derive(Clone, Debug)]
 pub struct Setup {
-    /// Bytes of simulated persistent memory (keep it small: every crash point copies
-    /// its state).
+    /// Bytes of simulated persistent memory, a multiple of 8 (the simulator's word;
+    /// another length is an error in the report); keep it small: every crash point
+    /// copies its state.
     pub media_len: usize,
     /// How the pool is formatted.
     pub options: FormatOptions,
     /// Runs (images) allowed per crash point; a point that needs more is incomplete.
     pub budget: u64,
     /// Check this one image only: `(crash point, choices)`, as a [`Failure`] gives them.
-    /// `None`: every image, unless [`REPRO_VAR`] names one.
+    /// `None`: every image, unless [`REPRO_VAR`] names one. Either way the check does not
+    /// pass (see [`Report::only`]).
     pub only: Option<(usize, Vec<usize>)>,
 }
 
@@ -181,8 +185,13 @@ impl Failure {
     /// One line that reproduces this image alone: set it in the environment of the same
     /// program.
     pub fn repro(&self) -> String {
-        let c: Vec<String> = self.choices.iter().map(|c| c.to_string()).collect();
-        format!("{REPRO_VAR}={}:{}", self.point, c.join(","))
+        format!("{REPRO_VAR}={}", Failure::spec(self.point, &self.choices))
+    }
+
+    /// `point:choice,choice,...`, as [`REPRO_VAR`] takes it.
+    fn spec(point: usize, choices: &[usize]) -> String {
+        let c: Vec<String> = choices.iter().map(|c| c.to_string()).collect();
+        format!("{point}:{}", c.join(","))
     }
 }
 
@@ -199,15 +208,21 @@ pub struct Report {
     pub incomplete: usize,
     /// The first violation, if any (the check stops there).
     pub failure: Option<Failure>,
-    /// Why no crash image could be checked: the format, the workload itself (an error or a
-    /// panic before any crash), or a repro that does not fit this program's trace.
+    /// Why no crash image could be checked: the media length, the format, the workload
+    /// itself (an error or a panic before any crash), or a repro that does not fit this
+    /// program's trace.
     pub error: Option<String>,
+    /// Only one image was checked: what named it (`NVS_CHECK_REPRO=point:choices` or
+    /// `Setup::only = point:choices`). Such a check does not pass: every other image
+    /// went unchecked.
+    pub only: Option<String>,
 }
 
 impl Report {
-    /// Every image of every crash point passed.
+    /// Every image of every crash point passed. False when only one image was checked
+    /// ([`Report::only`]: [`REPRO_VAR`] or [`Setup::only`]), even if that image passed.
     pub fn passed(&self) -> bool {
-        self.failure.is_none() && self.error.is_none() && self.incomplete == 0
+        self.failure.is_none() && self.error.is_none() && self.incomplete == 0 && self.only.is_none()
     }
 }
 
@@ -218,12 +233,23 @@ impl std::fmt::Display for Report {
             write!(f, ", {} points incomplete (budget)", self.incomplete)?;
         }
         match (&self.error, &self.failure) {
-            (Some(e), _) => write!(f, ": ERROR: {e}"),
-            (None, None) => write!(f, ": no violation"),
+            (Some(e), _) => write!(f, ": ERROR: {e}")?,
+            (None, None) if self.only.is_some() => write!(f, ": no violation in this one image")?,
+            (None, None) => write!(f, ": no violation")?,
             (None, Some(x)) => {
-                write!(f, ": VIOLATION at crash point {}: {}\n  repro: {}", x.point, x.message, x.repro())
+                write!(f, ": VIOLATION at crash point {}: {}\n  repro: {}", x.point, x.message, x.repro())?
             }
         }
+        if let Some(only) = &self.only {
+            let how =
+                if only.starts_with(REPRO_VAR) { format!("unset {REPRO_VAR}") } else { "Setup::only = None".into() };
+            let what = if self.error.is_some() { "was to be checked" } else { "was checked" };
+            write!(
+                f,
+                "\n  NOT A PASS: only the one crash image named by {only} {what}; {how} to check every crash image"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -232,15 +258,22 @@ impl std::fmt::Display for Report {
 /// result and on the acknowledgements made before the crash (module docs).
 ///
 /// With [`Setup::only`], or else [`REPRO_VAR`] set (`point:choices`), only that image is
-/// checked.
+/// checked, and the report does not pass whatever that image does ([`Report::only`]);
+/// choices that do not fit the image (too many, too few, out of range) are an error.
 pub fn check<A, R>(
     setup: &Setup,
     workload: impl FnOnce(&mut Run<'_, A>) -> Result<(), String>,
     restart: impl Fn(&CrashPool<'_>) -> Result<R, String>,
     predicate: impl Fn(&R, &[A]) -> Result<(), String>,
 ) -> Report {
-    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
     let mut report = Report::default();
+    if !setup.media_len.is_multiple_of(8) {
+        return fail(
+            report,
+            format!("media length {} is not a multiple of 8 bytes (the simulator's word)", setup.media_len),
+        );
+    }
+    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
     let pool = match Pool::format(&media, setup.options, HeapMemory::new()) {
         Ok(p) => p,
         Err(e) => return fail(report, format!("format: {e}")),
@@ -282,31 +315,66 @@ pub fn check<A, R>(
         }
     };
     let only = match (&setup.only, std::env::var(REPRO_VAR)) {
-        (Some(only), _) => Some(only.clone()),
-        (None, Ok(spec)) => match parse_repro(&spec) {
-            Some(only) => Some(only),
-            None => return fail(report, format!("{REPRO_VAR}={spec}: expected POINT:CHOICE,CHOICE,...")),
-        },
+        (Some((point, choices)), _) => {
+            report.only = Some(format!("Setup::only = {}", Failure::spec(*point, choices)));
+            Some((*point, choices.clone()))
+        }
+        (None, Ok(spec)) => {
+            report.only = Some(format!("{REPRO_VAR}={spec}"));
+            match parse_repro(&spec) {
+                Some(only) => Some(only),
+                None => return fail(report, format!("{REPRO_VAR}={spec}: expected POINT:CHOICE,CHOICE,...")),
+            }
+        }
         (None, Err(_)) => None,
     };
+    let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= format_end).collect();
     if let Some((point, choices)) = only {
         if point > events.len() {
             return fail(report, format!("crash point {point} is past the trace's end ({})", events.len()));
         }
-        report.points = 1;
-        report.states = 1;
+        if !points.contains(&point) {
+            return fail(
+                report,
+                format!("crash point {point} is not one this check crashes at (a fence after the format)"),
+            );
+        }
         let state = Arc::new(media.crash_state(point));
-        match replay(choices.clone(), |ch| one(point, &state, ch)) {
-            Ok(()) => {}
-            // The explorer's own complaint: the image does not exist in this run.
-            Err(m) if m.contains("nondeterministic run") => {
+        let mut made = None;
+        let r = replay(choices.clone(), |ch| {
+            let r = one(point, &state, ch);
+            // (A choice out of range panicked with the chooser's lock held: no count.)
+            if !r.as_ref().is_err_and(|m| m.contains(NONDETERMINISTIC)) {
+                made = Some(ch.made());
+            }
+            r
+        });
+        match r {
+            // The explorer's own complaint: a choice out of range, the image does not
+            // exist in this run.
+            Err(m) if m.contains(NONDETERMINISTIC) => {
                 return fail(report, format!("the repro's choices do not fit this program's run ({m})"))
             }
+            // Every choice the image made must be one the repro gave, and no more: the
+            // image named is the one checked.
+            _ if made.as_ref().is_some_and(|m| m.len() != choices.len()) => {
+                let n = made.map_or(0, |m| m.len());
+                return fail(
+                    report,
+                    format!(
+                        "the repro's choices do not fit this program's run: {} given, the image at crash point \
+                         {point} makes {n}",
+                        choices.len()
+                    ),
+                );
+            }
+            Ok(()) => {}
             Err(message) => report.failure = Some(Failure { point, choices, message }),
         }
+        report.points = 1;
+        report.states = 1;
         return report;
     }
-    let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= format_end).collect();
     let recording = media.recording();
     for point in points {
         report.points += 1;
@@ -326,6 +394,9 @@ pub fn check<A, R>(
     }
     report
 }
+
+/// What the explorer says of a choice the run cannot make (a repro of another run).
+const NONDETERMINISTIC: &str = "nondeterministic run";
 
 fn fail(mut report: Report, message: String) -> Report {
     report.error = Some(message);

@@ -73,6 +73,13 @@ fn an_ordering_bug_is_caught_and_its_repro_reproduces_it() {
     let alone = run(&Setup { only: Some((f.point, f.choices.clone())), ..setup.clone() }, true, false);
     assert_eq!((alone.points, alone.states), (1, 1));
     assert_eq!(alone.failure.as_ref().map(|g| &g.message), Some(&f.message), "{alone}");
+    // One image checked is never a pass of the whole check, even where that image passes
+    // (an image of the correct protocol: the first one a predicate that always fails sees).
+    let never = |_: &u64, _: &[u64]| Err("never".to_string());
+    let g = check(&setup, |r| steps(r, false, false), restart, never).failure;
+    let g = g.unwrap_or_else(|| panic!("a predicate that always fails passed"));
+    let fixed = run(&Setup { only: Some((g.point, g.choices)), ..setup.clone() }, false, false);
+    assert!(fixed.failure.is_none() && fixed.error.is_none() && !fixed.passed(), "{fixed}");
 }
 
 #[test]
@@ -95,4 +102,11 @@ fn a_failing_workload_or_a_bad_repro_is_an_error_not_a_violation() {
     // A pool too small to format.
     let r = run(&Setup::new(4096), false, false);
     assert!(r.error.as_deref().is_some_and(|e| e.starts_with("format")), "{r}");
+    // A media length the simulator cannot have (its word is 8 bytes): an error, not a
+    // panic.
+    for len in [1, 4097, 8191, (32 << 10) + 4] {
+        let r = run(&Setup::new(len), false, false);
+        assert!(r.error.as_deref().is_some_and(|e| e.contains("not a multiple of 8")), "{len}: {r}");
+        assert!(!r.passed());
+    }
 }
