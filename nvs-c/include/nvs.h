@@ -316,8 +316,10 @@ int32_t nvs_pool_owned_lane(const struct nvs_pool *pool, uint32_t *lane);
 
 // Close the pool: end the stream of every lane that joined it (followers see the end
 // of stream), unmap, unlock, free the handle. `NVS_E_BUSY` (and the pool stays open)
-// while lane handles are held. NULL is a no-op. The one call not to make beside others
-// on the same pool: no other thread may be in a call on it, or make one after.
+// while lane handles are held, or while another thread is inside a call on the pool.
+// NULL is a no-op. No thread may make a call on the pool after it is closed. In a child
+// that `fork` made of the writer, closing writes nothing (the streams stay the parent's;
+// the child's puts are refused with `NVS_E_BUSY`).
 //
 // # Safety
 // `pool` is NULL or a live handle, not used again after a successful close.

@@ -93,7 +93,7 @@ impl From<nvs_std::Error> for Fail {
         use nvs_std::Error as S;
         let status = match &e {
             S::NotFound { .. } => NVS_E_NOT_FOUND,
-            S::Locked { .. } => NVS_E_BUSY,
+            S::Locked { .. } | S::Forked { .. } => NVS_E_BUSY,
             S::Io { .. } | S::Sync { .. } | S::System { .. } | S::Exists { .. } | S::Unsupported { .. } => NVS_E_IO,
             S::DeltaMismatch { .. } => NVS_E_DELTA,
             S::BadMeta { .. } => NVS_E_ARG,

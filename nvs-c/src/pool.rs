@@ -345,8 +345,10 @@ pub unsafe extern "C" fn nvs_pool_owned_lane(pool: *const nvs_pool, lane: *mut u
 
 /// Close the pool: end the stream of every lane that joined it (followers see the end
 /// of stream), unmap, unlock, free the handle. `NVS_E_BUSY` (and the pool stays open)
-/// while lane handles are held. NULL is a no-op. The one call not to make beside others
-/// on the same pool: no other thread may be in a call on it, or make one after.
+/// while lane handles are held, or while another thread is inside a call on the pool.
+/// NULL is a no-op. No thread may make a call on the pool after it is closed. In a child
+/// that `fork` made of the writer, closing writes nothing (the streams stay the parent's;
+/// the child's puts are refused with `NVS_E_BUSY`).
 ///
 /// # Safety
 /// `pool` is NULL or a live handle, not used again after a successful close.
@@ -378,8 +380,24 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
     guard(what, || {
         // SAFETY: the caller's promise.
         let p = unsafe { &*pool };
-        drop(p.whole()?);
-        // SAFETY: no lane handle is alive and the caller gives the handle up.
+        // A call of another thread inside the handle (or waiting for it) would use it
+        // after it is freed: refused, not waited for (a waiter would too).
+        let g = p.lock.try_write().map_err(|e| match e {
+            std::sync::TryLockError::WouldBlock => Fail {
+                status: NVS_E_BUSY,
+                msg: "another thread is inside a call on this pool: close it once no other thread uses it".into(),
+            },
+            std::sync::TryLockError::Poisoned(_) => poisoned(),
+        })?;
+        if p.lanes.load(Ordering::Acquire) != 0 {
+            return Err(Fail {
+                status: NVS_E_BUSY,
+                msg: "lanes taken with nvs_lane_take are still held: release them first".into(),
+            });
+        }
+        drop(g);
+        // SAFETY: no lane handle is alive, no other call is inside, and the caller gives
+        // the handle up.
         let p = unsafe { Box::from_raw(pool) };
         let mut fp = p.pool.into_inner();
         if detach && fp.is_writable() {
@@ -1033,4 +1051,36 @@ pub unsafe extern "C" fn nvs_reclaim(pool: *mut nvs_pool, keep: u32, freed: *mut
         unsafe { put_out(freed, n) };
         Ok(())
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    /// A close while another thread is inside a call on the pool (here: holding its read
+    /// guard, as every call does) is `NVS_E_BUSY` at once; it used to wait for the call
+    /// and free the handle under the next one (a segfault in a thread putting in a loop).
+    #[test]
+    fn close_refuses_a_pool_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(dir.path().join("p.pool").as_os_str().as_bytes()).unwrap();
+        let mut p: *mut nvs_pool = std::ptr::null_mut();
+        // SAFETY: valid C string and out pointer.
+        assert_eq!(unsafe { nvs_pool_create(path.as_ptr(), 4 << 20, std::ptr::null(), &mut p) }, NVS_OK);
+        // SAFETY: a live handle, closed only below.
+        let in_call = unsafe { &*p }.lock.read().unwrap();
+        let addr = p as usize;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: the handle is live; a successful close frees it (none is expected).
+            let rc = unsafe { nvs_pool_close(addr as *mut nvs_pool) };
+            tx.send(rc).unwrap()
+        });
+        let rc = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(rc, Ok(NVS_E_BUSY), "a close waited for (or ran beside) a call in flight");
+        drop(in_call);
+        // SAFETY: nothing else uses the handle now.
+        assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
+    }
 }

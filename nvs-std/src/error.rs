@@ -77,6 +77,15 @@ pub enum Error {
         /// What is wrong with it.
         what: String,
     },
+    /// A write through a pool opened by another process: a child that `fork` made from
+    /// the writer shares its mapping and its locks but not its state, so its writes would
+    /// interleave with the parent's and corrupt the log. Nothing was written.
+    Forked {
+        /// The pool.
+        path: PathBuf,
+        /// The process that opened it.
+        owner: u32,
+    },
     /// nvs-core refused (bad media, not a pool, full, ...). `path` is empty when the
     /// error came from a call on a plain nvs-core pool (through `From`).
     Core {
@@ -123,6 +132,13 @@ impl fmt::Display for Error {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
             Error::Locked { path } => write!(f, "pool {} is locked by another writer", path.display()),
+            Error::Forked { path, owner } => write!(
+                f,
+                "{}: opened for writing by process {owner}, of which this process is a fork: a \
+                 fork cannot write it (nothing was written; write from process {owner}, or \
+                 open the pool in a process of its own)",
+                path.display()
+            ),
             Error::Exists { path } => {
                 write!(f, "{} already exists (create never overwrites; remove it or pick another path)", path.display())
             }

@@ -60,6 +60,8 @@ pub struct MappedMedia {
 struct Prefault {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
+    /// The process the thread runs in.
+    pid: u32,
 }
 
 impl MappedMedia {
@@ -181,7 +183,8 @@ impl MappedMedia {
         });
         match spawned {
             Ok(handle) => {
-                *self.prefault.lock().unwrap_or_else(|p| p.into_inner()) = Some(Prefault { stop, handle });
+                *self.prefault.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(Prefault { stop, handle, pid: std::process::id() });
                 true
             }
             Err(_) => false,
@@ -194,7 +197,11 @@ impl MappedMedia {
         let helper = self.prefault.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(p) = helper {
             p.stop.store(true, Ordering::Relaxed);
-            let _ = p.handle.join();
+            // In a `fork` child the helper thread does not exist: joining it would wait
+            // for ever.
+            if std::process::id() == p.pid {
+                let _ = p.handle.join();
+            }
         }
     }
 

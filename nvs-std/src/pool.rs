@@ -215,13 +215,16 @@ pub struct FilePool {
     /// The lanes this pool writes beside writers in other processes
     /// ([`FilePool::open_lanes`]); `None`: the pool's one writer, or a reader.
     owned: Option<Vec<u32>>,
+    /// The process that opened it: only it writes (a `fork` child is refused).
+    pid: u32,
 }
 
 impl FilePool {
     /// A pool just made or opened (`start`: when that began).
     fn new(pool: CorePool, path: &Path, file: File, start: Instant, owned: Option<Vec<u32>>) -> FilePool {
         let open_time = start.elapsed();
-        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned }
+        let pid = std::process::id();
+        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid }
     }
 
     /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
@@ -247,16 +250,25 @@ impl FilePool {
             let what = format!("a file cannot be {size_bytes} bytes long (at most {})", i64::MAX);
             return Err(Error::Unsupported { path: path.to_path_buf(), what });
         }
-        let (file, mut cleanup) = match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
-            Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let f = open_dax_device(path).ok_or_else(|| Error::Exists { path: path.to_path_buf() })?;
-                (f, RemoveOnDrop(None))
-            }
-            Err(e) => return Err(io("create", e)),
+        // A new file is made unnamed (O_TMPFILE) and gets its name only once formatted: a
+        // process killed while creating (allocating a large pool takes seconds) leaves
+        // nothing behind, where a named file it left was "not an nvs pool" to every later
+        // open (an MPI rank killed at start could never restart).
+        let unnamed = unnamed_file(path);
+        let fresh = unnamed.is_some();
+        let (file, mut cleanup) = match unnamed {
+            Some(f) => (f, RemoveOnDrop(None)),
+            None => match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
+                Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let f = open_dax_device(path).ok_or_else(|| Error::Exists { path: path.to_path_buf() })?;
+                    (f, RemoveOnDrop(None))
+                }
+                Err(e) => return Err(io("create", e)),
+            },
         };
         lock(&file, path)?;
-        if cleanup.0.is_some() {
+        if fresh || cleanup.0.is_some() {
             file.set_len(size_bytes).map_err(|e| io("size", e))?;
             allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
         }
@@ -270,6 +282,12 @@ impl FilePool {
         }
         let pool = Pool::format(media, fo, HeapMemory::new())
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        if fresh {
+            name_file(&file, path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Error::Exists { path: path.to_path_buf() },
+                _ => io("name the new pool file", e),
+            })?;
+        }
         cleanup.0 = None;
         Ok(FilePool::new(pool, path, file, start, None))
     }
@@ -752,9 +770,11 @@ impl FilePool {
 
     /// Close the pool: an end-of-stream marker on every lane that joined the stream and
     /// is not closed yet (so followers see the stream end), then unmap and unlock. A
-    /// read-only pool just closes.
+    /// read-only pool just closes, and so does a writer's pool in a child `fork` made of
+    /// the writer (an `atexit` handler of the parent's, run by the child): the streams
+    /// and the locks stay the parent's.
     pub fn close(mut self) -> Result<()> {
-        if self.pool.is_writable() {
+        if self.pool.is_writable() && !self.forked() {
             for lane in 0..self.pool.layout().lanes_max {
                 if self.writes(lane) && self.pool.lane_info(lane).is_some_and(|i| !i.closed) {
                     self.close_lane(lane)?;
@@ -794,7 +814,17 @@ impl FilePool {
         self.write(|p| p.reclaim(keep_versions))
     }
 
+    /// Is this process a `fork` of the one that opened the pool?
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// May this pool write now? Not in a `fork` of its writer, and not after a failed
+    /// msync (called before and after every write).
     fn check_sync(&self) -> Result<()> {
+        if self.forked() {
+            return Err(Error::Forked { path: self.path.clone(), owner: self.pid });
+        }
         match self.pool.media().sync_error() {
             Some(source) => Err(Error::Sync { path: self.path.clone(), source }),
             None => Ok(()),
@@ -982,6 +1012,34 @@ fn random_pool_id() -> u64 {
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// A new file with no name yet in `path`'s directory (`O_TMPFILE`), or `None` where that
+/// is not offered (the file system, no `/proc` to name it through) or `path` exists
+/// (which `create` refuses, or formats if it is a device-DAX device).
+fn unnamed_file(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.symlink_metadata().is_ok() || !Path::new("/proc/self/fd").is_dir() {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    OpenOptions::new().read(true).write(true).custom_flags(libc::O_TMPFILE).mode(0o666).open(dir).ok()
+}
+
+/// Give the unnamed `file` ([`unnamed_file`]) the name `path`; `AlreadyExists` if
+/// something took that name meanwhile (nothing is overwritten).
+fn name_file(file: &File, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let to = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: two NUL-terminated paths that live across the call.
+    let rc =
+        unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Removes a file it names when dropped, unless disarmed (`.0 = None`).

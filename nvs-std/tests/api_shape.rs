@@ -368,3 +368,42 @@ fn a_size_no_file_can_have_is_a_clear_error_and_leaves_nothing() {
     assert!(e.to_string().contains("cannot be 9223372036854775808 bytes long"), "{e}");
     assert!(!path.exists());
 }
+
+/// A new pool file gets its name only once it is formatted (O_TMPFILE, then a link): a
+/// process killed while creating leaves nothing, where a named, unformatted file it left
+/// was "not an nvs pool" to every later open. Whenever the path exists, it opens.
+#[test]
+#[cfg_attr(miri, ignore = "files")]
+fn a_pool_file_has_its_name_only_once_formatted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for round in 0..4 {
+        let path = dir.path().join(format!("c{round}.pool"));
+        let seen = std::thread::scope(|s| {
+            let watcher = s.spawn(|| {
+                let t = std::time::Instant::now();
+                while !path.exists() {
+                    if t.elapsed() > std::time::Duration::from_secs(20) {
+                        return None;
+                    }
+                    std::hint::spin_loop();
+                }
+                Some(FilePool::open(&path, nvs_std::Access::ReadOnly).map(|_| ()).map_err(|e| e.to_string()))
+            });
+            let pool = FilePool::create(&path, 96 << 20, &CreateOptions::default()).expect("create");
+            let seen = watcher.join().expect("watcher");
+            drop(pool);
+            seen
+        });
+        assert_eq!(seen, Some(Ok(())), "round {round}: the path existed before it was a pool");
+        std::fs::remove_file(&path).expect("remove");
+    }
+    // Create still never overwrites, and a failed create leaves nothing.
+    let path = dir.path().join("once.pool");
+    FilePool::create(&path, 1 << 20, &CreateOptions::default()).expect("create");
+    let Err(e) = FilePool::create(&path, 1 << 20, &CreateOptions::default()) else { panic!("overwrote") };
+    assert!(matches!(e, nvs_std::Error::Exists { .. }), "{e}");
+    let Err(_) = FilePool::create(dir.path().join("none/x.pool"), 1 << 20, &CreateOptions::default()) else {
+        panic!("created in a missing directory")
+    };
+    assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 1, "a failed create left a file");
+}
