@@ -71,7 +71,20 @@ pub struct Setup {
     /// `None`: every image, unless [`REPRO_VAR`] names one. Either way the check does not
     /// pass (see [`Report::only`]).
     pub only: Option<(usize, Vec<usize>)>,
+    /// The most trace events (word stores, flushes, fences) and operations (puts, closes,
+    /// reclaims) the workload may make together: every
+    /// crash point of the trace is explored and the trace is held in memory, so a longer
+    /// workload (a put loop that never ends, objects of many MiB: each word stored is an
+    /// event) stops with an error in the report instead of running out of memory.
+    pub max_events: usize,
 }
+
+/// The default [`Setup::max_events`]: about a 16 MiB object, or tens of thousands of
+/// small puts (already minutes of checking).
+pub const MAX_EVENTS: usize = 2_000_000;
+
+/// The unwinding payload that stops a workload past [`Setup::max_events`].
+struct TooLong(usize);
 
 impl Setup {
     /// `media_len` bytes, nvs's default format options (4 KiB segments, 4 lanes), the
@@ -80,7 +93,7 @@ impl Setup {
         let mut options = FormatOptions::new(0x5EED_C4EC);
         options.segment_len = Some(4096);
         options.lanes_max = 4;
-        Setup { media_len, options, budget: BUDGET, only: None }
+        Setup { media_len, options, budget: BUDGET, only: None, max_events: MAX_EVENTS }
     }
 }
 
@@ -91,6 +104,7 @@ pub struct Run<'m, A> {
     media: &'m SimMedia,
     issued: Vec<Issued>,
     acks: Vec<(usize, A)>,
+    max_events: usize,
 }
 
 impl<'m, A> Run<'m, A> {
@@ -165,6 +179,13 @@ impl<'m, A> Run<'m, A> {
     }
 
     fn record(&mut self, lane: u32, start: usize, ok: bool, objects: Vec<(Vec<u8>, u64, Vec<u8>)>) {
+        // Each operation counts too: a put refused before any store (a full pool) makes
+        // no event, but is recorded.
+        let events = self.media.point() + self.issued.len();
+        if events > self.max_events {
+            // Out of the workload, past its own code (no panic message: `check` reports it).
+            std::panic::resume_unwind(Box::new(TooLong(events)));
+        }
         let ack = ok.then(|| self.media.point());
         self.issued.push(Issued { op: self.issued.len(), lane, start, ack, objects, ..Issued::default() });
     }
@@ -230,7 +251,11 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} events, {} crash points, {} crash images", self.events, self.points, self.states)?;
         if self.incomplete > 0 {
-            write!(f, ", {} points incomplete (budget)", self.incomplete)?;
+            write!(
+                f,
+                ", {} points incomplete (budget: raise Setup::budget, or use fewer words per unit)",
+                self.incomplete
+            )?;
         }
         match (&self.error, &self.failure) {
             (Some(e), _) => write!(f, ": ERROR: {e}")?,
@@ -279,11 +304,23 @@ pub fn check<A, R>(
         Err(e) => return fail(report, format!("format: {e}")),
     };
     let format_end = media.point();
-    let mut run = Run { pool, media: &media, issued: Vec::new(), acks: Vec::new() };
+    let mut run = Run { pool, media: &media, issued: Vec::new(), acks: Vec::new(), max_events: setup.max_events };
     match catch_unwind(AssertUnwindSafe(|| workload(&mut run))) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return fail(report, format!("the workload failed: {e}")),
-        Err(p) => return fail(report, format!("the workload panicked: {}", panic_message(&p))),
+        Err(p) => match p.downcast_ref::<TooLong>() {
+            Some(TooLong(n)) => {
+                let message = format!(
+                    "the workload made more than {} trace events and operations (word stores, \
+                     flushes, fences, puts; {n} when it was stopped): every crash point of the trace is explored and the \
+                     trace is held in memory; shorten the workload, use smaller objects, or raise \
+                     Setup::max_events",
+                    setup.max_events
+                );
+                return fail(report, message);
+            }
+            None => return fail(report, format!("the workload panicked: {}", panic_message(&p))),
+        },
     }
     let Run { issued, acks, .. } = run;
     let (ack_points, acks): (Vec<usize>, Vec<A>) = acks.into_iter().unzip();

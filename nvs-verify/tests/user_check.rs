@@ -110,3 +110,32 @@ fn a_failing_workload_or_a_bad_repro_is_an_error_not_a_violation() {
         assert!(!r.passed());
     }
 }
+
+/// A workload too long to check (a put loop that never stops once the pool is full, an
+/// object of many MiB: every word stored is a trace event) stops at `max_events` with an
+/// error that says so, instead of growing without bound (it reached 2.5 GB in 10 s).
+#[test]
+fn a_workload_past_its_event_bound_stops_with_an_error() {
+    let mut setup = Setup::new(64 << 10);
+    setup.max_events = 30_000;
+    let forever = check(
+        &setup,
+        |run: &mut Run<'_, u64>| loop {
+            let _ = run.put(0, b"log", &[7u8; 1000]); // Full after a while, and on it goes
+        },
+        |_pool: &CrashPool<'_>| Ok(0u64),
+        |_: &u64, _: &[u64]| Ok(()),
+    );
+    let e = forever.error.clone().unwrap_or_default();
+    assert!(e.contains("more than 30000 trace events and operations") && e.contains("max_events"), "{forever}");
+    assert!(!forever.passed());
+    let mut setup = Setup::new(4 << 20);
+    setup.max_events = 100_000;
+    let big = check(
+        &setup,
+        |run: &mut Run<'_, u64>| run.put(0, b"big", &vec![1u8; 2 << 20]).map(|_| ()).map_err(|e| e.to_string()),
+        |_pool: &CrashPool<'_>| Ok(0u64),
+        |_: &u64, _: &[u64]| Ok(()),
+    );
+    assert!(big.error.as_deref().unwrap_or_default().contains("smaller objects"), "{big}");
+}
