@@ -7,8 +7,11 @@
  *   NVS_DELTA=1    snapshots store only the pages written since the last one
  *                  (objects live in OS-tracked memory: a userfaultfd each, or mprotect)
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
- *                  versions of each object, and tries once more
+ *                  versions of each object (K >= 1), and tries once more
  *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr
+ * nvs_init reads them all. NVS_DELTA and NVS_STATS are yes/no: 1/0, true/false, on/off,
+ * yes/no, in any case. Blanks around a value are ignored; a value that is not one fails
+ * nvs_init (NVS_E_ARG, naming the variable) before any pool is created.
  * A restarted rank appends: its next snapshot makes the next version of each object.
  *
  * nvs_alloc(n, name) returns zeroed memory for n bytes of the object `name` (NUL-

@@ -10,7 +10,9 @@
 //! committed snapshot. `NVS_DELTA=1`: objects live in OS-tracked memory and a snapshot
 //! stores only the pages written since the last one. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
-//! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored.
+//! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored. `nvs_init`
+//! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
+//! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
 //!
 //! Failures are printed on stderr (`nvs_snapshot` returns nothing) and left for
 //! `nvs_last_error`. The calls are thread-safe (one lock per process).
@@ -75,6 +77,8 @@ struct Rank {
     next: u64,
     delta: bool,
     keep: Option<u32>,
+    /// `NVS_STATS`: `nvs_finalize` prints [`Stats`].
+    print_stats: bool,
     stats: Stats,
 }
 
@@ -95,8 +99,33 @@ fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
     RANK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A variable naming a place (`NVS_DIR`, `NVS_NAME`), as it is; unset or empty is `None`.
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// A variable holding a value (`NVS_POOL_SIZE`, `NVS_DELTA`, `NVS_KEEP`, `NVS_STATS`),
+/// blanks around it ignored; unset or blank is `None`.
+fn setting(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// `1`/`0`, `true`/`false`, `on`/`off`, `yes`/`no`, in any case.
+fn parse_flag(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// A yes/no variable ([`parse_flag`]); unset or blank is no. Anything else is an error
+/// naming it.
+fn flag(name: &str) -> Res<bool> {
+    match setting(name) {
+        None => Ok(false),
+        Some(v) => parse_flag(&v).ok_or_else(|| arg(format!("{name}={v} is not 1/0, true/false, on/off or yes/no"))),
+    }
 }
 
 /// `256M`, `1G`, `4096`: bytes.
@@ -141,20 +170,26 @@ fn init(proc_id: c_int) -> Res {
     if proc_id < 0 {
         return Err(arg(format!("proc_id {proc_id} is negative")));
     }
-    let keep = match env("NVS_KEEP") {
+    // Every variable is checked before the pool is created: a failed nvs_init leaves no
+    // pool behind.
+    let keep = match setting("NVS_KEEP") {
         None => None,
-        // Checked before the pool is created: a failed nvs_init leaves no pool behind.
-        Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
+        // 0 would release even the newest version of every object.
+        Some(k) => match k.parse::<u32>() {
+            Ok(k) if k >= 1 => Some(k),
+            _ => return Err(arg(format!("NVS_KEEP={k} is not a number of versions to keep (1 or more)"))),
+        },
     };
+    let delta = flag("NVS_DELTA")?;
+    let stats = flag("NVS_STATS")?;
     let path = pool_path(proc_id);
     let pool = if path.exists() {
         FilePool::open(&path, Access::ReadWrite)?
     } else {
-        let size_s = env("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
+        let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
         let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
         FilePool::create(&path, size, &CreateOptions::new())?
     };
-    let delta = env("NVS_DELTA").is_some_and(|v| v != "0");
     if delta {
         // Each tracked object holds a userfaultfd: thousands of objects need more than
         // the usual soft limit of 1024 descriptors.
@@ -169,6 +204,7 @@ fn init(proc_id: c_int) -> Res {
         next: 0,
         delta,
         keep,
+        print_stats: stats,
         stats: Stats::default(),
     });
     Ok(())
@@ -292,7 +328,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
 fn finalize() -> Res {
     let mut r = rank_lock();
     let rank = r.take().ok_or_else(|| arg("nvs_init was not called"))?;
-    if env("NVS_STATS").is_some_and(|v| v != "0") {
+    if rank.print_stats {
         let s = &rank.stats;
         eprintln!(
             "nvs: rank {}: {} snapshots, {} objects, {} bytes in {:.3} s ({:.1} MB/s); {} segments reclaimed; pool {}",
@@ -413,7 +449,20 @@ pub extern "C" fn nvs_finalize_() -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_flag, parse_size};
+
+    #[test]
+    fn flags() {
+        for yes in ["1", "true", "TRUE", "On", "yes", "YES"] {
+            assert_eq!(parse_flag(yes), Some(true), "{yes}");
+        }
+        for no in ["0", "false", "False", "off", "OFF", "no"] {
+            assert_eq!(parse_flag(no), Some(false), "{no}");
+        }
+        for bad in ["2", "y", "enable", "", "o"] {
+            assert_eq!(parse_flag(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn sizes() {

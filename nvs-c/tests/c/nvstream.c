@@ -34,6 +34,26 @@ static void allocate(void) {
   }
 }
 
+/* nvs_finalize(), with what it prints on stderr caught (a static buffer). */
+static const char *finalize_quoted(int *status) {
+  static char out[4096];
+  FILE *t = tmpfile();
+  CHECK(t != NULL);
+  fflush(stderr);
+  int saved = dup(2);
+  CHECK(saved >= 0 && dup2(fileno(t), 2) == 2);
+  *status = nvs_finalize();
+  fflush(stderr);
+  CHECK(dup2(saved, 2) == 2);
+  close(saved);
+  rewind(t);
+  size_t n = fread(out, 1, sizeof out - 1, t);
+  out[n] = 0;
+  fclose(t);
+  fprintf(stderr, "%s", out);
+  return out;
+}
+
 /* Version v of every object, as the rank computed it at step v (steps since start). */
 /* `restart`: the version a restarted rank stored in full (its tracking starts again). */
 static void check_pool(const char *path, int steps, int delta, int restart) {
@@ -78,8 +98,9 @@ int main(int argc, char **argv) {
   CHECK(argc >= 2);
   int delta = argc > 2 && strcmp(argv[2], "delta") == 0;
   setenv("NVS_DIR", argv[1], 1);
-  setenv("NVS_POOL_SIZE", "256M", 1);
-  if (delta) setenv("NVS_DELTA", "1", 1);
+  setenv("NVS_POOL_SIZE", " 256M ", 1); /* blanks around a value are ignored */
+  /* "off" is no (it used to turn delta on: the full run's stored sizes would show it). */
+  setenv("NVS_DELTA", delta ? "Yes" : "off", 1);
   char path[4096];
   snprintf(path, sizeof path, "%s/nvs.%d.pool", argv[1], RANK);
 
@@ -95,6 +116,29 @@ int main(int argc, char **argv) {
     setenv("NVS_KEEP", "x", 1);
     CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
     CHECK(access(other, F_OK) != 0);
+    unsetenv("NVS_KEEP");
+    /* 0 would release every version; yes/no variables take 1/0, true/false, on/off,
+     * yes/no and nothing else. Each refusal names the variable. */
+    const char *bad[][2] = {{"NVS_KEEP", "0"}, {"NVS_DELTA", "2"}, {"NVS_STATS", "maybe"}};
+    for (int i = 0; i < 3; i++) {
+      const char *was = getenv(bad[i][0]);
+      char keep[64];
+      snprintf(keep, sizeof keep, "%s", was ? was : "");
+      setenv(bad[i][0], bad[i][1], 1);
+      CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
+      CHECK(strstr(nvs_last_error(), bad[i][0]) != NULL);
+      CHECK(access(other, F_OK) != 0);
+      if (was) setenv(bad[i][0], keep, 1);
+      else unsetenv(bad[i][0]);
+    }
+    setenv("NVS_KEEP", " 2", 1); /* blanks ignored, as NVS_POOL_SIZE's */
+    setenv("NVS_STATS", "FALSE", 1); /* no stats (it used to print them) */
+    CHECK(nvs_init(RANK + 10) == 0);
+    int status;
+    CHECK(strstr(finalize_quoted(&status), "snapshots") == NULL);
+    CHECK(status == 0);
+    unsetenv("NVS_STATS");
+    CHECK(remove(other) == 0);
     unsetenv("NVS_KEEP");
     CHECK(nvs_init(RANK + 10) == 0);
     nvs_free(&other); /* fails: the last error is nvs_free's */
