@@ -4,8 +4,15 @@
  * One process is one rank. nvs_init(rank) opens the rank's pool, or creates it:
  *   $NVS_DIR/$NVS_NAME.<rank>.pool   (defaults: NVS_DIR=/dev/shm, NVS_NAME=nvs)
  *   NVS_POOL_SIZE  size of a new pool (default 256M; K, M, G, T suffixes)
- *   NVS_DELTA=1    snapshots store only the pages written since the last one
- *                  (objects live in OS-tracked memory: a userfaultfd each, or mprotect)
+ *   NVS_DELTA=1    snapshots store only the pages written since the last one (objects
+ *                  live in memory the kernel tracks: userfaultfd write-protect, async
+ *                  mode, Linux >= 6.7, a descriptor per object). Where the kernel lacks
+ *                  it, snapshots store every object in full (said once on stderr).
+ *   NVS_DELTA=mprotect  track with mprotect and a SIGSEGV handler instead (any Linux),
+ *                  only when asked for: a system call or another process writing into a
+ *                  tracked object fails with EFAULT (read, fread, recv, MPI receives
+ *                  into it: read into other memory and copy), and at most 64 objects
+ *                  are tracked at once
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
  *                  versions of each object (K >= 1), and tries once more
  *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr

@@ -7,8 +7,11 @@
 //! One process is one rank. Its pool is `$NVS_DIR/$NVS_NAME.<rank>.pool` (defaults
 //! `/dev/shm` and `nvs`), created with `$NVS_POOL_SIZE` bytes (default 256M; K, M, G
 //! suffixes) when missing, else opened: a restarted rank appends after its last
-//! committed snapshot. `NVS_DELTA=1`: objects live in OS-tracked memory and a snapshot
-//! stores only the pages written since the last one. `NVS_KEEP=K`: when the pool is
+//! committed snapshot. `NVS_DELTA=1`: objects live in memory the kernel tracks
+//! (userfaultfd write-protect, async mode) and a snapshot stores only the pages written
+//! since the last one; without that kernel feature snapshots are full (said once on
+//! stderr). `NVS_DELTA=mprotect`: tracked by mprotect, whose limits (a system call
+//! writing into an object fails; 64 objects) make it opt-in. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
 //! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored. `nvs_init`
 //! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
@@ -19,7 +22,7 @@
 
 use crate::error::*;
 use nvs_core::Object;
-use nvs_std::dirty::TrackedBuf;
+use nvs_std::dirty::{TrackedBuf, TrackerKind, MPROTECT_CAPACITY};
 use nvs_std::{Access, CreateOptions, FilePool};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap};
@@ -33,7 +36,7 @@ use std::time::{Duration, Instant};
 enum Mem {
     /// Plain zeroed heap memory, 64-byte aligned.
     Plain { ptr: NonNull<u8>, layout: Layout },
-    /// OS-tracked memory (`NVS_DELTA=1`).
+    /// OS-tracked memory (`NVS_DELTA=1` with uffd-wp, or `NVS_DELTA=mprotect`).
     Tracked(TrackedBuf),
 }
 
@@ -75,7 +78,8 @@ struct Rank {
     by_ptr: HashMap<usize, u64>,
     by_name: HashMap<Vec<u8>, u64>,
     next: u64,
-    delta: bool,
+    /// How objects are tracked: `None` stores every object in full.
+    delta: Option<TrackerKind>,
     keep: Option<u32>,
     /// `NVS_STATS`: `nvs_finalize` prints [`Stats`].
     print_stats: bool,
@@ -180,7 +184,7 @@ fn init(proc_id: c_int) -> Res {
             _ => return Err(arg(format!("NVS_KEEP={k} is not a number of versions to keep (1 or more)"))),
         },
     };
-    let delta = flag("NVS_DELTA")?;
+    let delta = delta_mode()?;
     let stats = flag("NVS_STATS")?;
     let path = pool_path(proc_id);
     let pool = if path.exists() {
@@ -190,7 +194,7 @@ fn init(proc_id: c_int) -> Res {
         let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
         FilePool::create(&path, size, &CreateOptions::new())?
     };
-    if delta {
+    if delta == Some(TrackerKind::UffdWpAsync) {
         // Each tracked object holds a userfaultfd: thousands of objects need more than
         // the usual soft limit of 1024 descriptors.
         raise_fd_limit();
@@ -208,6 +212,36 @@ fn init(proc_id: c_int) -> Res {
         stats: Stats::default(),
     });
     Ok(())
+}
+
+/// `NVS_DELTA`: a yes/no, or `mprotect`. Yes is uffd-wp tracking where the kernel has
+/// it, else full snapshots (said once on stderr): mprotect tracking breaks system calls
+/// that write into the objects (`read`, `recv`, MPI), so it is used only when asked for.
+fn delta_mode() -> Res<Option<TrackerKind>> {
+    let on = match setting("NVS_DELTA") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("mprotect") => return Ok(Some(TrackerKind::Mprotect)),
+        Some(v) => parse_flag(&v)
+            .ok_or_else(|| arg(format!("NVS_DELTA={v} is not 1/0, true/false, on/off, yes/no or mprotect")))?,
+    };
+    if !on {
+        return Ok(None);
+    }
+    match nvs_std::dirty::uffd_wp_async_available() {
+        Ok(()) => Ok(Some(TrackerKind::UffdWpAsync)),
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "nvs: NVS_DELTA=1: snapshots store every object in full (no delta): dirty tracking needs \
+                     userfaultfd write-protect in async mode (UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN, Linux >= 6.7), \
+                     which this kernel does not give ({e}); NVS_DELTA=mprotect tracks with mprotect instead, \
+                     but then read, fread, recv or MPI into the objects fail"
+                )
+            });
+            Ok(None)
+        }
+    }
 }
 
 /// The soft limit on open descriptors up to the hard limit (as far as allowed).
@@ -232,13 +266,18 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
         let shown = nvs_std::show_name(name);
         return Err(arg(format!("{shown} is registered already (nvs_free it first)")));
     }
-    let mut mem = if rank.delta {
-        Mem::Tracked(TrackedBuf::best(n).map_err(|e| Fail {
-            status: NVS_E_IO,
-            msg: format!(
-                "cannot track the memory of {} (NVS_DELTA=1; each tracked object holds a descriptor: see ulimit -n): {e}",
-                nvs_std::show_name(name)
-            ),
+    let mut mem = if let Some(kind) = rank.delta {
+        Mem::Tracked(TrackedBuf::new(n, kind).map_err(|e| {
+            let why = match kind {
+                TrackerKind::UffdWpAsync => "NVS_DELTA=1: each object holds a userfaultfd descriptor, see ulimit -n",
+                TrackerKind::Mprotect => {
+                    &format!("NVS_DELTA=mprotect tracks at most {MPROTECT_CAPACITY} objects at once in a process")
+                }
+            };
+            Fail {
+                status: NVS_E_IO,
+                msg: format!("cannot track the memory of {} ({why}): {e}", nvs_std::show_name(name)),
+            }
         })?)
     } else {
         let layout =
@@ -301,7 +340,7 @@ fn snapshot(proc_id: c_int) -> Res {
 
 /// One batch of every registered object; returns how many.
 fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
-    if rank.delta {
+    if rank.delta.is_some() {
         let mut items: Vec<(&[u8], &mut TrackedBuf)> = rank
             .objects
             .values_mut()

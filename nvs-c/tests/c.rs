@@ -44,11 +44,13 @@ fn build(source: &str, out: &Path) {
     assert!(status.success(), "{cc} failed on {source}");
 }
 
-fn run(bin: &Path, args: &[&str]) {
+/// Run a C test; returns what it printed (stdout, then stderr).
+fn run(bin: &Path, args: &[&str]) -> String {
     let out = Command::new(bin).args(args).env("ASAN_OPTIONS", "detect_leaks=1").output().expect("run the C test");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{} {args:?} failed ({}):\n{text}", bin.display(), out.status);
     println!("{text}");
+    text
 }
 
 #[test]
@@ -71,6 +73,18 @@ fn c_nvstream_wrapper() {
         std::fs::create_dir(&scratch).expect("mkdir");
         run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
     }
+}
+
+/// NVS_DELTA=1 on a kernel without userfaultfd write-protect (the program refuses the
+/// system call): full snapshots, said once, and fread into the objects works.
+#[test]
+fn c_nvstream_delta_without_uffd() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("noufd");
+    build("noufd.c", &bin);
+    let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    assert_eq!(text.matches("store every object in full").count(), 1, "said once:\n{text}");
+    assert!(text.contains("userfaultfd"), "names what is missing:\n{text}");
 }
 
 #[test]
