@@ -30,7 +30,10 @@
  * registered object.
  *
  * nvs_init and nvs_finalize return 0 or an NVS_E_* status (nvs.h). Every failure is
- * printed on stderr and kept for nvs_last_error() (nvs.h). The calls are thread-safe.
+ * printed on stderr and kept for nvs_last_error() (declared here too), and every call
+ * here clears it when it starts: after nvs_snapshot, which returns nothing,
+ *   if (*nvs_last_error()) ... the snapshot failed (the message says why)
+ * The calls are thread-safe; the last error is per thread.
  *
  * Fortran: the underscored entry points take their arguments by reference, as
  * gfortran passes them; `alloc` wants a NUL-terminated name (trim(name)//c_null_char).
@@ -48,6 +51,8 @@ void *nvs_alloc(unsigned long n, char *s);
 void  nvs_free(void *ptr);
 void  nvs_snapshot(int proc_id);
 int   nvs_finalize(void);
+/* What the last failed call on this thread said; "" after a call that succeeded. */
+const char *nvs_last_error(void);
 /* Fortran callers (gfortran's trailing underscore, arguments by reference): */
 int   nvs_init_(int *proc_id);
 void *alloc(unsigned long *n, char *s);

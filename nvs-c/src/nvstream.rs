@@ -17,8 +17,9 @@
 //! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
 //! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
 //!
-//! Failures are printed on stderr (`nvs_snapshot` returns nothing) and left for
-//! `nvs_last_error`. The calls are thread-safe (one lock per process).
+//! Failures are printed on stderr and left for `nvs_last_error`; every call clears it
+//! first, so after `nvs_snapshot` (which returns nothing) an empty `nvs_last_error` means
+//! it succeeded. The calls are thread-safe (one lock per process).
 
 use crate::error::*;
 use nvs_core::Object;
@@ -152,8 +153,11 @@ fn pool_path(id: c_int) -> PathBuf {
     PathBuf::from(dir).join(format!("{name}.{id}.pool"))
 }
 
-/// Run a wrapper call: its failure is printed (and kept for `nvs_last_error`).
+/// Run a wrapper call: it clears the thread's last error first (so `nvs_last_error` is
+/// empty after a call that succeeded, `nvs_snapshot`'s only report), and its failure is
+/// printed (and kept for `nvs_last_error`).
 fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
+    set_last("");
     let status = guard(what, body);
     if status != NVS_OK {
         // SAFETY: nvs_last_error returns a valid NUL-terminated string.
@@ -416,7 +420,7 @@ pub extern "C" fn nvs_free(ptr: *mut c_void) {
 
 /// Put every registered object of the rank as one batch: one commit, the next version
 /// of each (none registered: nothing to do). Durable when it returns; failures are
-/// printed.
+/// printed, and `nvs_last_error()` is empty after it exactly when it succeeded.
 #[no_mangle]
 pub extern "C" fn nvs_snapshot(proc_id: c_int) {
     wrap("nvs_snapshot", || snapshot(proc_id));

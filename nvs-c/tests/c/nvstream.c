@@ -141,14 +141,19 @@ int main(int argc, char **argv) {
     CHECK(remove(other) == 0);
     unsetenv("NVS_KEEP");
     CHECK(nvs_init(RANK + 10) == 0);
+    /* Every wrapper call clears the last error: after a snapshot it is empty exactly
+     * when the snapshot succeeded. */
     nvs_free(&other); /* fails: the last error is nvs_free's */
-    nvs_snapshot(RANK + 10);
     CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    nvs_snapshot(RANK + 10);
+    CHECK(strcmp(nvs_last_error(), "") == 0);
     void *gone = nvs_alloc(8, "gone");
     CHECK(gone != NULL);
     nvs_free(gone);
     nvs_snapshot(RANK + 10);
-    CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    CHECK(strcmp(nvs_last_error(), "") == 0);
+    nvs_snapshot(RANK + 11); /* another rank's id: fails */
+    CHECK(strncmp(nvs_last_error(), "nvs_snapshot", 12) == 0);
     CHECK(nvs_finalize() == 0);
   }
 
