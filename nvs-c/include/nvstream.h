@@ -14,12 +14,16 @@
  *                  into it: read into other memory and copy), and at most 64 objects
  *                  are tracked at once
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
- *                  versions of each object (K >= 1), and tries once more
+ *                  versions of each object (K >= 1), and tries once more (still full:
+ *                  it fails, saying that reclaim ran and what it freed)
  *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr
  * nvs_init reads them all. NVS_DELTA and NVS_STATS are yes/no: 1/0, true/false, on/off,
  * yes/no, in any case. Blanks around a value are ignored; a value that is not one fails
  * nvs_init (NVS_E_ARG, naming the variable) before any pool is created.
- * A restarted rank appends: its next snapshot makes the next version of each object.
+ * A restarted rank appends: its next snapshot makes the next version of each object. A
+ * rank whose pool another live process holds (the same rank started twice) fails with
+ * NVS_E_BUSY ("locked by another writer"). After a failed nvs_init, the other calls fail
+ * saying that nvs_init failed and why.
  *
  * nvs_alloc(n, name) returns zeroed memory for n bytes of the object `name` (NUL-
  * terminated, 1 to 255 bytes), registered with the rank; NULL on failure (a name

@@ -13,7 +13,7 @@
 //! stderr). `NVS_DELTA=mprotect`: tracked by mprotect, whose limits (a system call
 //! writing into an object fails; 64 objects) make it opt-in. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
-//! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored. `nvs_init`
+//! tried once more (still full: it fails, saying reclaim ran). `NVS_STATS=1`: `nvs_finalize` prints what the rank stored. `nvs_init`
 //! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
 //! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
 //!
@@ -28,7 +28,7 @@ use nvs_std::{Access, CreateOptions, FilePool};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_ulong, c_void};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -97,6 +97,18 @@ struct Stats {
 }
 
 static RANK: Mutex<Option<Rank>> = Mutex::new(None);
+
+/// What the last `nvs_init` said when it failed (`None` after one that succeeded):
+/// calls made without a rank repeat it. Locked after `RANK`.
+static INIT_FAILED: Mutex<Option<String>> = Mutex::new(None);
+
+/// The error of a call that needs this process's rank when it has none.
+fn no_rank() -> Fail {
+    match INIT_FAILED.lock().unwrap_or_else(|e| e.into_inner()).as_deref() {
+        Some(why) => arg(format!("nvs_init failed ({why})")),
+        None => arg("nvs_init was not called"),
+    }
+}
 
 fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
     // A panic inside a call (caught at the boundary) leaves the state as consistent as
@@ -175,6 +187,14 @@ fn init(proc_id: c_int) -> Res {
             msg: format!("this process is rank {} already (nvs_finalize first)", rank.id),
         });
     }
+    let opened = open_rank(proc_id);
+    *INIT_FAILED.lock().unwrap_or_else(|e| e.into_inner()) = opened.as_ref().err().map(|f| f.msg.clone());
+    *r = Some(opened?);
+    Ok(())
+}
+
+/// Rank `proc_id`, its pool opened (or created) as the environment says.
+fn open_rank(proc_id: c_int) -> Res<Rank> {
     if proc_id < 0 {
         return Err(arg(format!("proc_id {proc_id} is negative")));
     }
@@ -190,20 +210,13 @@ fn init(proc_id: c_int) -> Res {
     };
     let delta = delta_mode()?;
     let stats = flag("NVS_STATS")?;
-    let path = pool_path(proc_id);
-    let pool = if path.exists() {
-        FilePool::open(&path, Access::ReadWrite)?
-    } else {
-        let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
-        let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
-        FilePool::create(&path, size, &CreateOptions::new())?
-    };
+    let pool = open_or_create(&pool_path(proc_id))?;
     if delta == Some(TrackerKind::UffdWpAsync) {
         // Each tracked object holds a userfaultfd: thousands of objects need more than
         // the usual soft limit of 1024 descriptors.
         raise_fd_limit();
     }
-    *r = Some(Rank {
+    Ok(Rank {
         id: proc_id,
         pool,
         objects: BTreeMap::new(),
@@ -214,8 +227,31 @@ fn init(proc_id: c_int) -> Res {
         keep,
         print_stats: stats,
         stats: Stats::default(),
-    });
-    Ok(())
+    })
+}
+
+/// The pool at `path`, opened, or created (`NVS_POOL_SIZE`) where there is none.
+fn open_or_create(path: &Path) -> Res<FilePool> {
+    if path.exists() {
+        return Ok(FilePool::open(path, Access::ReadWrite)?);
+    }
+    let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
+    let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
+    // Another process may create it at the same moment (the same rank started twice).
+    // Then this one opens it, which says whether that process holds it ("locked by
+    // another writer"), rather than "exists, remove it". An open that came too early
+    // (the file not formatted yet, or removed again by a creation that lost its lock to
+    // this open) tries again, for up to a second.
+    for _ in 0..100 {
+        match FilePool::create(path, size, &CreateOptions::new()) {
+            Err(nvs_std::Error::Exists { .. }) => match FilePool::open(path, Access::ReadWrite) {
+                Err(e) if !matches!(e, nvs_std::Error::Locked { .. }) => std::thread::sleep(Duration::from_millis(10)),
+                opened => return Ok(opened?),
+            },
+            created => return Ok(created?),
+        }
+    }
+    Ok(FilePool::open(path, Access::ReadWrite)?)
 }
 
 /// `NVS_DELTA`: a yes/no, or `mprotect`. Yes is uffd-wp tracking where the kernel has
@@ -262,7 +298,7 @@ fn raise_fd_limit() {
 
 fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if name.is_empty() || name.len() > nvs_core::NAME_MAX {
         return Err(arg(format!("a name of {} bytes (1 to {} allowed)", name.len(), nvs_core::NAME_MAX)));
     }
@@ -302,7 +338,7 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
 
 fn free(ptr: *mut c_void) -> Res {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if ptr.is_null() {
         return Ok(());
     }
@@ -315,7 +351,7 @@ fn free(ptr: *mut c_void) -> Res {
 
 fn snapshot(proc_id: c_int) -> Res {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if rank.id != proc_id {
         return Err(arg(format!("this process is rank {}, not {proc_id}", rank.id)));
     }
@@ -323,16 +359,23 @@ fn snapshot(proc_id: c_int) -> Res {
         return Ok(()); // nothing registered: nothing to store
     }
     let start = Instant::now();
-    let mut retried = false;
+    let mut freed = None;
     let versions = loop {
-        match put_all(rank) {
-            Err(e)
-                if !retried && e.core().is_some_and(|c| matches!(c, nvs_core::Error::Full)) && rank.keep.is_some() =>
-            {
-                retried = true;
-                rank.stats.reclaimed += rank.pool.reclaim(rank.keep.unwrap_or(1))?;
+        match (put_all(rank), rank.keep, freed) {
+            (Err(e), Some(keep), None) if is_full(&e) => {
+                let n = rank.pool.reclaim(keep)?;
+                rank.stats.reclaimed += n;
+                freed = Some(n);
             }
-            r => break r?,
+            (Err(e), Some(keep), Some(n)) if is_full(&e) => {
+                let f = Fail::from(e);
+                let msg = format!(
+                    "{} (NVS_KEEP={keep}: reclaim ran and freed {n} segments, all it could while every object keeps its {keep} newest versions)",
+                    f.msg
+                );
+                return Err(Fail { status: f.status, msg });
+            }
+            (r, ..) => break r?,
         }
     };
     rank.stats.snapshots += 1;
@@ -340,6 +383,12 @@ fn snapshot(proc_id: c_int) -> Res {
     rank.stats.bytes += rank.objects.values().map(|o| o.len as u64).sum::<u64>();
     rank.stats.time += start.elapsed();
     Ok(())
+}
+
+/// The pool has no room (retention may make some).
+fn is_full(e: &nvs_std::Error) -> bool {
+    use nvs_core::Error as C;
+    e.core().is_some_and(|c| matches!(c, C::Full | C::Fragmented { .. } | C::IndexFull { .. }))
 }
 
 /// One batch of every registered object; returns how many.
@@ -370,7 +419,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
 
 fn finalize() -> Res {
     let mut r = rank_lock();
-    let rank = r.take().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.take().ok_or_else(no_rank)?;
     if rank.print_stats {
         let s = &rank.stats;
         eprintln!(

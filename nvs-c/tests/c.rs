@@ -87,6 +87,15 @@ fn c_nvstream_delta_without_uffd() {
     assert!(text.contains("userfaultfd"), "names what is missing:\n{text}");
 }
 
+/// One rank started twice at once: the loser is told the pool is locked.
+#[test]
+fn c_nvstream_rank_started_twice() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("twice");
+    build("twice.c", &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+}
+
 #[test]
 fn c_writer_processes_per_lane() {
     let tmp = tempfile::tempdir().expect("scratch dir");

@@ -116,6 +116,9 @@ int main(int argc, char **argv) {
     setenv("NVS_KEEP", "x", 1);
     CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
     CHECK(access(other, F_OK) != 0);
+    /* Later calls say that nvs_init failed, and why (not "nvs_init was not called"). */
+    CHECK(nvs_alloc(8, "after") == NULL);
+    CHECK(strstr(nvs_last_error(), "nvs_init failed") && strstr(nvs_last_error(), "NVS_KEEP=x"));
     unsetenv("NVS_KEEP");
     /* 0 would release every version; yes/no variables take 1/0, true/false, on/off,
      * yes/no and nothing else. Each refusal names the variable. */
@@ -155,6 +158,23 @@ int main(int argc, char **argv) {
     nvs_snapshot(RANK + 11); /* another rank's id: fails */
     CHECK(strncmp(nvs_last_error(), "nvs_snapshot", 12) == 0);
     CHECK(nvs_finalize() == 0);
+  }
+
+  /* NVS_KEEP set, the pool still full after reclaim: the error says reclaim ran. */
+  {
+    setenv("NVS_POOL_SIZE", "16M", 1);
+    setenv("NVS_KEEP", "1", 1);
+    CHECK(nvs_init(RANK + 20) == 0);
+    unsigned char *huge = nvs_alloc(10 << 20, "huge");
+    CHECK(huge != NULL);
+    nvs_snapshot(RANK + 20);
+    CHECK(*nvs_last_error() == 0);
+    memset(huge, 1, 10 << 20); /* every page: a delta as large as the object */
+    nvs_snapshot(RANK + 20); /* no room for a second version, nothing to release */
+    CHECK(strstr(nvs_last_error(), "reclaim ran and freed 0 segments") != NULL);
+    CHECK(nvs_finalize() == 0);
+    setenv("NVS_POOL_SIZE", " 256M ", 1);
+    unsetenv("NVS_KEEP");
   }
 
   CHECK(nvs_init(RANK) == 0);
