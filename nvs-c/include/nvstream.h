@@ -16,7 +16,8 @@
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
  *                  versions of each object (K >= 1), and tries once more (still full:
  *                  it fails, saying that reclaim ran and what it freed)
- *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr
+ *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr: snapshots, the
+ *                  objects' bytes, and the bytes stored (fewer with NVS_DELTA)
  * nvs_init reads them all. NVS_DELTA and NVS_STATS are yes/no: 1/0, true/false, on/off,
  * yes/no, in any case. Blanks around a value are ignored; a value that is not one fails
  * nvs_init (NVS_E_ARG, naming the variable) before any pool is created.

@@ -13,7 +13,8 @@
 //! stderr). `NVS_DELTA=mprotect`: tracked by mprotect, whose limits (a system call
 //! writing into an object fails; 64 objects) make it opt-in. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
-//! tried once more (still full: it fails, saying reclaim ran). `NVS_STATS=1`: `nvs_finalize` prints what the rank stored. `nvs_init`
+//! tried once more (still full: it fails, saying reclaim ran). `NVS_STATS=1`: `nvs_finalize` prints what the rank stored (the objects' bytes, and the bytes
+//! stored: fewer with deltas). `nvs_init`
 //! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
 //! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
 //!
@@ -91,7 +92,10 @@ struct Rank {
 struct Stats {
     snapshots: u64,
     objects: u64,
+    /// The objects' bytes (what gets return).
     bytes: u64,
+    /// The bytes the snapshots stored (a delta: the pages written since the last one).
+    stored: u64,
     time: Duration,
     reclaimed: u32,
 }
@@ -379,8 +383,19 @@ fn snapshot(proc_id: c_int) -> Res {
         }
     };
     rank.stats.snapshots += 1;
-    rank.stats.objects += versions as u64;
-    rank.stats.bytes += rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+    rank.stats.objects += versions.len() as u64;
+    let bytes = rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+    rank.stats.bytes += bytes;
+    rank.stats.stored += match rank.delta {
+        None => bytes,
+        // What each delta stored (a version just committed: its stat is there).
+        Some(_) => rank
+            .objects
+            .values()
+            .zip(&versions)
+            .map(|(o, &v)| rank.pool.stat(&o.name, v).map_or(o.len as u64, |i| i.stored_bytes))
+            .sum(),
+    };
     rank.stats.time += start.elapsed();
     Ok(())
 }
@@ -391,8 +406,8 @@ fn is_full(e: &nvs_std::Error) -> bool {
     e.core().is_some_and(|c| matches!(c, C::Full | C::Fragmented { .. } | C::IndexFull { .. }))
 }
 
-/// One batch of every registered object; returns how many.
-fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
+/// One batch of every registered object (in registration order); returns their versions.
+fn put_all(rank: &mut Rank) -> nvs_std::Result<Vec<u64>> {
     if rank.delta.is_some() {
         let mut items: Vec<(&[u8], &mut TrackedBuf)> = rank
             .objects
@@ -402,7 +417,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
                 Mem::Plain { .. } => None,
             })
             .collect();
-        return rank.pool.put_batch_tracked(0, &mut items).map(|v| v.len());
+        return rank.pool.put_batch_tracked(0, &mut items);
     }
     let objects: Vec<Object<'_>> = rank
         .objects
@@ -414,7 +429,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
             Object::new(o.name.as_slice(), unsafe { std::slice::from_raw_parts(ptr, o.len) })
         })
         .collect();
-    rank.pool.put_batch(0, &objects).map(|v| v.len())
+    rank.pool.put_batch(0, &objects)
 }
 
 fn finalize() -> Res {
@@ -422,12 +437,17 @@ fn finalize() -> Res {
     let rank = r.take().ok_or_else(no_rank)?;
     if rank.print_stats {
         let s = &rank.stats;
+        let how = match rank.delta {
+            None => "full snapshots".to_string(),
+            Some(kind) => format!("deltas, {kind} tracking"),
+        };
         eprintln!(
-            "nvs: rank {}: {} snapshots, {} objects, {} bytes in {:.3} s ({:.1} MB/s); {} segments reclaimed; pool {}",
+            "nvs: rank {}: {} snapshots, {} objects, {} bytes of objects, {} bytes stored ({how}) in {:.3} s ({:.1} MB/s of objects); {} segments reclaimed; pool {}",
             rank.id,
             s.snapshots,
             s.objects,
             s.bytes,
+            s.stored,
             s.time.as_secs_f64(),
             s.bytes as f64 / s.time.as_secs_f64().max(1e-9) / 1e6,
             s.reclaimed,

@@ -177,7 +177,9 @@ int main(int argc, char **argv) {
     unsetenv("NVS_KEEP");
   }
 
+  setenv("NVS_STATS", "1", 1);
   CHECK(nvs_init(RANK) == 0);
+  unsetenv("NVS_STATS");
   CHECK(nvs_init(RANK) != 0); /* once per process */
   allocate();
   CHECK(nvs_alloc(8, "cells") == NULL); /* a name registered already */
@@ -195,7 +197,22 @@ int main(int argc, char **argv) {
     nvs_snapshot(RANK);
   }
   nvs_snapshot(RANK + 1); /* another rank's id: refused, printed */
-  CHECK(nvs_finalize() == 0);
+  {
+    /* NVS_STATS: the objects' bytes, and the bytes stored (fewer with deltas). */
+    int status;
+    const char *said = finalize_quoted(&status);
+    CHECK(status == 0);
+    unsigned long long snaps, objs, bytes, stored;
+    const char *at = strstr(said, " snapshots, ");
+    CHECK(at != NULL);
+    while (at > said && at[-1] != ' ') at--;
+    CHECK(sscanf(at, "%llu snapshots, %llu objects, %llu bytes of objects, %llu bytes stored", &snaps, &objs,
+                 &bytes, &stored) == 4);
+    unsigned long long per_step = 1000 * sizeof(double) + 5000 * sizeof(int) + BIG + BLOCKS * 256;
+    CHECK(snaps == 3 && objs == 3 * (3 + BLOCKS + 1) && bytes == 3 * per_step);
+    if (delta) CHECK(stored < bytes - BIG); /* "big": one page a step after the first */
+    else CHECK(stored == bytes);
+  }
   CHECK(nvs_finalize() != 0);
   check_pool(path, 3, delta, 0);
   {
