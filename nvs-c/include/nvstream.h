@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 int   nvs_init(int proc_id);
-void *nvs_alloc(unsigned long n, char *s);
+void *nvs_alloc(unsigned long n, const char *s);
 void  nvs_free(void *ptr);
 void  nvs_snapshot(int proc_id);
 int   nvs_finalize(void);
@@ -60,7 +60,7 @@ int   nvs_finalize(void);
 const char *nvs_last_error(void);
 /* Fortran callers (gfortran's trailing underscore, arguments by reference): */
 int   nvs_init_(int *proc_id);
-void *alloc(unsigned long *n, char *s);
+void *alloc(unsigned long *n, const char *s);
 void  nvs_free_(void *ptr);
 void  nvs_snapshot_(int *proc_id);
 int   nvs_finalize_(void);

@@ -469,7 +469,7 @@ pub extern "C" fn nvs_init(proc_id: c_int) -> c_int {
 /// # Safety
 /// `s` is a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn nvs_alloc(n: c_ulong, s: *mut c_char) -> *mut c_void {
+pub unsafe extern "C" fn nvs_alloc(n: c_ulong, s: *const c_char) -> *mut c_void {
     let mut out = std::ptr::null_mut();
     wrap("nvs_alloc", || {
         // SAFETY: the caller's promise.
@@ -520,7 +520,7 @@ pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
 /// # Safety
 /// `n` is valid for a read; `s` is a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *mut c_char) -> *mut c_void {
+pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void {
     // SAFETY: the caller's promise for `n`.
     match unsafe { n.as_ref() } {
         // SAFETY: the caller's promise for `s`.

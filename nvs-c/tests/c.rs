@@ -27,11 +27,17 @@ fn static_lib() -> &'static Path {
 }
 
 fn build(source: &str, out: &Path) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    compile(&cc, &["-std=c11", "-D_GNU_SOURCE"], source, out);
+}
+
+/// `source` built by the compiler `cc` with `lang` flags, the warnings as errors, sanitizers on.
+fn compile(cc: &str, lang: &[&str], source: &str, out: &Path) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = static_lib();
-    let status = Command::new(&cc)
-        .args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+    let status = Command::new(cc)
+        .args(lang)
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O1"])
         .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
         .arg("-I")
         .arg(dir.join("include"))
@@ -85,6 +91,16 @@ fn c_nvstream_delta_without_uffd() {
     let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
     assert_eq!(text.matches("store every object in full").count(), 1, "said once:\n{text}");
     assert!(text.contains("userfaultfd"), "names what is missing:\n{text}");
+}
+
+/// nvstream.h from C++ under -pedantic-errors: a string literal names an object.
+#[test]
+fn cpp_nvstream_header() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("cpp");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    compile(&cxx, &["-std=c++11", "-pedantic-errors"], "cpp.cc", &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
 }
 
 /// One rank started twice at once: the loser is told the pool is locked.
