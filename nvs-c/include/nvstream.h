@@ -42,6 +42,8 @@
  *
  * Fortran: the underscored entry points take their arguments by reference, as
  * gfortran passes them; `alloc` wants a NUL-terminated name (trim(name)//c_null_char).
+ * Legacy code with implicit interfaces (integer*8 alloc; pointer (p, a);
+ * p = alloc(n, 'temp'//char(0)), -fcray-pointer) links to alloc_, which is alloc.
  * The module in nvs.f90 declares them with iso_c_binding.
  */
 #ifndef NVSTREAM_H
@@ -61,6 +63,7 @@ const char *nvs_last_error(void);
 /* Fortran callers (gfortran's trailing underscore, arguments by reference): */
 int   nvs_init_(int *proc_id);
 void *alloc(unsigned long *n, const char *s);
+void *alloc_(unsigned long *n, const char *s); /* alloc, for implicit interfaces */
 void  nvs_free_(void *ptr);
 void  nvs_snapshot_(int *proc_id);
 int   nvs_finalize_(void);

@@ -532,6 +532,17 @@ pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void
     }
 }
 
+/// `alloc` as gfortran names it for code with implicit interfaces
+/// (`p = alloc(n, 'temp'//char(0))` with Cray pointers links to `alloc_`).
+///
+/// # Safety
+/// As [`alloc`].
+#[no_mangle]
+pub unsafe extern "C" fn alloc_(n: *mut c_ulong, s: *const c_char) -> *mut c_void {
+    // SAFETY: the caller's promise.
+    unsafe { alloc(n, s) }
+}
+
 /// `nvs_free` for Fortran (the array itself is passed, which is its address).
 #[no_mangle]
 pub extern "C" fn nvs_free_(ptr: *mut c_void) {

@@ -252,8 +252,12 @@ int main(int argc, char **argv) {
   double *x = alloc(&n, "fortran");
   CHECK(x != NULL);
   x[0] = 42.0;
+  double *y = alloc_(&n, "legacy"); /* implicit interfaces call alloc_ */
+  CHECK(y != NULL);
+  y[0] = 43.0;
   nvs_snapshot_(&id);
   nvs_free_(x);
+  nvs_free_(y);
   CHECK(nvs_finalize_() == 0);
   {
     nvs_pool *p = NULL;
@@ -262,6 +266,8 @@ int main(int argc, char **argv) {
     OK(nvs_pool_open(path, NVS_OPEN_READ_ONLY, &p));
     OK(nvs_get(p, "fortran", 1, &got, sizeof got, &len));
     CHECK(len == 8 && got == 42.0);
+    OK(nvs_get(p, "legacy", 1, &got, sizeof got, &len));
+    CHECK(len == 8 && got == 43.0);
     OK(nvs_pool_close(p));
   }
   printf("nvstream%s: ok\n", delta ? " (delta)" : "");
