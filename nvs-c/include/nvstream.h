@@ -15,7 +15,9 @@
  *                  are tracked at once
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
  *                  versions of each object (K >= 1), and tries once more (still full:
- *                  it fails, saying that reclaim ran and what it freed)
+ *                  it fails, saying that reclaim ran and what it freed). A follower
+ *                  (nvs_follower_wait) that has not read the released versions yet
+ *                  skips them, silently
  *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr: snapshots, the
  *                  objects' bytes, and the bytes stored (fewer with NVS_DELTA)
  * nvs_init reads them all. NVS_DELTA and NVS_STATS are yes/no: 1/0, true/false, on/off,

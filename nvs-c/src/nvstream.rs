@@ -13,7 +13,8 @@
 //! stderr). `NVS_DELTA=mprotect`: tracked by mprotect, whose limits (a system call
 //! writing into an object fails; 64 objects) make it opt-in. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
-//! tried once more (still full: it fails, saying reclaim ran). `NVS_STATS=1`: `nvs_finalize` prints what the rank stored (the objects' bytes, and the bytes
+//! tried once more (still full: it fails, saying reclaim ran); followers skip the
+//! versions it released before they read them. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored (the objects' bytes, and the bytes
 //! stored: fewer with deltas). `nvs_init`
 //! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
 //! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
