@@ -236,27 +236,45 @@ fn open_rank(proc_id: c_int) -> Res<Rank> {
 }
 
 /// The pool at `path`, opened, or created (`NVS_POOL_SIZE`) where there is none.
+///
+/// Another process may create it at the same moment (the same rank started twice). Then
+/// this one opens it, which says whether that process holds it ("locked by another
+/// writer"), rather than "exists, remove it". An open that came too early (the file
+/// still empty, before its creator locked it, or removed again by a creation that lost
+/// its lock to this open) tries again, for up to a second.
 fn open_or_create(path: &Path) -> Res<FilePool> {
-    if path.exists() {
-        return Ok(FilePool::open(path, Access::ReadWrite)?);
-    }
-    let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
-    let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
-    // Another process may create it at the same moment (the same rank started twice).
-    // Then this one opens it, which says whether that process holds it ("locked by
-    // another writer"), rather than "exists, remove it". An open that came too early
-    // (the file not formatted yet, or removed again by a creation that lost its lock to
-    // this open) tries again, for up to a second.
-    for _ in 0..100 {
-        match FilePool::create(path, size, &CreateOptions::new()) {
-            Err(nvs_std::Error::Exists { .. }) => match FilePool::open(path, Access::ReadWrite) {
-                Err(e) if !matches!(e, nvs_std::Error::Locked { .. }) => std::thread::sleep(Duration::from_millis(10)),
-                opened => return Ok(opened?),
-            },
-            created => return Ok(created?),
+    let mut tries = 0;
+    loop {
+        let r = if path.exists() {
+            FilePool::open(path, Access::ReadWrite)
+        } else {
+            let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
+            let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
+            match FilePool::create(path, size, &CreateOptions::new()) {
+                Err(nvs_std::Error::Exists { .. }) => FilePool::open(path, Access::ReadWrite),
+                created => created,
+            }
+        };
+        match r {
+            Err(e) if tries < 100 && being_created(path, &e) => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
         }
     }
-    Ok(FilePool::open(path, Access::ReadWrite)?)
+}
+
+/// `e`, from opening `path`, may be a creation under way in another process: the file
+/// is empty (not formatted yet), or gone (that creation failed and removed it).
+fn being_created(path: &Path, e: &nvs_std::Error) -> bool {
+    match e {
+        nvs_std::Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => {
+            matches!(e.core(), Some(nvs_core::Error::NotFormatted))
+                && std::fs::metadata(path).map_or(true, |m| m.len() == 0)
+        }
+    }
 }
 
 /// `NVS_DELTA`: a yes/no, or `mprotect`. Yes is uffd-wp tracking where the kernel has
