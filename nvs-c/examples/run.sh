@@ -18,6 +18,10 @@ mkdir -p "$work/fortran"
 gfortran -Wall -J "$work" "$inc/nvs.f90" nvs-c/examples/fortran/sim.f90 "$lib/libnvs.a" -lpthread -ldl -lm \
   -o "$work/fsim"
 NVS_DIR="$work/fortran" "$work/fsim"
+# Legacy code: implicit interfaces and Cray pointers link to alloc_ (and nvs_init_ ...).
+gfortran -Wall -fcray-pointer -J "$work" nvs-c/examples/fortran/legacy.f90 "$lib/libnvs.a" -lpthread -ldl -lm \
+  -o "$work/flegacy"
+NVS_DIR="$work/fortran" "$work/flegacy"
 
 echo "== MPI (mpicc, libnvs.so): mpirun -np 2 sim $steps, then mpirun -np 2 check $steps"
 mkdir -p "$work/mpi"

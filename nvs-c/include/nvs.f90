@@ -1,14 +1,16 @@
 ! nvs.f90: the Fortran module over libnvs (use nvs), with iso_c_binding.
 !
 ! The NVStream wrapper (nvstream.h) and the C ABI's pool calls a Fortran code needs to
-! read its data back (nvs.h). Names and paths are C strings: pass trim(name)//c_null_char.
+! read its data back (nvs.h). nvs_alloc takes a Fortran string (nvs_alloc(n, "temperature"),
+! trailing blanks trimmed); the other calls' names and paths are C strings: pass
+! trim(name)//c_null_char.
 ! Statuses are integer(c_int): NVS_OK (0) or an NVS_E_* code; nvs_error_message() says
 ! what failed last. Build: gfortran -c nvs.f90 (makes nvs.mod), then link with -lnvs
 ! (or libnvs.a -lpthread -ldl -lm).
 module nvs
   use iso_c_binding
   implicit none
-  private :: c_strlen
+  private :: c_strlen, c_nvs_alloc
 
   integer(c_int), parameter :: NVS_OK = 0, NVS_E_ARG = 1, NVS_E_NOT_FOUND = 2, &
        NVS_E_TOO_SMALL = 3, NVS_E_FULL = 4, NVS_E_TOO_LARGE = 5, NVS_E_CORRUPT = 6, &
@@ -26,13 +28,13 @@ module nvs
        integer(c_int) :: status
      end function nvs_init
 
-     ! n is C's unsigned long: pass a non-negative integer(c_long).
-     function nvs_alloc(n, s) bind(c, name="nvs_alloc") result(ptr)
+     ! nvstream.h's nvs_alloc; the module's nvs_alloc (below) makes the C string.
+     function c_nvs_alloc(n, s) bind(c, name="nvs_alloc") result(ptr)
        import :: c_long, c_char, c_ptr
        integer(c_long), value :: n
        character(kind=c_char), dimension(*) :: s
        type(c_ptr) :: ptr
-     end function nvs_alloc
+     end function c_nvs_alloc
 
      subroutine nvs_free(ptr) bind(c, name="nvs_free")
        import :: c_ptr
@@ -116,6 +118,22 @@ module nvs
   end interface
 
 contains
+
+  ! Memory for n bytes of the object `name`, registered with the rank (nvstream.h's
+  ! nvs_alloc; c_null_ptr on failure). n is C's unsigned long: a non-negative
+  ! integer(c_long). `name` is a Fortran string: its trailing blanks are trimmed (a
+  ! character(20) variable names "cells", not "cells" and 15 blanks), and the NUL is
+  ! appended here; a name that has a c_null_char ("cells"//c_null_char, the older way)
+  ! ends there.
+  function nvs_alloc(n, name) result(ptr)
+    integer(c_long), intent(in) :: n
+    character(len=*), intent(in) :: name
+    type(c_ptr) :: ptr
+    integer :: last
+    last = index(name, c_null_char) - 1
+    if (last < 0) last = len_trim(name)
+    ptr = c_nvs_alloc(n, name(1:last)//c_null_char)
+  end function nvs_alloc
 
   ! The message of the last failed call on this thread, as a Fortran string.
   function nvs_error_message() result(msg)

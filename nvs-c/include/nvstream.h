@@ -4,12 +4,29 @@
  * One process is one rank. nvs_init(rank) opens the rank's pool, or creates it:
  *   $NVS_DIR/$NVS_NAME.<rank>.pool   (defaults: NVS_DIR=/dev/shm, NVS_NAME=nvs)
  *   NVS_POOL_SIZE  size of a new pool (default 256M; K, M, G, T suffixes)
- *   NVS_DELTA=1    snapshots store only the pages written since the last one
- *                  (objects live in OS-tracked memory: a userfaultfd each, or mprotect)
+ *   NVS_DELTA=1    snapshots store only the pages written since the last one (objects
+ *                  live in memory the kernel tracks: userfaultfd write-protect, async
+ *                  mode, Linux >= 6.7, a descriptor per object). Where the kernel lacks
+ *                  it, snapshots store every object in full (said once on stderr).
+ *   NVS_DELTA=mprotect  track with mprotect and a SIGSEGV handler instead (any Linux),
+ *                  only when asked for: a system call or another process writing into a
+ *                  tracked object fails with EFAULT (read, fread, recv, MPI receives
+ *                  into it: read into other memory and copy), and at most 64 objects
+ *                  are tracked at once
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
- *                  versions of each object, and tries once more
- *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr
- * A restarted rank appends: its next snapshot makes the next version of each object.
+ *                  versions of each object (K >= 1), and tries once more (still full:
+ *                  it fails, saying that reclaim ran and what it freed). A follower
+ *                  (nvs_follower_wait) that has not read the released versions yet
+ *                  skips them, silently
+ *   NVS_STATS=1    nvs_finalize prints what the rank stored on stderr: snapshots, the
+ *                  objects' bytes, and the bytes stored (fewer with NVS_DELTA)
+ * nvs_init reads them all. NVS_DELTA and NVS_STATS are yes/no: 1/0, true/false, on/off,
+ * yes/no, in any case. Blanks around a value are ignored; a value that is not one fails
+ * nvs_init (NVS_E_ARG, naming the variable) before any pool is created.
+ * A restarted rank appends: its next snapshot makes the next version of each object. A
+ * rank whose pool another live process holds (the same rank started twice) fails with
+ * NVS_E_BUSY ("locked by another writer"). After a failed nvs_init, the other calls fail
+ * saying that nvs_init failed and why.
  *
  * nvs_alloc(n, name) returns zeroed memory for n bytes of the object `name` (NUL-
  * terminated, 1 to 255 bytes), registered with the rank; NULL on failure (a name
@@ -20,10 +37,15 @@
  * registered object.
  *
  * nvs_init and nvs_finalize return 0 or an NVS_E_* status (nvs.h). Every failure is
- * printed on stderr and kept for nvs_last_error() (nvs.h). The calls are thread-safe.
+ * printed on stderr and kept for nvs_last_error() (declared here too), and every call
+ * here clears it when it starts: after nvs_snapshot, which returns nothing,
+ *   if (*nvs_last_error()) ... the snapshot failed (the message says why)
+ * The calls are thread-safe; the last error is per thread.
  *
  * Fortran: the underscored entry points take their arguments by reference, as
  * gfortran passes them; `alloc` wants a NUL-terminated name (trim(name)//c_null_char).
+ * Legacy code with implicit interfaces (integer*8 alloc; pointer (p, a);
+ * p = alloc(n, 'temp'//char(0)), -fcray-pointer) links to alloc_, which is alloc.
  * The module in nvs.f90 declares them with iso_c_binding.
  */
 #ifndef NVSTREAM_H
@@ -34,13 +56,16 @@ extern "C" {
 #endif
 
 int   nvs_init(int proc_id);
-void *nvs_alloc(unsigned long n, char *s);
+void *nvs_alloc(unsigned long n, const char *s);
 void  nvs_free(void *ptr);
 void  nvs_snapshot(int proc_id);
 int   nvs_finalize(void);
+/* What the last failed call on this thread said; "" after a call that succeeded. */
+const char *nvs_last_error(void);
 /* Fortran callers (gfortran's trailing underscore, arguments by reference): */
 int   nvs_init_(int *proc_id);
-void *alloc(unsigned long *n, char *s);
+void *alloc(unsigned long *n, const char *s);
+void *alloc_(unsigned long *n, const char *s); /* alloc, for implicit interfaces */
 void  nvs_free_(void *ptr);
 void  nvs_snapshot_(int *proc_id);
 int   nvs_finalize_(void);

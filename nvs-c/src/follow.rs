@@ -1,5 +1,8 @@
 //! Followers: a reader (in this process or another) that sees every object as it
-//! commits, the end of the stream, and a writer that died.
+//! commits, the end of the stream, and a writer that died. Versions that retention
+//! (`nvs_reclaim`, the wrapper's `NVS_KEEP`) released before the follower read them are
+//! skipped without an event: the next version of that name it reports is more than one
+//! above the last.
 
 use crate::error::*;
 use crate::pool::get_from;
@@ -104,7 +107,9 @@ pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u3
 
 /// Wait for the next event: an object (one per call, in lane order), the end of the
 /// stream, a writer gone, or the timeout. `timeout_ms` < 0 waits as long as it takes;
-/// 0 looks once.
+/// 0 looks once. Versions that retention (`nvs_reclaim`, `NVS_KEEP`) released before
+/// the follower read them are skipped silently: a follower behind a writer that reclaims
+/// sees a gap in a name's versions, nothing else.
 ///
 /// # Safety
 /// `f` is NULL or a live handle; `ev` is valid for a write.

@@ -7,22 +7,30 @@
 //! One process is one rank. Its pool is `$NVS_DIR/$NVS_NAME.<rank>.pool` (defaults
 //! `/dev/shm` and `nvs`), created with `$NVS_POOL_SIZE` bytes (default 256M; K, M, G
 //! suffixes) when missing, else opened: a restarted rank appends after its last
-//! committed snapshot. `NVS_DELTA=1`: objects live in OS-tracked memory and a snapshot
-//! stores only the pages written since the last one. `NVS_KEEP=K`: when the pool is
+//! committed snapshot. `NVS_DELTA=1`: objects live in memory the kernel tracks
+//! (userfaultfd write-protect, async mode) and a snapshot stores only the pages written
+//! since the last one; without that kernel feature snapshots are full (said once on
+//! stderr). `NVS_DELTA=mprotect`: tracked by mprotect, whose limits (a system call
+//! writing into an object fails; 64 objects) make it opt-in. `NVS_KEEP=K`: when the pool is
 //! full, retention keeps the K newest versions of each object and the snapshot is
-//! tried once more. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored.
+//! tried once more (still full: it fails, saying reclaim ran); followers skip the
+//! versions it released before they read them. `NVS_STATS=1`: `nvs_finalize` prints what the rank stored (the objects' bytes, and the bytes
+//! stored: fewer with deltas). `nvs_init`
+//! reads them all; yes/no variables take 1/0, true/false, on/off, yes/no (any case),
+//! blanks around values are ignored, and a bad value fails `nvs_init`, naming it.
 //!
-//! Failures are printed on stderr (`nvs_snapshot` returns nothing) and left for
-//! `nvs_last_error`. The calls are thread-safe (one lock per process).
+//! Failures are printed on stderr and left for `nvs_last_error`; every call clears it
+//! first, so after `nvs_snapshot` (which returns nothing) an empty `nvs_last_error` means
+//! it succeeded. The calls are thread-safe (one lock per process).
 
 use crate::error::*;
 use nvs_core::Object;
-use nvs_std::dirty::TrackedBuf;
+use nvs_std::dirty::{TrackedBuf, TrackerKind, MPROTECT_CAPACITY};
 use nvs_std::{Access, CreateOptions, FilePool};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_ulong, c_void};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,7 +39,7 @@ use std::time::{Duration, Instant};
 enum Mem {
     /// Plain zeroed heap memory, 64-byte aligned.
     Plain { ptr: NonNull<u8>, layout: Layout },
-    /// OS-tracked memory (`NVS_DELTA=1`).
+    /// OS-tracked memory (`NVS_DELTA=1` with uffd-wp, or `NVS_DELTA=mprotect`).
     Tracked(TrackedBuf),
 }
 
@@ -73,8 +81,11 @@ struct Rank {
     by_ptr: HashMap<usize, u64>,
     by_name: HashMap<Vec<u8>, u64>,
     next: u64,
-    delta: bool,
+    /// How objects are tracked: `None` stores every object in full.
+    delta: Option<TrackerKind>,
     keep: Option<u32>,
+    /// `NVS_STATS`: `nvs_finalize` prints [`Stats`].
+    print_stats: bool,
     stats: Stats,
 }
 
@@ -82,12 +93,27 @@ struct Rank {
 struct Stats {
     snapshots: u64,
     objects: u64,
+    /// The objects' bytes (what gets return).
     bytes: u64,
+    /// The bytes the snapshots stored (a delta: the pages written since the last one).
+    stored: u64,
     time: Duration,
     reclaimed: u32,
 }
 
 static RANK: Mutex<Option<Rank>> = Mutex::new(None);
+
+/// What the last `nvs_init` said when it failed (`None` after one that succeeded):
+/// calls made without a rank repeat it. Locked after `RANK`.
+static INIT_FAILED: Mutex<Option<String>> = Mutex::new(None);
+
+/// The error of a call that needs this process's rank when it has none.
+fn no_rank() -> Fail {
+    match INIT_FAILED.lock().unwrap_or_else(|e| e.into_inner()).as_deref() {
+        Some(why) => arg(format!("nvs_init failed ({why})")),
+        None => arg("nvs_init was not called"),
+    }
+}
 
 fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
     // A panic inside a call (caught at the boundary) leaves the state as consistent as
@@ -95,8 +121,33 @@ fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
     RANK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A variable naming a place (`NVS_DIR`, `NVS_NAME`), as it is; unset or empty is `None`.
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// A variable holding a value (`NVS_POOL_SIZE`, `NVS_DELTA`, `NVS_KEEP`, `NVS_STATS`),
+/// blanks around it ignored; unset or blank is `None`.
+fn setting(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// `1`/`0`, `true`/`false`, `on`/`off`, `yes`/`no`, in any case.
+fn parse_flag(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// A yes/no variable ([`parse_flag`]); unset or blank is no. Anything else is an error
+/// naming it.
+fn flag(name: &str) -> Res<bool> {
+    match setting(name) {
+        None => Ok(false),
+        Some(v) => parse_flag(&v).ok_or_else(|| arg(format!("{name}={v} is not 1/0, true/false, on/off or yes/no"))),
+    }
 }
 
 /// `256M`, `1G`, `4096`: bytes.
@@ -119,8 +170,11 @@ fn pool_path(id: c_int) -> PathBuf {
     PathBuf::from(dir).join(format!("{name}.{id}.pool"))
 }
 
-/// Run a wrapper call: its failure is printed (and kept for `nvs_last_error`).
+/// Run a wrapper call: it clears the thread's last error first (so `nvs_last_error` is
+/// empty after a call that succeeded, `nvs_snapshot`'s only report), and its failure is
+/// printed (and kept for `nvs_last_error`).
 fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
+    set_last("");
     let status = guard(what, body);
     if status != NVS_OK {
         // SAFETY: nvs_last_error returns a valid NUL-terminated string.
@@ -138,29 +192,36 @@ fn init(proc_id: c_int) -> Res {
             msg: format!("this process is rank {} already (nvs_finalize first)", rank.id),
         });
     }
+    let opened = open_rank(proc_id);
+    *INIT_FAILED.lock().unwrap_or_else(|e| e.into_inner()) = opened.as_ref().err().map(|f| f.msg.clone());
+    *r = Some(opened?);
+    Ok(())
+}
+
+/// Rank `proc_id`, its pool opened (or created) as the environment says.
+fn open_rank(proc_id: c_int) -> Res<Rank> {
     if proc_id < 0 {
         return Err(arg(format!("proc_id {proc_id} is negative")));
     }
-    let keep = match env("NVS_KEEP") {
+    // Every variable is checked before the pool is created: a failed nvs_init leaves no
+    // pool behind.
+    let keep = match setting("NVS_KEEP") {
         None => None,
-        // Checked before the pool is created: a failed nvs_init leaves no pool behind.
-        Some(k) => Some(k.parse::<u32>().map_err(|_| arg(format!("NVS_KEEP={k} is not a number")))?),
+        // 0 would release even the newest version of every object.
+        Some(k) => match k.parse::<u32>() {
+            Ok(k) if k >= 1 => Some(k),
+            _ => return Err(arg(format!("NVS_KEEP={k} is not a number of versions to keep (1 or more)"))),
+        },
     };
-    let path = pool_path(proc_id);
-    let pool = if path.exists() {
-        FilePool::open(&path, Access::ReadWrite)?
-    } else {
-        let size_s = env("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
-        let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
-        FilePool::create(&path, size, &CreateOptions::new())?
-    };
-    let delta = env("NVS_DELTA").is_some_and(|v| v != "0");
-    if delta {
+    let delta = delta_mode()?;
+    let stats = flag("NVS_STATS")?;
+    let pool = open_or_create(&pool_path(proc_id))?;
+    if delta == Some(TrackerKind::UffdWpAsync) {
         // Each tracked object holds a userfaultfd: thousands of objects need more than
         // the usual soft limit of 1024 descriptors.
         raise_fd_limit();
     }
-    *r = Some(Rank {
+    Ok(Rank {
         id: proc_id,
         pool,
         objects: BTreeMap::new(),
@@ -169,9 +230,81 @@ fn init(proc_id: c_int) -> Res {
         next: 0,
         delta,
         keep,
+        print_stats: stats,
         stats: Stats::default(),
-    });
-    Ok(())
+    })
+}
+
+/// The pool at `path`, opened, or created (`NVS_POOL_SIZE`) where there is none.
+///
+/// Another process may create it at the same moment (the same rank started twice). Then
+/// this one opens it, which says whether that process holds it ("locked by another
+/// writer"), rather than "exists, remove it". An open that came too early (the file
+/// still empty, before its creator locked it, or removed again by a creation that lost
+/// its lock to this open) tries again, for up to a second.
+fn open_or_create(path: &Path) -> Res<FilePool> {
+    let mut tries = 0;
+    loop {
+        let r = if path.exists() {
+            FilePool::open(path, Access::ReadWrite)
+        } else {
+            let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
+            let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
+            match FilePool::create(path, size, &CreateOptions::new()) {
+                Err(nvs_std::Error::Exists { .. }) => FilePool::open(path, Access::ReadWrite),
+                created => created,
+            }
+        };
+        match r {
+            Err(e) if tries < 100 && being_created(path, &e) => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// `e`, from opening `path`, may be a creation under way in another process: the file
+/// is empty (not formatted yet), or gone (that creation failed and removed it).
+fn being_created(path: &Path, e: &nvs_std::Error) -> bool {
+    match e {
+        nvs_std::Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => {
+            matches!(e.core(), Some(nvs_core::Error::NotFormatted))
+                && std::fs::metadata(path).map_or(true, |m| m.len() == 0)
+        }
+    }
+}
+
+/// `NVS_DELTA`: a yes/no, or `mprotect`. Yes is uffd-wp tracking where the kernel has
+/// it, else full snapshots (said once on stderr): mprotect tracking breaks system calls
+/// that write into the objects (`read`, `recv`, MPI), so it is used only when asked for.
+fn delta_mode() -> Res<Option<TrackerKind>> {
+    let on = match setting("NVS_DELTA") {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("mprotect") => return Ok(Some(TrackerKind::Mprotect)),
+        Some(v) => parse_flag(&v)
+            .ok_or_else(|| arg(format!("NVS_DELTA={v} is not 1/0, true/false, on/off, yes/no or mprotect")))?,
+    };
+    if !on {
+        return Ok(None);
+    }
+    match nvs_std::dirty::uffd_wp_async_available() {
+        Ok(()) => Ok(Some(TrackerKind::UffdWpAsync)),
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "nvs: NVS_DELTA=1: snapshots store every object in full (no delta): dirty tracking needs \
+                     userfaultfd write-protect in async mode (UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN, Linux >= 6.7), \
+                     which this kernel does not give ({e}); NVS_DELTA=mprotect tracks with mprotect instead, \
+                     but then read, fread, recv or MPI into the objects fail"
+                )
+            });
+            Ok(None)
+        }
+    }
 }
 
 /// The soft limit on open descriptors up to the hard limit (as far as allowed).
@@ -188,7 +321,7 @@ fn raise_fd_limit() {
 
 fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if name.is_empty() || name.len() > nvs_core::NAME_MAX {
         return Err(arg(format!("a name of {} bytes (1 to {} allowed)", name.len(), nvs_core::NAME_MAX)));
     }
@@ -196,13 +329,18 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
         let shown = nvs_std::show_name(name);
         return Err(arg(format!("{shown} is registered already (nvs_free it first)")));
     }
-    let mut mem = if rank.delta {
-        Mem::Tracked(TrackedBuf::best(n).map_err(|e| Fail {
-            status: NVS_E_IO,
-            msg: format!(
-                "cannot track the memory of {} (NVS_DELTA=1; each tracked object holds a descriptor: see ulimit -n): {e}",
-                nvs_std::show_name(name)
-            ),
+    let mut mem = if let Some(kind) = rank.delta {
+        Mem::Tracked(TrackedBuf::new(n, kind).map_err(|e| {
+            let why = match kind {
+                TrackerKind::UffdWpAsync => "NVS_DELTA=1: each object holds a userfaultfd descriptor, see ulimit -n",
+                TrackerKind::Mprotect => {
+                    &format!("NVS_DELTA=mprotect tracks at most {MPROTECT_CAPACITY} objects at once in a process")
+                }
+            };
+            Fail {
+                status: NVS_E_IO,
+                msg: format!("cannot track the memory of {} ({why}): {e}", nvs_std::show_name(name)),
+            }
         })?)
     } else {
         let layout =
@@ -223,7 +361,7 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
 
 fn free(ptr: *mut c_void) -> Res {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if ptr.is_null() {
         return Ok(());
     }
@@ -236,7 +374,7 @@ fn free(ptr: *mut c_void) -> Res {
 
 fn snapshot(proc_id: c_int) -> Res {
     let mut r = rank_lock();
-    let rank = r.as_mut().ok_or_else(|| arg("nvs_init was not called"))?;
+    let rank = r.as_mut().ok_or_else(no_rank)?;
     if rank.id != proc_id {
         return Err(arg(format!("this process is rank {}, not {proc_id}", rank.id)));
     }
@@ -244,28 +382,52 @@ fn snapshot(proc_id: c_int) -> Res {
         return Ok(()); // nothing registered: nothing to store
     }
     let start = Instant::now();
-    let mut retried = false;
+    let mut freed = None;
     let versions = loop {
-        match put_all(rank) {
-            Err(e)
-                if !retried && e.core().is_some_and(|c| matches!(c, nvs_core::Error::Full)) && rank.keep.is_some() =>
-            {
-                retried = true;
-                rank.stats.reclaimed += rank.pool.reclaim(rank.keep.unwrap_or(1))?;
+        match (put_all(rank), rank.keep, freed) {
+            (Err(e), Some(keep), None) if is_full(&e) => {
+                let n = rank.pool.reclaim(keep)?;
+                rank.stats.reclaimed += n;
+                freed = Some(n);
             }
-            r => break r?,
+            (Err(e), Some(keep), Some(n)) if is_full(&e) => {
+                let f = Fail::from(e);
+                let msg = format!(
+                    "{} (NVS_KEEP={keep}: reclaim ran and freed {n} segments, all it could while every object keeps its {keep} newest versions)",
+                    f.msg
+                );
+                return Err(Fail { status: f.status, msg });
+            }
+            (r, ..) => break r?,
         }
     };
     rank.stats.snapshots += 1;
-    rank.stats.objects += versions as u64;
-    rank.stats.bytes += rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+    rank.stats.objects += versions.len() as u64;
+    let bytes = rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+    rank.stats.bytes += bytes;
+    rank.stats.stored += match rank.delta {
+        None => bytes,
+        // What each delta stored (a version just committed: its stat is there).
+        Some(_) => rank
+            .objects
+            .values()
+            .zip(&versions)
+            .map(|(o, &v)| rank.pool.stat(&o.name, v).map_or(o.len as u64, |i| i.stored_bytes))
+            .sum(),
+    };
     rank.stats.time += start.elapsed();
     Ok(())
 }
 
-/// One batch of every registered object; returns how many.
-fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
-    if rank.delta {
+/// The pool has no room (retention may make some).
+fn is_full(e: &nvs_std::Error) -> bool {
+    use nvs_core::Error as C;
+    e.core().is_some_and(|c| matches!(c, C::Full | C::Fragmented { .. } | C::IndexFull { .. }))
+}
+
+/// One batch of every registered object (in registration order); returns their versions.
+fn put_all(rank: &mut Rank) -> nvs_std::Result<Vec<u64>> {
+    if rank.delta.is_some() {
         let mut items: Vec<(&[u8], &mut TrackedBuf)> = rank
             .objects
             .values_mut()
@@ -274,7 +436,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
                 Mem::Plain { .. } => None,
             })
             .collect();
-        return rank.pool.put_batch_tracked(0, &mut items).map(|v| v.len());
+        return rank.pool.put_batch_tracked(0, &mut items);
     }
     let objects: Vec<Object<'_>> = rank
         .objects
@@ -286,20 +448,25 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<usize> {
             Object::new(o.name.as_slice(), unsafe { std::slice::from_raw_parts(ptr, o.len) })
         })
         .collect();
-    rank.pool.put_batch(0, &objects).map(|v| v.len())
+    rank.pool.put_batch(0, &objects)
 }
 
 fn finalize() -> Res {
     let mut r = rank_lock();
-    let rank = r.take().ok_or_else(|| arg("nvs_init was not called"))?;
-    if env("NVS_STATS").is_some_and(|v| v != "0") {
+    let rank = r.take().ok_or_else(no_rank)?;
+    if rank.print_stats {
         let s = &rank.stats;
+        let how = match rank.delta {
+            None => "full snapshots".to_string(),
+            Some(kind) => format!("deltas, {kind} tracking"),
+        };
         eprintln!(
-            "nvs: rank {}: {} snapshots, {} objects, {} bytes in {:.3} s ({:.1} MB/s); {} segments reclaimed; pool {}",
+            "nvs: rank {}: {} snapshots, {} objects, {} bytes of objects, {} bytes stored ({how}) in {:.3} s ({:.1} MB/s of objects); {} segments reclaimed; pool {}",
             rank.id,
             s.snapshots,
             s.objects,
             s.bytes,
+            s.stored,
             s.time.as_secs_f64(),
             s.bytes as f64 / s.time.as_secs_f64().max(1e-9) / 1e6,
             s.reclaimed,
@@ -321,7 +488,7 @@ pub extern "C" fn nvs_init(proc_id: c_int) -> c_int {
 /// # Safety
 /// `s` is a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn nvs_alloc(n: c_ulong, s: *mut c_char) -> *mut c_void {
+pub unsafe extern "C" fn nvs_alloc(n: c_ulong, s: *const c_char) -> *mut c_void {
     let mut out = std::ptr::null_mut();
     wrap("nvs_alloc", || {
         // SAFETY: the caller's promise.
@@ -341,7 +508,7 @@ pub extern "C" fn nvs_free(ptr: *mut c_void) {
 
 /// Put every registered object of the rank as one batch: one commit, the next version
 /// of each (none registered: nothing to do). Durable when it returns; failures are
-/// printed.
+/// printed, and `nvs_last_error()` is empty after it exactly when it succeeded.
 #[no_mangle]
 pub extern "C" fn nvs_snapshot(proc_id: c_int) {
     wrap("nvs_snapshot", || snapshot(proc_id));
@@ -372,7 +539,7 @@ pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
 /// # Safety
 /// `n` is valid for a read; `s` is a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *mut c_char) -> *mut c_void {
+pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void {
     // SAFETY: the caller's promise for `n`.
     match unsafe { n.as_ref() } {
         // SAFETY: the caller's promise for `s`.
@@ -382,6 +549,17 @@ pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *mut c_char) -> *mut c_void {
             std::ptr::null_mut()
         }
     }
+}
+
+/// `alloc` as gfortran names it for code with implicit interfaces
+/// (`p = alloc(n, 'temp'//char(0))` with Cray pointers links to `alloc_`).
+///
+/// # Safety
+/// As [`alloc`].
+#[no_mangle]
+pub unsafe extern "C" fn alloc_(n: *mut c_ulong, s: *const c_char) -> *mut c_void {
+    // SAFETY: the caller's promise.
+    unsafe { alloc(n, s) }
 }
 
 /// `nvs_free` for Fortran (the array itself is passed, which is its address).
@@ -413,7 +591,20 @@ pub extern "C" fn nvs_finalize_() -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_flag, parse_size};
+
+    #[test]
+    fn flags() {
+        for yes in ["1", "true", "TRUE", "On", "yes", "YES"] {
+            assert_eq!(parse_flag(yes), Some(true), "{yes}");
+        }
+        for no in ["0", "false", "False", "off", "OFF", "no"] {
+            assert_eq!(parse_flag(no), Some(false), "{no}");
+        }
+        for bad in ["2", "y", "enable", "", "o"] {
+            assert_eq!(parse_flag(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn sizes() {

@@ -27,11 +27,17 @@ fn static_lib() -> &'static Path {
 }
 
 fn build(source: &str, out: &Path) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    compile(&cc, &["-std=c11", "-D_GNU_SOURCE"], source, out);
+}
+
+/// `source` built by the compiler `cc` with `lang` flags, the warnings as errors, sanitizers on.
+fn compile(cc: &str, lang: &[&str], source: &str, out: &Path) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = static_lib();
-    let status = Command::new(&cc)
-        .args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+    let status = Command::new(cc)
+        .args(lang)
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O1"])
         .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
         .arg("-I")
         .arg(dir.join("include"))
@@ -44,11 +50,13 @@ fn build(source: &str, out: &Path) {
     assert!(status.success(), "{cc} failed on {source}");
 }
 
-fn run(bin: &Path, args: &[&str]) {
+/// Run a C test; returns what it printed (stdout, then stderr).
+fn run(bin: &Path, args: &[&str]) -> String {
     let out = Command::new(bin).args(args).env("ASAN_OPTIONS", "detect_leaks=1").output().expect("run the C test");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{} {args:?} failed ({}):\n{text}", bin.display(), out.status);
     println!("{text}");
+    text
 }
 
 #[test]
@@ -71,6 +79,37 @@ fn c_nvstream_wrapper() {
         std::fs::create_dir(&scratch).expect("mkdir");
         run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
     }
+}
+
+/// NVS_DELTA=1 on a kernel without userfaultfd write-protect (the program refuses the
+/// system call): full snapshots, said once, and fread into the objects works.
+#[test]
+fn c_nvstream_delta_without_uffd() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("noufd");
+    build("noufd.c", &bin);
+    let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    assert_eq!(text.matches("store every object in full").count(), 1, "said once:\n{text}");
+    assert!(text.contains("userfaultfd"), "names what is missing:\n{text}");
+}
+
+/// nvstream.h from C++ under -pedantic-errors: a string literal names an object.
+#[test]
+fn cpp_nvstream_header() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("cpp");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    compile(&cxx, &["-std=c++11", "-pedantic-errors"], "cpp.cc", &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+}
+
+/// One rank started twice at once: the loser is told the pool is locked.
+#[test]
+fn c_nvstream_rank_started_twice() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("twice");
+    build("twice.c", &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
 }
 
 #[test]

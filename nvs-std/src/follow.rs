@@ -12,7 +12,9 @@
 //! refresh indexed ([`nvs_core::Pool::objects_after`]) — so a poll costs what is new
 //! (plus a word per segment header), not the pool. When a refresh cannot catch up
 //! (retention released segments, anything unexpected) it recovers the whole pool, and
-//! that poll looks at every object. The index serves the follower's gets.
+//! that poll looks at every object. The index serves the follower's gets. Versions
+//! retention released before the follower read them are skipped, silently (see
+//! [`Follower`]).
 
 use crate::error::{Error, Result};
 use crate::pool::{Access, FilePool};
@@ -85,6 +87,12 @@ pub enum Followed {
 /// word it reads, so only committed objects appear, each reported once, in lane order.
 /// A poll costs what was committed since the last one (the refresh catches up; see the
 /// module docs), or one recovery when it cannot. See [`FilePool`] for an example.
+///
+/// **Retention.** A follower reports what is in the pool when it polls. Versions that
+/// retention ([`FilePool::reclaim`], `NVS_KEEP` of the NVStream wrapper) released before
+/// the follower read them are skipped, silently: a follower that falls behind a writer
+/// using retention sees a gap in a name's versions (the next one it reports is more than
+/// one above the last), nothing else.
 pub struct Follower {
     pool: FilePool,
     /// Next unreported unit sequence number, per lane.

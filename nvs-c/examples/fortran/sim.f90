@@ -1,6 +1,8 @@
 ! A Fortran rank instrumented for NVStream: two arrays from nvs_alloc, a snapshot per
 ! step, then the same program reads every version back through the pool calls and checks
-! each value. NVS_DIR says where the pool goes (nvs_init's default: /dev/shm).
+! each value. NVS_DIR says where the pool goes (nvs_init's default: /dev/shm). Names are
+! given to nvs_alloc as Fortran strings: a literal, a blank-padded variable, and (the
+! older way) one ending in c_null_char.
 program sim
   use nvs
   implicit none
@@ -13,11 +15,15 @@ program sim
   integer(c_size_t) :: len
   integer(c_int64_t) :: latest
   character(len=4096) :: dir
+  character(len=20) :: cells_name = "cells"
+  integer(c_int), pointer :: old(:)
   integer :: step, i, k
 
   if (nvs_init(rank) /= NVS_OK) stop 1
-  call c_f_pointer(nvs_alloc(int(8 * n, c_long), "temperature"//c_null_char), temp, [n])
-  call c_f_pointer(nvs_alloc(int(4 * n, c_long), "cells"//c_null_char), cells, [n])
+  call c_f_pointer(nvs_alloc(int(8 * n, c_long), "temperature"), temp, [n])
+  call c_f_pointer(nvs_alloc(int(4 * n, c_long), cells_name), cells, [n])
+  call c_f_pointer(nvs_alloc(4_c_long, "old"//c_null_char), old, [1])
+  old(1) = 7
   do step = 1, steps
      do i = 1, n
         temp(i) = step * 1000.0d0 + i
@@ -34,6 +40,10 @@ program sim
      stop 3
   end if
   if (nvs_latest(pool, "temperature"//c_null_char, latest) /= NVS_OK) stop 4
+  ! Every name as given, no more, no less.
+  if (nvs_latest(pool, "cells"//c_null_char, latest) /= NVS_OK) stop 10
+  if (nvs_latest(pool, "old"//c_null_char, latest) /= NVS_OK) stop 11
+  if (latest /= steps) stop 12
   allocate(got(n))
   do k = 1, int(latest)
      if (nvs_get(pool, "temperature"//c_null_char, int(k, c_int64_t), c_loc(got), &

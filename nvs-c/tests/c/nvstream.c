@@ -34,6 +34,26 @@ static void allocate(void) {
   }
 }
 
+/* nvs_finalize(), with what it prints on stderr caught (a static buffer). */
+static const char *finalize_quoted(int *status) {
+  static char out[4096];
+  FILE *t = tmpfile();
+  CHECK(t != NULL);
+  fflush(stderr);
+  int saved = dup(2);
+  CHECK(saved >= 0 && dup2(fileno(t), 2) == 2);
+  *status = nvs_finalize();
+  fflush(stderr);
+  CHECK(dup2(saved, 2) == 2);
+  close(saved);
+  rewind(t);
+  size_t n = fread(out, 1, sizeof out - 1, t);
+  out[n] = 0;
+  fclose(t);
+  fprintf(stderr, "%s", out);
+  return out;
+}
+
 /* Version v of every object, as the rank computed it at step v (steps since start). */
 /* `restart`: the version a restarted rank stored in full (its tracking starts again). */
 static void check_pool(const char *path, int steps, int delta, int restart) {
@@ -78,8 +98,9 @@ int main(int argc, char **argv) {
   CHECK(argc >= 2);
   int delta = argc > 2 && strcmp(argv[2], "delta") == 0;
   setenv("NVS_DIR", argv[1], 1);
-  setenv("NVS_POOL_SIZE", "256M", 1);
-  if (delta) setenv("NVS_DELTA", "1", 1);
+  setenv("NVS_POOL_SIZE", " 256M ", 1); /* blanks around a value are ignored */
+  /* "off" is no (it used to turn delta on: the full run's stored sizes would show it). */
+  setenv("NVS_DELTA", delta ? "Yes" : "off", 1);
   char path[4096];
   snprintf(path, sizeof path, "%s/nvs.%d.pool", argv[1], RANK);
 
@@ -95,20 +116,70 @@ int main(int argc, char **argv) {
     setenv("NVS_KEEP", "x", 1);
     CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
     CHECK(access(other, F_OK) != 0);
+    /* Later calls say that nvs_init failed, and why (not "nvs_init was not called"). */
+    CHECK(nvs_alloc(8, "after") == NULL);
+    CHECK(strstr(nvs_last_error(), "nvs_init failed") && strstr(nvs_last_error(), "NVS_KEEP=x"));
+    unsetenv("NVS_KEEP");
+    /* 0 would release every version; yes/no variables take 1/0, true/false, on/off,
+     * yes/no and nothing else. Each refusal names the variable. */
+    const char *bad[][2] = {{"NVS_KEEP", "0"}, {"NVS_DELTA", "2"}, {"NVS_STATS", "maybe"}};
+    for (int i = 0; i < 3; i++) {
+      const char *was = getenv(bad[i][0]);
+      char keep[64];
+      snprintf(keep, sizeof keep, "%s", was ? was : "");
+      setenv(bad[i][0], bad[i][1], 1);
+      CHECK(nvs_init(RANK + 10) == NVS_E_ARG);
+      CHECK(strstr(nvs_last_error(), bad[i][0]) != NULL);
+      CHECK(access(other, F_OK) != 0);
+      if (was) setenv(bad[i][0], keep, 1);
+      else unsetenv(bad[i][0]);
+    }
+    setenv("NVS_KEEP", " 2", 1); /* blanks ignored, as NVS_POOL_SIZE's */
+    setenv("NVS_STATS", "FALSE", 1); /* no stats (it used to print them) */
+    CHECK(nvs_init(RANK + 10) == 0);
+    int status;
+    CHECK(strstr(finalize_quoted(&status), "snapshots") == NULL);
+    CHECK(status == 0);
+    unsetenv("NVS_STATS");
+    CHECK(remove(other) == 0);
     unsetenv("NVS_KEEP");
     CHECK(nvs_init(RANK + 10) == 0);
+    /* Every wrapper call clears the last error: after a snapshot it is empty exactly
+     * when the snapshot succeeded. */
     nvs_free(&other); /* fails: the last error is nvs_free's */
-    nvs_snapshot(RANK + 10);
     CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    nvs_snapshot(RANK + 10);
+    CHECK(strcmp(nvs_last_error(), "") == 0);
     void *gone = nvs_alloc(8, "gone");
     CHECK(gone != NULL);
     nvs_free(gone);
     nvs_snapshot(RANK + 10);
-    CHECK(strncmp(nvs_last_error(), "nvs_free", 8) == 0);
+    CHECK(strcmp(nvs_last_error(), "") == 0);
+    nvs_snapshot(RANK + 11); /* another rank's id: fails */
+    CHECK(strncmp(nvs_last_error(), "nvs_snapshot", 12) == 0);
     CHECK(nvs_finalize() == 0);
   }
 
+  /* NVS_KEEP set, the pool still full after reclaim: the error says reclaim ran. */
+  {
+    setenv("NVS_POOL_SIZE", "16M", 1);
+    setenv("NVS_KEEP", "1", 1);
+    CHECK(nvs_init(RANK + 20) == 0);
+    unsigned char *huge = nvs_alloc(10 << 20, "huge");
+    CHECK(huge != NULL);
+    nvs_snapshot(RANK + 20);
+    CHECK(*nvs_last_error() == 0);
+    memset(huge, 1, 10 << 20); /* every page: a delta as large as the object */
+    nvs_snapshot(RANK + 20); /* no room for a second version, nothing to release */
+    CHECK(strstr(nvs_last_error(), "reclaim ran and freed 0 segments") != NULL);
+    CHECK(nvs_finalize() == 0);
+    setenv("NVS_POOL_SIZE", " 256M ", 1);
+    unsetenv("NVS_KEEP");
+  }
+
+  setenv("NVS_STATS", "1", 1);
   CHECK(nvs_init(RANK) == 0);
+  unsetenv("NVS_STATS");
   CHECK(nvs_init(RANK) != 0); /* once per process */
   allocate();
   CHECK(nvs_alloc(8, "cells") == NULL); /* a name registered already */
@@ -126,7 +197,22 @@ int main(int argc, char **argv) {
     nvs_snapshot(RANK);
   }
   nvs_snapshot(RANK + 1); /* another rank's id: refused, printed */
-  CHECK(nvs_finalize() == 0);
+  {
+    /* NVS_STATS: the objects' bytes, and the bytes stored (fewer with deltas). */
+    int status;
+    const char *said = finalize_quoted(&status);
+    CHECK(status == 0);
+    unsigned long long snaps, objs, bytes, stored;
+    const char *at = strstr(said, " snapshots, ");
+    CHECK(at != NULL);
+    while (at > said && at[-1] != ' ') at--;
+    CHECK(sscanf(at, "%llu snapshots, %llu objects, %llu bytes of objects, %llu bytes stored", &snaps, &objs,
+                 &bytes, &stored) == 4);
+    unsigned long long per_step = 1000 * sizeof(double) + 5000 * sizeof(int) + BIG + BLOCKS * 256;
+    CHECK(snaps == 3 && objs == 3 * (3 + BLOCKS + 1) && bytes == 3 * per_step);
+    if (delta) CHECK(stored < bytes - BIG); /* "big": one page a step after the first */
+    else CHECK(stored == bytes);
+  }
   CHECK(nvs_finalize() != 0);
   check_pool(path, 3, delta, 0);
   {
@@ -166,8 +252,12 @@ int main(int argc, char **argv) {
   double *x = alloc(&n, "fortran");
   CHECK(x != NULL);
   x[0] = 42.0;
+  double *y = alloc_(&n, "legacy"); /* implicit interfaces call alloc_ */
+  CHECK(y != NULL);
+  y[0] = 43.0;
   nvs_snapshot_(&id);
   nvs_free_(x);
+  nvs_free_(y);
   CHECK(nvs_finalize_() == 0);
   {
     nvs_pool *p = NULL;
@@ -176,6 +266,8 @@ int main(int argc, char **argv) {
     OK(nvs_pool_open(path, NVS_OPEN_READ_ONLY, &p));
     OK(nvs_get(p, "fortran", 1, &got, sizeof got, &len));
     CHECK(len == 8 && got == 42.0);
+    OK(nvs_get(p, "legacy", 1, &got, sizeof got, &len));
+    CHECK(len == 8 && got == 43.0);
     OK(nvs_pool_close(p));
   }
   printf("nvstream%s: ok\n", delta ? " (delta)" : "");
