@@ -223,7 +223,7 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
         };
         let value = t.value.map_or("-".to_string(), |v| format!("{v:.3}"));
         let op = if t.at_least { ">=" } else { "<" };
-        let _ = writeln!(o, "  {:<42} {:>9} (goal {op} {}) {verdict}", t.what, value, t.goal);
+        let _ = writeln!(o, "  {:<56} {:>9} (goal {op} {}) {verdict}", t.what, value, t.goal);
     }
     o
 }
