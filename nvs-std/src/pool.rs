@@ -288,6 +288,11 @@ impl FilePool {
                 _ => io("name the new pool file", e),
             })?;
         }
+        if fresh || cleanup.0.is_some() {
+            // The new name durable too (a file system on a disk could lose it in a power
+            // cut with every put that came after).
+            sync_dir(path).map_err(|e| io("sync the directory of", e))?;
+        }
         cleanup.0 = None;
         Ok(FilePool::new(pool, path, file, start, None))
     }
@@ -1039,6 +1044,16 @@ fn name_file(file: &File, path: &Path) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// fsync the directory holding `path` (a file system that cannot sync a directory says
+/// `EINVAL`: nothing to do there).
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        r => r,
     }
 }
 
