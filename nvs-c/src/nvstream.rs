@@ -93,7 +93,7 @@ struct Rank {
 struct Stats {
     snapshots: u64,
     objects: u64,
-    /// The objects' bytes (what gets return).
+    /// The objects' bytes (what a get returns).
     bytes: u64,
     /// The bytes the snapshots stored (a delta: the pages written since the last one).
     stored: u64,
