@@ -72,10 +72,10 @@ pub struct Setup {
     /// pass (see [`Report::only`]).
     pub only: Option<(usize, Vec<usize>)>,
     /// The most trace events (word stores, flushes, fences) and operations (puts, closes,
-    /// reclaims) the workload may make together: every
-    /// crash point of the trace is explored and the trace is held in memory, so a longer
-    /// workload (a put loop that never ends, objects of many MiB: each word stored is an
-    /// event) stops with an error in the report instead of running out of memory.
+    /// reclaims) the workload may make together: every crash point of the trace is
+    /// explored and the trace is held in memory, so a longer workload (a put loop that
+    /// never ends, objects of many MiB: each word stored is an event) stops with an error
+    /// in the report instead of running out of memory.
     pub max_events: usize,
 }
 
@@ -312,9 +312,9 @@ pub fn check<A, R>(
             Some(TooLong(n)) => {
                 let message = format!(
                     "the workload made more than {} trace events and operations (word stores, \
-                     flushes, fences, puts; {n} when it was stopped): every crash point of the trace is explored and the \
-                     trace is held in memory; shorten the workload, use smaller objects, or raise \
-                     Setup::max_events",
+                     flushes, fences, puts; {n} when it was stopped): every crash point of the \
+                     trace is explored and the trace is held in memory; shorten the workload, use \
+                     smaller objects, or raise Setup::max_events",
                     setup.max_events
                 );
                 return fail(report, message);
