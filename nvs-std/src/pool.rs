@@ -217,14 +217,16 @@ pub struct FilePool {
     owned: Option<Vec<u32>>,
     /// The process that opened it: only it writes (a `fork` child is refused).
     pid: u32,
+    /// [`forks`] when it was opened: another value means this process is a fork.
+    forks: u64,
 }
 
 impl FilePool {
     /// A pool just made or opened (`start`: when that began).
     fn new(pool: CorePool, path: &Path, file: File, start: Instant, owned: Option<Vec<u32>>) -> FilePool {
         let open_time = start.elapsed();
-        let pid = std::process::id();
-        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid }
+        let (pid, forks) = (std::process::id(), forks());
+        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid, forks }
     }
 
     /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
@@ -819,9 +821,10 @@ impl FilePool {
         self.write(|p| p.reclaim(keep_versions))
     }
 
-    /// Is this process a `fork` of the one that opened the pool?
+    /// Is this process a `fork` of the one that opened the pool? (An atomic load: asked
+    /// before every write, where `getpid`, a system call, would cost each put.)
     fn forked(&self) -> bool {
-        std::process::id() != self.pid
+        forks() != self.forks
     }
 
     /// May this pool write now? Not in a `fork` of its writer, and not after a failed
@@ -1017,6 +1020,23 @@ fn random_pool_id() -> u64 {
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// How many `fork`s separate this process from the first one that opened a pool: a
+/// `pthread_atfork` child handler, installed at the first open, counts them.
+fn forks() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static FORKS: AtomicU64 = AtomicU64::new(0);
+    static WATCH: std::sync::Once = std::sync::Once::new();
+    extern "C" fn in_child() {
+        FORKS.fetch_add(1, Ordering::Relaxed);
+    }
+    WATCH.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic (async-signal-safe,
+        // as a handler run in a fork child must be).
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+    FORKS.load(Ordering::Relaxed)
 }
 
 /// A new file with no name yet in `path`'s directory (`O_TMPFILE`), or `None` where that
