@@ -239,9 +239,10 @@ fn open_rank(proc_id: c_int) -> Res<Rank> {
 ///
 /// Another process may create it at the same moment (the same rank started twice). Then
 /// this one opens it, which says whether that process holds it ("locked by another
-/// writer"), rather than "exists, remove it". An open that came too early (the file
-/// still empty, before its creator locked it, or removed again by a creation that lost
-/// its lock to this open) tries again, for up to a second.
+/// writer"), rather than "exists, remove it". Where nvs-std must name a new pool file
+/// before formatting it (a file system without `O_TMPFILE`), an open can come too early
+/// (the file still empty, before its creator locked it, or removed again by a creation
+/// that lost its lock to this open): it tries again, for up to a second.
 fn open_or_create(path: &Path) -> Res<FilePool> {
     let mut tries = 0;
     loop {
