@@ -65,6 +65,37 @@ fn check_kind(kind: StoreKind) {
             }
         }
     }
+    // Copies of 1 MiB and more (which prefetch their source ahead of the loads): every
+    // byte, the padding, and nothing past it; the summed store too.
+    if !cfg!(miri) {
+        let size = 3 << 20;
+        for (len, off) in [(1 << 20, 0usize), ((1 << 20) + 8, 56), ((2 << 20) + 13, 4096 - 8)] {
+            let src = rng.bytes(len);
+            for summed in [false, true] {
+                let mut ram = Ram::new(size, 0xEE);
+                // SAFETY: as above.
+                let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), size, kind) };
+                let mut got = Sum::new(5);
+                if summed {
+                    region.store_nt_summed(off, &src, &mut got);
+                } else {
+                    region.store_nt(off, &src);
+                }
+                region.fence();
+                let img = ram.bytes();
+                let padded = len.next_multiple_of(8);
+                assert!(img[off..off + len] == src[..], "{kind:?} len {len} off {off} summed {summed}");
+                assert!(img[off + len..off + padded].iter().all(|&b| b == 0), "padding {len}@{off}");
+                assert!(img[..off].iter().all(|&b| b == 0xEE), "before {len}@{off}");
+                assert!(img[off + padded..].iter().all(|&b| b == 0xEE), "after {len}@{off}");
+                if summed {
+                    let mut want = Sum::new(5);
+                    want.write(&src);
+                    assert_eq!(got.finish(99), want.finish(99), "{kind:?} summed {len}@{off}");
+                }
+            }
+        }
+    }
     let mut ram = Ram::new(4096, 0);
     // SAFETY: as above.
     let region = unsafe { Region::with_kind(ram.bytes_mut().as_mut_ptr(), 4096, kind) };

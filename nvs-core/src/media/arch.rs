@@ -472,10 +472,38 @@ mod x86 {
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx512f")]
     unsafe fn copy_body_avx512(dst: *mut u8, src: *const u8, len: usize) {
+        // Two loops, with and without prefetching the source, as in the folding copy
+        // (`lines_summed_clmul_shifted`): a copy of `PREFETCH_PUT` or more asks for its
+        // source ahead of the loads.
+        // SAFETY: forwarded contract.
+        unsafe {
+            if len >= PREFETCH_PUT {
+                copy_body_avx512_loop::<true>(dst, src, len)
+            } else {
+                copy_body_avx512_loop::<false>(dst, src, len)
+            }
+        }
+    }
+
+    /// [`copy_body_avx512`], prefetching the source `PREFETCH_PUT_AHEAD` bytes ahead of
+    /// its loads if `AHEAD`.
+    ///
+    /// # Safety
+    /// As [`copy_body_avx512`].
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn copy_body_avx512_loop<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
         let mut i = 0;
         while i + 256 <= len {
-            // SAFETY: `i + 256 <= len`; loads are unaligned, stores 64-aligned.
+            // SAFETY: `i + 256 <= len`; loads are unaligned, stores 64-aligned; a
+            // prefetch never faults.
             unsafe {
+                if AHEAD {
+                    let p = src.wrapping_add(i + PREFETCH_PUT_AHEAD);
+                    for k in 0..4 {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * k).cast());
+                    }
+                }
                 let a = _mm512_loadu_si512(src.add(i).cast());
                 let b = _mm512_loadu_si512(src.add(i + 64).cast());
                 let c = _mm512_loadu_si512(src.add(i + 128).cast());
@@ -499,10 +527,34 @@ mod x86 {
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx2")]
     unsafe fn copy_body_avx2(dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            if len >= PREFETCH_PUT {
+                copy_body_avx2_loop::<true>(dst, src, len)
+            } else {
+                copy_body_avx2_loop::<false>(dst, src, len)
+            }
+        }
+    }
+
+    /// [`copy_body_avx2`], prefetching the source `PREFETCH_PUT_AHEAD` bytes ahead of its
+    /// loads if `AHEAD`.
+    ///
+    /// # Safety
+    /// As [`copy_body_avx2`].
+    #[cfg(not(target_os = "none"))]
+    #[target_feature(enable = "avx2")]
+    unsafe fn copy_body_avx2_loop<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
         let mut i = 0;
         while i < len {
-            // SAFETY: `i + 128 <= len`; loads are unaligned, stores 32-aligned.
+            // SAFETY: `i + 128 <= len`; loads are unaligned, stores 32-aligned; a
+            // prefetch never faults.
             unsafe {
+                if AHEAD {
+                    let p = src.wrapping_add(i + PREFETCH_PUT_AHEAD);
+                    _mm_prefetch::<_MM_HINT_T0>(p.cast());
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64).cast());
+                }
                 let a = _mm256_loadu_si256(src.add(i).cast());
                 let b = _mm256_loadu_si256(src.add(i + 32).cast());
                 let c = _mm256_loadu_si256(src.add(i + 64).cast());
