@@ -345,6 +345,12 @@ impl Media for MappedMedia {
         self.dirtied(off, 8);
     }
 
+    fn store_line_nt(&self, off: usize, words: [u64; 8]) {
+        self.writing();
+        self.region.store_line_nt(off, words);
+        self.dirtied(off, 64);
+    }
+
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         self.writing();
         self.region.store_commit_line(off, line);

@@ -292,33 +292,51 @@ impl SegmentHeader {
 }
 
 impl UnitHeader {
-    /// `nvs-hash64(pool_id, bytes 8..56)`, from the fields (the same bytes, in registers).
-    pub fn compute_checksum(&self, pool_id: u64) -> u64 {
-        let words = [
+    /// The header's eight words as stored (little-endian), from the fields: its bytes,
+    /// in registers.
+    #[inline]
+    pub fn words(&self) -> [u64; 8] {
+        [
+            self.commit,
             self.seq,
             self.unit_len,
             self.object_count as u64 | (self.lane as u64) << 32,
             self.flags,
             self.reserved[0],
             self.reserved[1],
-        ];
-        hash64_words(seed(pool_id), &words, &[])
+            self.checksum,
+        ]
+    }
+
+    /// `nvs-hash64(pool_id, bytes 8..56)`, from the fields (the same bytes, in registers).
+    pub fn compute_checksum(&self, pool_id: u64) -> u64 {
+        let w = self.words();
+        hash64_words(seed(pool_id), w.get(1..7).unwrap_or(&[]), &[])
     }
 }
 
 impl ObjectHeader {
-    /// `nvs-hash64(pool_id, bytes 0..40 ++ name ++ meta)`, from the fields (the same
-    /// bytes, in registers).
-    pub fn compute_checksum(&self, pool_id: u64, name: &[u8], meta: &[u8]) -> u64 {
-        let words = [
+    /// The header's six words as stored (little-endian), from the fields: its bytes, in
+    /// registers.
+    #[inline]
+    pub fn words(&self) -> [u64; 6] {
+        [
             self.version,
             self.payload_len,
             self.name_len as u64 | (self.flags as u64) << 16 | (self.depth as u64) << 32 | (self.meta_len as u64) << 48,
             self.payload_sum,
             self.object_len,
-        ];
+            self.checksum,
+        ]
+    }
+
+    /// `nvs-hash64(pool_id, bytes 0..40 ++ name ++ meta)`, from the fields (the same
+    /// bytes, in registers).
+    pub fn compute_checksum(&self, pool_id: u64, name: &[u8], meta: &[u8]) -> u64 {
+        let all = self.words();
+        let words = all.get(..5).unwrap_or(&[]);
         if meta.is_empty() {
-            return hash64_words(seed(pool_id), &words, name);
+            return hash64_words(seed(pool_id), words, name);
         }
         let mut h = hash::Hasher::new(seed(pool_id));
         words.iter().for_each(|w| h.write_u64(*w));
@@ -418,6 +436,8 @@ mod tests {
         };
         let want = crate::format::hash::hash64(99, bytemuck::bytes_of(&bh).get(8..56).unwrap_or(&[]));
         assert_eq!(bh.compute_checksum(99), want);
+        let bh = UnitHeader { checksum: 0x0bad_cafe_f00d_0001, ..bh };
+        assert!(bh.words().iter().flat_map(|w| w.to_le_bytes()).eq(bytemuck::bytes_of(&bh).iter().copied()));
         let name: [u8; 40] = core::array::from_fn(|i| (i * 37 + 11) as u8);
         for n in 0..=name.len() {
             let oh = ObjectHeader {
@@ -431,6 +451,9 @@ mod tests {
                 object_len: u64::MAX - 1,
                 checksum: 0,
             };
+            let with_sum = ObjectHeader { checksum: 0x0bad_cafe_f00d_0002, ..oh };
+            let stored = with_sum.words().into_iter().flat_map(u64::to_le_bytes);
+            assert!(stored.eq(bytemuck::bytes_of(&with_sum).iter().copied()), "words are the stored bytes");
             let mut h = crate::format::hash::Hasher::new(99);
             h.write(bytemuck::bytes_of(&oh).get(..40).unwrap_or(&[]));
             h.write(name.get(..n).unwrap_or(&[]));

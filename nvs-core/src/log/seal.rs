@@ -93,9 +93,13 @@ impl<M: Media> Writer<'_, M> {
         // fence. A whole line is one write-combining flush on this CPU; the 56 bytes after
         // the slot alone were a partial one, costing more. (The early-commit mutant stored
         // the commit word in the slot already: it keeps it there.)
-        let from = if early_commit { 8 } else { 0 };
         bh.commit = !commit;
-        self.media.store_nt(unit_off as usize + from, &bytemuck::bytes_of(&bh)[from..]);
+        if early_commit {
+            self.media.store_nt(unit_off as usize + 8, &bytemuck::bytes_of(&bh)[8..]);
+        } else {
+            // From registers (`Media::store_line_nt`).
+            self.media.store_line_nt(unit_off as usize, bh.words());
+        }
         let mut early_publish = Some(early_publish);
         if !late_body {
             if let Some(f) = early_publish.take() {

@@ -117,29 +117,26 @@ impl<M: Media> Writer<'_, M> {
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name, o.meta);
             // Header, name and zero padding to the payload's line, as whole-line NT
-            // stores (a partial line is a slower write-combining flush): one line for a
-            // name of up to 16 bytes, else one store of the header and one of the name
-            // with its padding (the header is 48 bytes, so the name starts on a word).
-            let head = size_of::<ObjectHeader>();
-            if !o.meta.is_empty() {
+            // stores (a partial line is a slower write-combining flush), from registers
+            // (`Media::store_line_nt`): the header's six words, then the name's.
+            if o.meta.is_empty() {
+                let head = oh.words();
+                for j in 0..(object_head_len(o.name.len()) / LINE) as usize {
+                    let line = core::array::from_fn(|i| match (8 * j + i).checked_sub(head.len()) {
+                        None => head.get(i).copied().unwrap_or(0),
+                        Some(k) => word_of(o.name, k),
+                    });
+                    self.media.store_line_nt(obj_off as usize + LINE as usize * j, line);
+                }
+            } else {
                 // With metadata: header, name, metadata and padding, assembled once.
+                let head = size_of::<ObjectHeader>();
                 let mut buf = [0u8; size_of::<ObjectHeader>() + NAME_MAX + META_MAX + LINE as usize];
                 let (n, m) = (o.name.len(), o.meta.len());
                 buf[..head].copy_from_slice(bytemuck::bytes_of(&oh));
                 buf[head..head + n].copy_from_slice(o.name);
                 buf[head + n..head + n + m].copy_from_slice(o.meta);
                 self.media.store_nt(obj_off as usize, &buf[..head_len(n, m) as usize]);
-            } else if head + o.name.len() <= LINE as usize {
-                let mut line = [0u8; LINE as usize];
-                line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
-                line[head..head + o.name.len()].copy_from_slice(o.name);
-                self.media.store_nt(obj_off as usize, &line);
-            } else {
-                let mut name = [0u8; NAME_MAX + LINE as usize];
-                name[..o.name.len()].copy_from_slice(o.name);
-                let padded = (object_head_len(o.name.len()) as usize) - head;
-                self.media.store_nt(obj_off as usize, bytemuck::bytes_of(&oh));
-                self.media.store_nt(obj_off as usize + head, &name[..padded]);
             }
             obj_off = payload_off + line_up(p.stored);
         }
@@ -191,5 +188,15 @@ impl<M: Media> Writer<'_, M> {
         s.stats.units += 1;
         s.pending_entries -= plan.len();
         s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false, detached: false });
+    }
+}
+
+/// Word `k` of `bytes` (little-endian), zero-padded past their end.
+#[inline(always)]
+fn word_of(bytes: &[u8], k: usize) -> u64 {
+    let rest = bytes.get(8 * k..).unwrap_or(&[]);
+    match rest.first_chunk::<8>() {
+        Some(w) => u64::from_le_bytes(*w),
+        None => rest.iter().rev().fold(0, |w, &b| w << 8 | b as u64),
     }
 }

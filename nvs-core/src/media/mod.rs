@@ -14,7 +14,7 @@
 //! - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
 //!   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
 //! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`],
-//!   [`Media::store_commit_line`]) is *pending*
+//!   [`Media::store_line_nt`], [`Media::store_commit_line`]) is *pending*
 //!   until the issuing thread's next [`Media::fence`]; pending stores persist in any
 //!   order, each word independently, or not at all.
 //! - A cached store ([`Media::store`]) may persist at any time (eviction), in order per
@@ -84,6 +84,21 @@ pub trait Media {
         let mut w = [0u8; 8];
         w.copy_from_slice(&line[..8]);
         self.store_word_nt(off, u64::from_le_bytes(w));
+    }
+
+    /// Non-temporal store of the whole aligned 64-byte line at `off` (`off % 64 == 0`),
+    /// given as its eight words (little-endian): the same stores, the same durability as
+    /// [`Media::store_nt`] of those 64 bytes, which is the default. It exists for speed:
+    /// a header line assembled from fields goes from registers to the media (a
+    /// [`Region`](region::Region) stores each word), instead of being written to memory
+    /// and loaded back whole — a load that waits until every earlier store of the thread,
+    /// the payloads' NT stores included, has left the store buffer.
+    fn store_line_nt(&self, off: usize, words: [u64; 8]) {
+        let mut line = [0u8; 64];
+        for (b, w) in line.chunks_exact_mut(8).zip(words) {
+            b.copy_from_slice(&w.to_le_bytes());
+        }
+        self.store_nt(off, &line);
     }
 
     /// Ordinary cached store of `src` at `off` (no alignment needed). It may persist at
@@ -173,6 +188,9 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         (**self).store_commit_line(off, line)
+    }
+    fn store_line_nt(&self, off: usize, words: [u64; 8]) {
+        (**self).store_line_nt(off, words)
     }
     fn store(&self, off: usize, src: &[u8]) {
         (**self).store(off, src)

@@ -215,6 +215,23 @@ impl Media for Region {
         }
     }
 
+    fn store_line_nt(&self, off: usize, words: [u64; 8]) {
+        self.check(off, 64);
+        assert!(off.is_multiple_of(64), "nvs bug: unaligned NT line store at {off}");
+        // From registers (`Media::store_line_nt` says why).
+        // SAFETY: in bounds (checked above), 64-aligned, valid for writes.
+        unsafe {
+            match self.kind {
+                StoreKind::NonTemporal => arch::store_line_nt(self.base.add(off), words),
+                StoreKind::Portable => {
+                    for (k, w) in words.into_iter().enumerate() {
+                        arch::store_word_volatile(self.base.add(off + 8 * k), w)
+                    }
+                }
+            }
+        }
+    }
+
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         assert!(off.is_multiple_of(64), "nvs bug: unaligned commit line at {off}");
         // An NT store of a 64-aligned whole line fills one write-combining buffer,
