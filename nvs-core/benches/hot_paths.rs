@@ -215,11 +215,11 @@ fn format_floor(region: &Region, off: usize, seq: u64, objects: &[(&[u8], &[u8])
         oh.name_len = name.len() as u16;
         oh.payload_sum = payload_sum;
         oh.checksum = oh.compute_checksum(POOL, name, &[]);
-        let mut line = [0u8; 64];
-        let head = size_of::<ObjectHeader>();
-        line[..head].copy_from_slice(bytemuck::bytes_of(&oh));
-        line[head..head + name.len()].copy_from_slice(name);
-        region.store_nt(at, &line);
+        // Header and name (up to 16 bytes) as one line, from registers.
+        let head = oh.words();
+        let word =
+            |k: usize| name.get(8 * k..).unwrap_or(&[]).iter().take(8).rev().fold(0u64, |w, &b| w << 8 | b as u64);
+        region.store_line_nt(at, [head[0], head[1], head[2], head[3], head[4], head[5], word(0), word(1)]);
         at += 64 + line_up(payload.len() as u64) as usize;
     }
     let mut uh: UnitHeader = bytemuck::Zeroable::zeroed();
@@ -229,7 +229,7 @@ fn format_floor(region: &Region, off: usize, seq: u64, objects: &[(&[u8], &[u8])
     uh.checksum = uh.compute_checksum(POOL);
     let commit = commit_word(POOL, 0, seq, uh.checksum);
     uh.commit = !commit;
-    region.store_nt(off, bytemuck::bytes_of(&uh));
+    region.store_line_nt(off, uh.words());
     region.fence();
     uh.commit = commit;
     region.store_commit_line(off, bytemuck::cast_ref(&uh));

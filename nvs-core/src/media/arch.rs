@@ -383,10 +383,10 @@ mod x86 {
 
     /// NT-store the 64-byte line at `dst` from its eight words, from registers, by eight
     /// `movnti` (which fill one write-combining buffer, as one 64-byte store does). In
-    /// `cargo bench -p nvs-core` (put, heap memory, three alternating rounds) a batch of
-    /// 64 x 1 KiB took 10.6-13.0 us with this, 12.2-13.0 us with four 16-byte SSE2
-    /// stores built in registers, 13.0-13.4 us with the line assembled in memory and
-    /// stored by `copy_nt`.
+    /// `cargo bench -p nvs-core` (put, heap memory, six alternating rounds) a batch of
+    /// 64 x 1 KiB took 10.6-13.0 us (mean 11.6) with this, 11.4-13.4 us (mean 12.8) with
+    /// the line assembled in memory and stored by `copy_nt`; with four 16-byte SSE2
+    /// stores built in registers 12.2-13.0 us in three of those rounds.
     ///
     /// # Safety
     /// `dst` is 8-aligned and `dst..dst + 64` valid for writes.
