@@ -90,7 +90,8 @@ pub fn targets(rows: &[Row], rec: &[Recovery]) -> Vec<Target> {
     add(what, ratio(rows, Method::PutNoSum, Method::PmemLog, k1), 1.2, true);
     let what = "put 1 KiB / pmemlog_append, checksums on".into();
     add(what, ratio(rows, Method::Put, Method::PmemLog, k1), 1.2 * SUMMED, true);
-    // put_batch is measured with checksums only.
+    let what = "put_batch 64 x 1 KiB / its ceiling, checksums off".into();
+    add(what, to_ceiling(rows, Method::BatchNoSum, k1), 0.6, true);
     let what = "put_batch 64 x 1 KiB / its ceiling, checksums on".into();
     add(what, to_ceiling(rows, Method::Batch, k1), 0.6 * SUMMED, true);
     add("put 32 KiB / pwrite tmpfs".into(), ratio(rows, Method::Put, Method::PwriteTmpfs, k32), 3.0, true);

@@ -40,6 +40,7 @@ pub enum Method {
     Put2Proc,
     PutNoSum,
     Batch,
+    BatchNoSum,
     Memcpy,
     PmemMemcpy,
     PmemLog,
@@ -51,7 +52,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 16] = [
+    pub const ALL: [Method; 17] = [
         Method::Ceiling,
         Method::CeilingWide,
         Method::Put,
@@ -60,6 +61,7 @@ impl Method {
         Method::CeilingBatch,
         Method::CeilingBatchWide,
         Method::Batch,
+        Method::BatchNoSum,
         Method::Memcpy,
         Method::PmemMemcpy,
         Method::PmemLog,
@@ -81,6 +83,7 @@ impl Method {
             Method::Put2Proc => "nvs_put_2proc",
             Method::PutNoSum => "nvs_put_nosum",
             Method::Batch => "nvs_put_batch64",
+            Method::BatchNoSum => "nvs_put_batch64_nosum",
             Method::Memcpy => "memcpy_into_mapping",
             Method::PmemMemcpy => "pmem_memcpy_persist",
             Method::PmemLog => "pmemlog_append",
@@ -103,6 +106,7 @@ impl Method {
             Method::Put2Proc => "nvs put, 2 processes on one pool (a lane each)",
             Method::PutNoSum => "nvs put, payload checksums off",
             Method::Batch => "nvs put_batch (64 per commit)",
+            Method::BatchNoSum => "nvs put_batch, payload checksums off",
             Method::Memcpy => "memcpy into the mapping",
             Method::PmemMemcpy => "PMDK pmem_memcpy_persist",
             Method::PmemLog => "PMDK pmemlog_append",
@@ -138,7 +142,7 @@ impl Method {
     /// Objects per operation.
     pub fn per_op(self) -> usize {
         match self {
-            Method::Batch | Method::CeilingBatch | Method::CeilingBatchWide => BATCH,
+            Method::Batch | Method::BatchNoSum | Method::CeilingBatch | Method::CeilingBatchWide => BATCH,
             _ => 1,
         }
     }
@@ -416,13 +420,13 @@ impl Slot {
             nt::width()
         };
         match method {
-            Method::Put | Method::PutNoSum | Method::Batch => {
-                let unit = if method != Method::Batch {
+            Method::Put | Method::PutNoSum | Method::Batch | Method::BatchNoSum => {
+                let unit = if method.per_op() == 1 {
                     object_len(NAME.len(), size as u64) + LINE
                 } else {
                     self.names.iter().map(|n| object_len(n.len(), size as u64)).sum::<u64>() + LINE
                 };
-                self.ensure_pool(unit, method != Method::PutNoSum)?;
+                self.ensure_pool(unit, !matches!(method, Method::PutNoSum | Method::BatchNoSum))?;
             }
             Method::Get | Method::GetNoSum => {
                 self.fill_for_get(size, method == Method::Get)?;
@@ -473,7 +477,7 @@ impl Slot {
                             Err(e) => return Err(format!("put: {e}")),
                         }
                     }
-                    Method::Batch => {
+                    Method::Batch | Method::BatchNoSum => {
                         let pool = self.pool.as_mut().ok_or("no pool")?;
                         let src = &self.src[..size];
                         let objects: [Object<'_>; BATCH] = core::array::from_fn(|i| Object::new(&self.names[i], src));

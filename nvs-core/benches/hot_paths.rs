@@ -30,8 +30,14 @@ impl Mem {
 /// A new pool on `mem`: every format gets a new pool id (stale segments of an earlier
 /// pool must never carry the id of the new one).
 fn fresh(mem: &mut Mem, index: HeapMemory) -> Pool<Region, HeapMemory> {
+    fresh_with(mem, index, true)
+}
+
+/// [`fresh`], with payload checksums or without.
+fn fresh_with(mem: &mut Mem, index: HeapMemory, sums: bool) -> Pool<Region, HeapMemory> {
     static ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0xbe_4c4);
     let mut o = FormatOptions::new(ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    o.payload_checksum = sums;
     o.segment_len = Some(16 << 20);
     o.lanes_max = 1;
     Pool::format(mem.region(), o, index).expect("format")
@@ -62,19 +68,22 @@ fn bench_puts(c: &mut Criterion) {
     let src = vec![7u8; 1 << 10];
     let names: Vec<Vec<u8>> = (0..64).map(|i| format!("array{i:02}").into_bytes()).collect();
     let objects: Vec<Object<'_>> = names.iter().map(|n| Object::new(n, &src)).collect();
-    let mut pool = Some(fresh(&mut mem, HeapMemory::new()));
     g.throughput(Throughput::Bytes(64 << 10));
-    g.bench_function("put_batch_64x1k", |b| {
-        b.iter(|| {
-            let p = pool.as_mut().expect("pool");
-            if p.put_batch(0, black_box(&objects)).is_err() {
-                let (_, idx) = pool.take().expect("pool").close();
-                let mut p = fresh(&mut mem, idx);
-                p.put_batch(0, &objects).expect("batch");
-                pool = Some(p);
-            }
-        })
-    });
+    for (sums, what) in [(true, ""), (false, "_nosum")] {
+        let mut pool = Some(fresh_with(&mut mem, HeapMemory::new(), sums));
+        g.bench_function(format!("put_batch_64x1k{what}"), |b| {
+            b.iter(|| {
+                let p = pool.as_mut().expect("pool");
+                if p.put_batch(0, black_box(&objects)).is_err() {
+                    let (_, idx) = pool.take().expect("pool").close();
+                    let mut p = fresh_with(&mut mem, idx, sums);
+                    p.put_batch(0, &objects).expect("batch");
+                    pool = Some(p);
+                }
+            })
+        });
+        drop(pool);
+    }
     g.finish();
 }
 
