@@ -85,8 +85,12 @@ impl<M: Media> Writer<'_, M> {
             return Err(Error::BatchSize { count: objects.len() });
         }
         let ahead = self.store_payload_ahead(l, objects);
+        // A batch through `&mut Pool` stores its payloads while it is planned (no lock is
+        // held: nothing else waits meanwhile).
+        let interleave = shared.exclusive().is_some() && self.batch_fits_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
-            let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan)?;
+            let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan, interleave)?;
+            debug_assert!(!interleave || !plan.iter().any(|p| p.delta.is_some()), "a batch stored ahead has no deltas");
             s.index.prefetch_for(plan.iter().map(|p| (p.name_id, p.version)));
             if let (Some((off, sum)), Some(p)) = (ahead, plan.first_mut()) {
                 debug_assert_eq!(off, l.tail, "the unit moved after its payload was stored");

@@ -163,7 +163,11 @@ impl<M: Media> Writer<'_, M> {
     /// Step 1–2 of the protocol under the shared state: validate, take versions, make
     /// index room, claim a segment if the unit does not fit. Returns the unit's length
     /// and how many names it creates. Nothing is written to the media except a claimed
-    /// segment's header.
+    /// segment's header — and, if `interleave` (a batch whose whole unit fits at the
+    /// lane's tail, [`Writer::batch_fits_ahead`]), each object's payload, stored just
+    /// before the object is planned, so that planning runs while the payloads' NT
+    /// stores drain instead of before them. If planning then refuses the unit, those
+    /// bytes stay past the lane's log end, as a lone put's payload stored ahead does.
     pub(super) fn plan_unit<X: IndexMemory>(
         &self,
         s: &mut Shared<X>,
@@ -171,6 +175,7 @@ impl<M: Media> Writer<'_, M> {
         lane: u32,
         objects: &[Object<'_>],
         plan: &mut impl PlanBuf,
+        interleave: bool,
     ) -> Result<(u64, usize)> {
         // 1. Every object validated, its version resolved, its size known; new names
         // counted; an earlier object of the same name in this unit found through `dups`.
@@ -184,8 +189,18 @@ impl<M: Media> Writer<'_, M> {
             false => None,
         };
         let mut dups = Dups { seen: [0; 8], heads };
+        let mut obj_off = l.tail + LINE;
         for (i, o) in objects.iter().enumerate() {
-            let (p, new_name) = self.plan_object(s, l, self.sb.name_space(lane), objects, i, plan, &mut dups)?;
+            let stored = interleave.then(|| {
+                let payload_off = obj_off + format::object_head_len(o.name.len());
+                obj_off = payload_off + format::line_up(o.len_bytes());
+                self.store_full(o.parts(), payload_off)
+            });
+            let (mut p, new_name) = self.plan_object(s, l, self.sb.name_space(lane), objects, i, plan, &mut dups)?;
+            if let Some(sum) = stored {
+                p.payload_stored = true;
+                p.payload_sum = sum;
+            }
             new_names += new_name as usize;
             unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
             // objects.len() <= plan.capacity() was checked: this cannot fail.

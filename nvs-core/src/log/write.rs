@@ -55,11 +55,37 @@ impl<M: Media> Writer<'_, M> {
         Some((l.tail, sum))
     }
 
+    /// Whether a batch's payloads can be stored while it is planned (`plan_unit`'s
+    /// `interleave`): as for a lone put's [`Self::store_payload_ahead`], every object full,
+    /// without an explicit version or metadata, its name and size valid, and the whole
+    /// unit fits at the tail of the lane's segment (so planning claims nothing and the
+    /// payloads' places are known before their versions are).
+    pub(super) fn batch_fits_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> bool {
+        if !l.active || objects.len() < 2 || mutant::on(Mutant::PayloadAfterFirstFence) {
+            return false;
+        }
+        let mut unit_len = LINE;
+        for o in objects {
+            let len = o.len_bytes();
+            if o.delta.is_some()
+                || o.version.is_some()
+                || o.name.is_empty()
+                || o.name.len() > NAME_MAX
+                || !o.meta.is_empty()
+                || len > self.sb.max_object_bytes(o.name.len())
+            {
+                return false;
+            }
+            unit_len += format::object_len(o.name.len(), len);
+        }
+        l.has_room(unit_len)
+    }
+
     /// NT-store the payload of a full object (`parts`) at `payload_off`; returns its
     /// checksum (0 without payload checksums). nvs-sum is computed by the stores
     /// themselves, in the same pass over the caller's bytes; a format-1 pool's
     /// nvs-hash64 from the caller's (cached) buffers after the copy, while it drains.
-    fn store_full(&self, parts: &[&[u8]], payload_off: u64) -> u64 {
+    pub(super) fn store_full(&self, parts: &[&[u8]], payload_off: u64) -> u64 {
         let kind = self.sb.sum_kind();
         let mut w = NtStream::new(self.media, payload_off);
         if kind == SumKind::Sum {
