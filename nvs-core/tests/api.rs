@@ -210,9 +210,9 @@ fn read_only_open_writes_nothing() {
 }
 
 /// A no_std user with fixed arrays gets `IndexFull`, and nothing committed changes: the
-/// refused put may leave its payload past the lane's log end (a lone put's payload is
-/// stored before its unit is planned, DESIGN.md), never anything before it, and recovery
-/// finds exactly what was there.
+/// refused put or batch may leave its payloads past the lane's log end (a lone put's
+/// payload is stored before its unit is planned, a batch's while it is, DESIGN.md), never
+/// anything before them, and recovery finds exactly what was there.
 #[test]
 fn fixed_memory_fills_cleanly() {
     let mut ram = Ram::new(256 << 10, 0);
@@ -231,6 +231,14 @@ fn fixed_memory_fills_cleanly() {
     let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
     // Not the next unit's commit word, unit header or object header either.
     assert!(first_change.is_none_or(|at| at >= tail + 128), "refused put changed byte {first_change:?}");
+    assert_eq!(pool.stats().units, units);
+    // A batch whose unit fits stores its payloads while it is planned: refused, it leaves
+    // them past the log end (its first one at the same place), and nothing before.
+    let before = ram.bytes();
+    let batch = [Object::new(b"a", b"y"), Object::new(b"a", b"x")];
+    assert_eq!(pool.put_batch(0, &batch), Err(Error::IndexFull { what: "entries", entries: 8, names: 1 }));
+    let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
+    assert_eq!(first_change, Some(tail + 128), "the batch's first payload was stored ahead, nothing before it");
     assert_eq!(pool.stats().units, units);
     let mut b = [0u8; 1];
     assert_eq!(pool.get(b"a", 8, &mut b), Ok(1));
