@@ -126,7 +126,7 @@ fn bench_store_nt(c: &mut Criterion) {
     let mut mem = Mem::new();
     let region = mem.region();
     let mut g = c.benchmark_group("store_nt");
-    for size in [1usize << 10, 32 << 10] {
+    for size in [1usize << 10, 32 << 10, 1 << 20] {
         let src = vec![5u8; size];
         let mut off = 4096usize;
         g.throughput(Throughput::Bytes(size as u64));
