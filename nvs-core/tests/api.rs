@@ -143,6 +143,46 @@ fn full_pool_is_an_error_and_harms_nothing() {
     }
 }
 
+/// Names of every length class (within a header's line, across line ends, up to 255
+/// bytes), each byte different, stored by a lone put and by a batch (whose objects are
+/// stored while it is planned): the names, versions and payloads come back as written,
+/// before and after a reopen.
+#[test]
+#[cfg_attr(miri, ignore = "pool logic, no unsafe beyond what the other tests run: too slow under miri")]
+fn names_of_every_length_are_stored_exactly() {
+    let mut ram = Ram::new(1 << 20, 0);
+    let mut pool = format(&mut ram, 64 << 10);
+    let lens = [1usize, 7, 8, 9, 15, 16, 17, 23, 24, 63, 64, 65, 80, 111, 112, 200, 254, 255];
+    let name = |len: usize, salt: u8| -> Vec<u8> { (0..len).map(|i| (i as u8).wrapping_mul(31) ^ salt | 1).collect() };
+    let singles: Vec<Vec<u8>> = lens.iter().map(|&n| name(n, 0x40)).collect();
+    let batched: Vec<Vec<u8>> = lens.iter().map(|&n| name(n, 0x80)).collect();
+    for (i, n) in singles.iter().enumerate() {
+        pool.put(0, Object::new(n, &[i as u8; 100])).unwrap();
+    }
+    let objs: Vec<Object<'_>> = batched.iter().map(|n| Object::new(n, &n[..])).collect();
+    assert_eq!(pool.put_batch(0, &objs).unwrap().as_slice(), &[1; 18][..]);
+    let check = |pool: &Pool<nvs_core::Region, nvs_core::HeapMemory>| {
+        let mut buf = [0u8; 256];
+        for (i, n) in singles.iter().enumerate() {
+            assert_eq!(pool.get(n, 1, &mut buf), Ok(100), "name of {} bytes", n.len());
+            assert_eq!(buf[..100], [i as u8; 100]);
+        }
+        for n in &batched {
+            assert_eq!(pool.get(n, 1, &mut buf), Ok(n.len()), "batched name of {} bytes", n.len());
+            assert_eq!(&buf[..n.len()], &n[..]);
+        }
+        let mut nb = [0u8; NAME_MAX];
+        let mut got: Vec<Vec<u8>> = pool.names().map(|x| pool.name_bytes(x.id, &mut nb).to_vec()).collect();
+        let mut want: Vec<Vec<u8>> = singles.iter().chain(&batched).cloned().collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+    };
+    check(&pool);
+    let _ = pool.close();
+    check(&open(&mut ram).unwrap());
+}
+
 /// Limits: 0-byte objects, 255-byte names, 256 refused, too-large objects refused with
 /// the maximum, the largest allowed object works, batch bounds, lanes, read-only.
 #[test]
