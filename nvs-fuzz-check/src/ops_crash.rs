@@ -533,17 +533,18 @@ fn request(op: &Op, model: &Model, seed: u64) -> Option<Req> {
 }
 
 /// Issue `req` through the API entry point it names.
-/// What a refused op may have stored: nothing, except a lone put (automatic version, no
-/// delta) refused in planning (its name's versions exhausted, or index memory full),
-/// which may have NT-stored exactly its payload's lines, one run, no fence
-/// (`store_payload_ahead` in nvs-core). They lie past the lane's log end; every crash
-/// image checked after this op includes them, so damage to anything committed would
-/// show there.
+/// What a refused op may have stored: nothing, except a lone put or a batch (automatic
+/// versions, no deltas) refused in planning (a name's versions exhausted, or index
+/// memory full): a lone put may have NT-stored exactly its payload's lines, one run, no
+/// fence (`store_payload_ahead` in nvs-core); a batch the payloads of its first objects,
+/// each where its unit puts it (`plan_unit`'s `interleave`). They lie past the lane's
+/// log end; every crash image checked after this op includes them, so damage to
+/// anything committed would show there.
 fn stored_ahead(events: &[nvs_sim::Event], req: &Req, e: &Error) -> bool {
-    let [o] = &req.objs[..] else { return false };
     let planning =
         matches!(e, Error::IndexFull { .. }) || matches!(e, Error::VersionNotIncreasing { latest: u64::MAX, .. });
-    if !planning || o.version.is_some() || o.delta.is_some() || req.call == Call::Delta {
+    let full = req.objs.iter().all(|o| o.version.is_none() && o.delta.is_none());
+    if !planning || !full || req.call == Call::Delta {
         return false;
     }
     let words: Option<Vec<u32>> = events
@@ -554,8 +555,27 @@ fn stored_ahead(events: &[nvs_sim::Event], req: &Req, e: &Error) -> bool {
         })
         .collect();
     let Some(words) = words else { return false };
-    // The payload and its zero padding to the end of its line.
-    words.len() == o.bytes().len().next_multiple_of(64) / 8 && words.windows(2).all(|w| w[1] == w[0] + 1)
+    // A lone put: its payload and zero padding to the end of its line. A batch (stored
+    // while planned): the payloads of its first objects, in order, each padded to its
+    // line, with the gap of the next object's header and name between them.
+    let lines = |o: &ReqObj| (o.bytes().len().next_multiple_of(64) / 8, (48 + o.name.len()).next_multiple_of(64) / 8);
+    let mut rest = &words[..];
+    let mut at: Option<u32> = None;
+    for (i, o) in req.objs.iter().enumerate() {
+        if rest.is_empty() {
+            // Planning stopped at object i (a lone put stores its whole payload first).
+            return i > 0 && req.objs.len() > 1;
+        }
+        let (pw, hw) = lines(o);
+        let start = at.map_or(rest[0], |a| a + hw as u32);
+        let Some(run) = rest.get(..pw) else { return false };
+        if run.iter().enumerate().any(|(k, w)| *w != start + k as u32) {
+            return false;
+        }
+        rest = &rest[pw..];
+        at = Some(start + pw as u32).filter(|_| pw > 0 || at.is_some());
+    }
+    rest.is_empty()
 }
 
 fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Result<Vec<u64>> {
