@@ -1007,6 +1007,42 @@ pub fn check(input: &Input) {
 mod tests {
     use super::*;
 
+    /// The oracle for a refused op's stores: a lone put's payload run, a batch's payloads
+    /// of its first objects with each next object's header gap between them — and
+    /// nothing else (a header word, a wrong gap, a fence, a batch's partial payload).
+    #[test]
+    fn stored_ahead_accepts_exactly_payloads_in_place() {
+        let obj = |name: usize, len: usize| ReqObj {
+            name: vec![b'n'; name],
+            parts: vec![vec![1; len]],
+            version: None,
+            delta: None,
+        };
+        let nt = |w: u32| nvs_sim::Event::Store { thread: 0, word: w, value: 0, nt: true };
+        let run = |from: u32, n: u32| (from..from + n).map(nt).collect::<Vec<_>>();
+        let full = Error::VersionNotIncreasing { latest: u64::MAX, given: u64::MAX };
+        let put = Req { call: Call::Put, lane: 0, objs: vec![obj(3, 100)] };
+        assert!(stored_ahead(&run(40, 16), &put, &full));
+        assert!(!stored_ahead(&run(40, 15), &put, &full), "a partial payload");
+        assert!(!stored_ahead(&run(40, 16), &put, &Error::NameEmpty), "the caller's input is refused before");
+        // Objects of 100, 64 and 8 bytes with names of 3, 20 and 40 bytes: payloads of 16,
+        // 8 and 8 words, headers of 8, 16 and 16.
+        let batch = Req { call: Call::Batch, lane: 0, objs: vec![obj(3, 100), obj(20, 64), obj(40, 8)] };
+        let first = run(40, 16);
+        let both: Vec<_> = first.iter().cloned().chain(run(56 + 16, 8)).collect();
+        let all: Vec<_> = both.iter().cloned().chain(run(80 + 16, 8)).collect();
+        assert!(stored_ahead(&first, &batch, &full));
+        assert!(stored_ahead(&both, &batch, &full));
+        assert!(stored_ahead(&all, &batch, &full));
+        let gapless: Vec<_> = first.iter().cloned().chain(run(56, 8)).collect();
+        assert!(!stored_ahead(&gapless, &batch, &full), "the second payload over its header");
+        let header: Vec<_> = first.iter().cloned().chain(run(56, 24)).collect();
+        assert!(!stored_ahead(&header, &batch, &full), "a header stored");
+        let fenced: Vec<_> = first.iter().cloned().chain([nvs_sim::Event::Fence { thread: 0 }]).collect();
+        assert!(!stored_ahead(&fenced, &batch, &full), "a fence");
+        assert!(!stored_ahead(&both[..20], &batch, &full), "a partial second payload");
+    }
+
     /// A hand-written workload: every kind of op, a crash at every point, each with the
     /// pending words all persisted and none persisted, then a resumed put.
     #[test]
