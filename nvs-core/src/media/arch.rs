@@ -465,14 +465,20 @@ mod x86 {
 
     /// # Safety
     /// `dst` is `wide`-aligned, `len` a multiple of `4 * wide`, both ranges valid, and
-    /// `wide == 32` only if the CPU has AVX2.
+    /// `wide == 32` only if the CPU has AVX2 (64 only with AVX-512F).
     #[cfg(not(target_os = "none"))]
     unsafe fn copy_body_wide(dst: *mut u8, src: *const u8, len: usize, wide: usize) {
+        // Copies of `PREFETCH_PUT` or more ask for their source ahead of the loads, as the
+        // folding copy does (`lines_summed_clmul_shifted`): two loops, with and without
+        // the prefetches, rather than a test in the loop.
+        let ahead = len >= PREFETCH_PUT;
         // SAFETY: forwarded contract.
         unsafe {
-            match wide {
-                64 => copy_body_avx512(dst, src, len),
-                32 => copy_body_avx2(dst, src, len),
+            match (wide, ahead) {
+                (64, true) => copy_body_avx512::<true>(dst, src, len),
+                (64, false) => copy_body_avx512::<false>(dst, src, len),
+                (32, true) => copy_body_avx2::<true>(dst, src, len),
+                (32, false) => copy_body_avx2::<false>(dst, src, len),
                 _ => copy_body_sse2(dst, src, len),
             }
         }
@@ -483,33 +489,15 @@ mod x86 {
     #[cfg(target_os = "none")]
     unsafe fn copy_body_wide(_dst: *mut u8, _src: *const u8, _len: usize, _wide: usize) {}
 
+    /// NT copy by 64-byte AVX-512 stores, prefetching the source `PREFETCH_PUT_AHEAD`
+    /// bytes ahead of its loads if `AHEAD`.
+    ///
     /// # Safety
     /// `dst` 64-aligned, `len` a multiple of 64, both ranges valid, CPU (and OS) have
     /// AVX-512F.
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx512f")]
-    unsafe fn copy_body_avx512(dst: *mut u8, src: *const u8, len: usize) {
-        // Two loops, with and without prefetching the source, as in the folding copy
-        // (`lines_summed_clmul_shifted`): a copy of `PREFETCH_PUT` or more asks for its
-        // source ahead of the loads.
-        // SAFETY: forwarded contract.
-        unsafe {
-            if len >= PREFETCH_PUT {
-                copy_body_avx512_loop::<true>(dst, src, len)
-            } else {
-                copy_body_avx512_loop::<false>(dst, src, len)
-            }
-        }
-    }
-
-    /// [`copy_body_avx512`], prefetching the source `PREFETCH_PUT_AHEAD` bytes ahead of
-    /// its loads if `AHEAD`.
-    ///
-    /// # Safety
-    /// As [`copy_body_avx512`].
-    #[cfg(not(target_os = "none"))]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn copy_body_avx512_loop<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
+    unsafe fn copy_body_avx512<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
         let mut i = 0;
         while i + 256 <= len {
             // SAFETY: `i + 256 <= len`; loads are unaligned, stores 64-aligned; a
@@ -539,29 +527,14 @@ mod x86 {
         }
     }
 
+    /// NT copy by 32-byte AVX2 stores, prefetching the source `PREFETCH_PUT_AHEAD` bytes
+    /// ahead of its loads if `AHEAD`.
+    ///
     /// # Safety
     /// `dst` 32-aligned, `len` a multiple of 128, both ranges valid, CPU has AVX2.
     #[cfg(not(target_os = "none"))]
     #[target_feature(enable = "avx2")]
-    unsafe fn copy_body_avx2(dst: *mut u8, src: *const u8, len: usize) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            if len >= PREFETCH_PUT {
-                copy_body_avx2_loop::<true>(dst, src, len)
-            } else {
-                copy_body_avx2_loop::<false>(dst, src, len)
-            }
-        }
-    }
-
-    /// [`copy_body_avx2`], prefetching the source `PREFETCH_PUT_AHEAD` bytes ahead of its
-    /// loads if `AHEAD`.
-    ///
-    /// # Safety
-    /// As [`copy_body_avx2`].
-    #[cfg(not(target_os = "none"))]
-    #[target_feature(enable = "avx2")]
-    unsafe fn copy_body_avx2_loop<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
+    unsafe fn copy_body_avx2<const AHEAD: bool>(dst: *mut u8, src: *const u8, len: usize) {
         let mut i = 0;
         while i < len {
             // SAFETY: `i + 128 <= len`; loads are unaligned, stores 32-aligned; a
