@@ -14,10 +14,11 @@ type LogAppend = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> c_in
 type LogVoid = unsafe extern "C" fn(*mut c_void);
 type LogErrormsg = unsafe extern "C" fn() -> *const c_char;
 
-/// `pmem_memcpy_persist` from libpmem.
+/// `pmem_memcpy_persist` and `pmem_memcpy_nodrain` from libpmem.
 #[derive(Clone, Copy)]
 pub struct Pmem {
     memcpy_persist: MemcpyPersist,
+    memcpy_nodrain: MemcpyPersist,
 }
 
 /// The libpmemlog calls the benchmark makes.
@@ -44,9 +45,11 @@ pub fn load() -> Pmdk {
         std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
     }
     let pmem = open("libpmem.so.1").and_then(|h| {
-        // SAFETY: `pmem_memcpy_persist` has exactly this C signature in libpmem 1.x.
+        // SAFETY: both have exactly this C signature in libpmem 1.x.
         let memcpy_persist = unsafe { sym::<MemcpyPersist>(h, c"pmem_memcpy_persist")? };
-        Ok(Pmem { memcpy_persist })
+        // SAFETY: as above.
+        let memcpy_nodrain = unsafe { sym::<MemcpyPersist>(h, c"pmem_memcpy_nodrain")? };
+        Ok(Pmem { memcpy_persist, memcpy_nodrain })
     });
     let log = open("libpmemlog.so.1").and_then(|h| {
         // SAFETY: these are libpmemlog 1.x's C signatures (libpmemlog.h).
@@ -109,6 +112,15 @@ impl Pmem {
     pub unsafe fn memcpy_persist(&self, dst: *mut u8, src: &[u8]) {
         // SAFETY: caller's contract; libpmem reads `src.len()` bytes of `src`.
         unsafe { (self.memcpy_persist)(dst.cast(), src.as_ptr().cast(), src.len()) };
+    }
+
+    /// `pmem_memcpy_nodrain(dst, src, len)`: PMDK's copy without its final fence.
+    ///
+    /// # Safety
+    /// As [`Pmem::memcpy_persist`].
+    pub unsafe fn memcpy_nodrain(&self, dst: *mut u8, src: &[u8]) {
+        // SAFETY: caller's contract; libpmem reads `src.len()` bytes of `src`.
+        unsafe { (self.memcpy_nodrain)(dst.cast(), src.as_ptr().cast(), src.len()) };
     }
 }
 

@@ -42,7 +42,11 @@ pub enum Method {
     Batch,
     BatchNoSum,
     Memcpy,
+    /// The ceiling without its commit: what `pmem_memcpy_persist` does, by the bench's copy.
+    CeilingNoCommit,
     PmemMemcpy,
+    /// PMDK's copy in the ceiling's protocol: what the ceiling does, by PMDK's copy.
+    PmemCommit,
     PmemLog,
     PwriteTmpfs,
     PwriteSync,
@@ -52,7 +56,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 17] = [
+    pub const ALL: [Method; 19] = [
         Method::Ceiling,
         Method::CeilingWide,
         Method::Put,
@@ -63,7 +67,9 @@ impl Method {
         Method::Batch,
         Method::BatchNoSum,
         Method::Memcpy,
+        Method::CeilingNoCommit,
         Method::PmemMemcpy,
+        Method::PmemCommit,
         Method::PmemLog,
         Method::PwriteTmpfs,
         Method::PwriteSync,
@@ -85,7 +91,9 @@ impl Method {
             Method::Batch => "nvs_put_batch64",
             Method::BatchNoSum => "nvs_put_batch64_nosum",
             Method::Memcpy => "memcpy_into_mapping",
+            Method::CeilingNoCommit => "ceiling_no_commit",
             Method::PmemMemcpy => "pmem_memcpy_persist",
+            Method::PmemCommit => "pmem_memcpy_commit",
             Method::PmemLog => "pmemlog_append",
             Method::PwriteTmpfs => "pwrite_tmpfs",
             Method::PwriteSync => "pwrite_fdatasync_rootfs",
@@ -108,7 +116,9 @@ impl Method {
             Method::Batch => "nvs put_batch (64 per commit)",
             Method::BatchNoSum => "nvs put_batch, payload checksums off",
             Method::Memcpy => "memcpy into the mapping",
+            Method::CeilingNoCommit => "ceiling without commit: NT copy + fence",
             Method::PmemMemcpy => "PMDK pmem_memcpy_persist",
+            Method::PmemCommit => "PMDK copy + fence + commit line + fence",
             Method::PmemLog => "PMDK pmemlog_append",
             Method::PwriteTmpfs => "pwrite to tmpfs",
             Method::PwriteSync => "pwrite + fdatasync, root fs",
@@ -325,14 +335,16 @@ impl Slot {
 
     /// Whether `method` can run here at all (`Err`: the "not available" reason).
     pub fn available(&self, method: Method, pmdk: &Pmdk) -> Result<(), String> {
-        if matches!(method, Method::Ceiling | Method::CeilingBatch) && nt::width() == 0 {
+        if matches!(method, Method::Ceiling | Method::CeilingBatch | Method::CeilingNoCommit | Method::PmemCommit)
+            && nt::width() == 0
+        {
             return Err("needs x86_64 non-temporal stores".into());
         }
         if matches!(method, Method::CeilingWide | Method::CeilingBatchWide) && nt::wide_width() == 0 {
             return Err("needs AVX-512".into());
         }
         match method {
-            Method::PmemMemcpy => pmdk.pmem.as_ref().map(|_| ()).map_err(Clone::clone),
+            Method::PmemMemcpy | Method::PmemCommit => pmdk.pmem.as_ref().map(|_| ()).map_err(Clone::clone),
             Method::PmemLog => self.log.as_ref().map(|_| ()).map_err(Clone::clone),
             Method::PwriteSync => self.sync.as_ref().map(|_| ()).map_err(Clone::clone),
             _ => Ok(()),
@@ -414,7 +426,9 @@ impl Slot {
         let base = self.raw.as_mut_ptr();
         let len = self.raw_len;
         let step = line_up(size as u64) as usize + 2 * LINE as usize;
-        let width = if matches!(method, Method::CeilingWide | Method::CeilingBatchWide) {
+        let width = if matches!(method, Method::CeilingWide | Method::CeilingBatchWide)
+            || (method == Method::CeilingNoCommit && nvs_core::nt_store_width() == 64)
+        {
             nt::wide_width()
         } else {
             nt::width()
@@ -460,6 +474,30 @@ impl Slot {
                             nt::fence();
                         }
                         self.off += n * step + LINE as usize;
+                    }
+                    // The ceiling's layout and protocol, by the bench's copy without the
+                    // commit, or by PMDK's copy with it.
+                    Method::CeilingNoCommit | Method::PmemCommit => {
+                        if self.off + step > len {
+                            self.off = DATA_OFF as usize;
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as for the ceiling rows: inside the mapping, 64-byte
+                        // aligned, distinct from `src`, not used by nvs during this trial.
+                        unsafe {
+                            let dst = base.add(self.off + LINE as usize);
+                            if method == Method::CeilingNoCommit {
+                                nt::copy(dst, &self.src[..size], width);
+                                nt::fence();
+                            } else {
+                                let pm = pmdk.pmem.as_ref().map_err(|e| e.clone())?;
+                                pm.memcpy_nodrain(dst, &self.src[..size]);
+                                nt::fence();
+                                nt::flag(base.add(self.off), ops);
+                                nt::fence();
+                            }
+                        }
+                        self.off += step;
                     }
                     // Not on a thread of this process: `procs` runs it in two others.
                     Method::Put2Proc => return Err("runs in worker processes".into()),
@@ -564,8 +602,10 @@ impl Slot {
                 | Method::CeilingWide
                 | Method::CeilingBatch
                 | Method::CeilingBatchWide
+                | Method::CeilingNoCommit
                 | Method::Memcpy
                 | Method::PmemMemcpy
+                | Method::PmemCommit
                 | Method::PwriteTmpfs
         ) {
             self.clobbered = true;
