@@ -169,6 +169,37 @@ fn bench_store_nt(c: &mut Criterion) {
             })
         });
     }
+    // 64 payloads of 1 KiB, each copied (and summed, with its sum finished) on its own,
+    // then one fence: what a batch's payloads cost, without headers. Beside the summed
+    // 1 MiB copy, whose sum costs nothing over the plain copy, this shows the fixed cost
+    // of summing each payload.
+    let src = vec![5u8; 64 << 10];
+    let mut off = 4096usize;
+    g.throughput(Throughput::Bytes(64 << 10));
+    for summed in [false, true] {
+        let what = if summed { "copy_summed_fence_64x1k" } else { "copy_fence_64x1k" };
+        g.bench_function(what, |b| {
+            b.iter(|| {
+                if off + 64 * (1024 + 64) > REGION {
+                    off = 4096;
+                }
+                let mut sums = 0;
+                for (k, p) in src.chunks_exact(1024).enumerate() {
+                    let at = off + k * (1024 + 64);
+                    if summed {
+                        let mut sum = nvs_core::Sum::new(7);
+                        region.store_nt_summed(at, p, &mut sum);
+                        sums ^= sum.finish(1024);
+                    } else {
+                        region.store_nt(at, p);
+                    }
+                }
+                region.fence();
+                off += 64 * (1024 + 64);
+                black_box(sums)
+            })
+        });
+    }
     g.finish();
 }
 

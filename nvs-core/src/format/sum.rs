@@ -267,8 +267,11 @@ impl Sum {
             n += 1;
         }
         let pad = (8 - n % 8) % 8;
-        let zeros = [0u8; 64];
-        words(&mut c, n, zeros.get(..pad as usize * 8).unwrap_or(&[]));
+        // A payload of whole lines (the usual case) has no padding to feed.
+        if pad > 0 {
+            let zeros = [0u8; 64];
+            words(&mut c, n, zeros.get(..pad as usize * 8).unwrap_or(&[]));
+        }
         let lo = c[0] as u64 | (c[1] as u64) << 32;
         let hi = c[2] as u64 | (c[3] as u64) << 32;
         mix(&[self.seed, lo, hi, len])

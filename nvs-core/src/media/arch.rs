@@ -632,9 +632,12 @@ mod x86 {
             sum.lines_done(c, lines / 64);
             s = &s[lines..];
         }
-        // SAFETY: the rest of the destination (contract).
-        unsafe { copy_nt(d, s) };
-        sum.write(s);
+        // The rest (none for a payload of whole lines: no calls then).
+        if !s.is_empty() {
+            // SAFETY: the rest of the destination (contract).
+            unsafe { copy_nt(d, s) };
+            sum.write(s);
+        }
     }
 
     /// Eight CRC32C steps over the 64-byte line at `p`, word `j` to stream `j % 4`.
