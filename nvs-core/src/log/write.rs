@@ -87,6 +87,24 @@ impl<M: Media> Writer<'_, M> {
     /// nvs-hash64 from the caller's (cached) buffers after the copy, while it drains.
     pub(super) fn store_full(&self, parts: &[&[u8]], payload_off: u64) -> u64 {
         let kind = self.sb.sum_kind();
+        // One part of whole lines (the usual payload): no partial word to carry, no
+        // padding, so the media's store directly, without the stream.
+        if let [p] = parts {
+            if (p.len() as u64).is_multiple_of(LINE) {
+                match kind {
+                    SumKind::None => {
+                        self.media.store_nt(payload_off as usize, p);
+                        return 0;
+                    }
+                    SumKind::Sum => {
+                        let mut sum = Sum::new(self.sb.pool_id);
+                        self.media.store_nt_summed(payload_off as usize, p, &mut sum);
+                        return sum.finish(p.len() as u64);
+                    }
+                    SumKind::Hash64 => {}
+                }
+            }
+        }
         let mut w = NtStream::new(self.media, payload_off);
         if kind == SumKind::Sum {
             w = w.summed(Sum::new(self.sb.pool_id));
