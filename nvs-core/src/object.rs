@@ -88,8 +88,12 @@ impl<'a> Object<'a> {
     }
 
     /// The object's length in bytes.
+    #[inline]
     pub fn len_bytes(&self) -> u64 {
-        self.parts().iter().map(|p| p.len() as u64).sum()
+        match &self.bytes {
+            Bytes::One(b) => b.len() as u64,
+            Bytes::Parts(p) => p.iter().map(|p| p.len() as u64).sum(),
+        }
     }
 
     /// The version asked for, if one was ([`Object::version`]).
@@ -103,6 +107,7 @@ impl<'a> Object<'a> {
     }
 
     /// Its bytes as slices, in order (one slice unless [`Object::vectored`]).
+    #[inline]
     pub fn parts(&self) -> &[&'a [u8]] {
         match &self.bytes {
             Bytes::One(b) => core::slice::from_ref(b),
