@@ -48,16 +48,17 @@ fn fresh_with(mem: &mut Mem, index: HeapMemory, sums: bool) -> Pool<Region, Heap
 fn bench_puts(c: &mut Criterion) {
     let mut mem = Mem::new();
     let mut g = c.benchmark_group("put");
-    for size in [1usize << 10, 32 << 10] {
+    for (size, sums) in [(1usize << 10, true), (1 << 10, false), (32 << 10, true)] {
         let src = vec![7u8; size];
-        let mut pool = Some(fresh(&mut mem, HeapMemory::new()));
+        let mut pool = Some(fresh_with(&mut mem, HeapMemory::new(), sums));
         g.throughput(Throughput::Bytes(size as u64));
-        g.bench_function(format!("put_{}k", size >> 10), |b| {
+        let what = if sums { "" } else { "_nosum" };
+        g.bench_function(format!("put_{}k{what}", size >> 10), |b| {
             b.iter(|| {
                 let p = pool.as_mut().expect("pool");
                 if p.put(0, Object::new(b"temperature", black_box(&src))).is_err() {
                     let (_, idx) = pool.take().expect("pool").close();
-                    let mut p = fresh(&mut mem, idx);
+                    let mut p = fresh_with(&mut mem, idx, sums);
                     p.put(0, Object::new(b"temperature", &src)).expect("put");
                     pool = Some(p);
                 }
