@@ -86,6 +86,26 @@ impl Hasher {
     }
 }
 
+/// The first 8 bytes of `bytes` as a little-endian word, zero-padded past their end:
+/// by at most two overlapping loads, not a byte at a time (names end in a partial
+/// word, and every put hashes and stores its name).
+#[inline(always)]
+pub fn word_le(bytes: &[u8]) -> u64 {
+    let n = bytes.len();
+    match (bytes.first_chunk::<8>(), bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+        (Some(w), _, _) => u64::from_le_bytes(*w),
+        // 4..=7 bytes: the first four and the last four, which overlap.
+        (None, Some(lo), Some(hi)) => {
+            u32::from_le_bytes(*lo) as u64 | (u32::from_le_bytes(*hi) as u64) << (8 * (n - 4))
+        }
+        // 1..=3 bytes: the first, the middle and the last (some the same byte).
+        _ => match (bytes.first(), bytes.get(n / 2), bytes.last()) {
+            (Some(&a), Some(&b), Some(&c)) => a as u64 | (b as u64) << (8 * (n / 2)) | (c as u64) << (8 * (n - 1)),
+            _ => 0,
+        },
+    }
+}
+
 /// `nvs-hash64(seed, bytes)`.
 pub fn hash64(seed: u64, bytes: &[u8]) -> u64 {
     let mut h = Hasher::new(seed);
@@ -96,7 +116,7 @@ pub fn hash64(seed: u64, bytes: &[u8]) -> u64 {
 /// `nvs-hash64(seed, words ++ bytes)`, the words taken as their little-endian bytes:
 /// the same value as streaming those bytes through a [`Hasher`], computed word by word
 /// in registers (a header's fields need not be laid out in memory first).
-#[inline]
+#[inline(always)]
 pub fn hash64_words(seed: u64, words: &[u64], bytes: &[u8]) -> u64 {
     let mut acc = seed ^ P3;
     for &w in words {
@@ -110,7 +130,7 @@ pub fn hash64_words(seed: u64, words: &[u64], bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        acc = round(acc, rest.iter().rev().fold(0u64, |w, &b| w << 8 | b as u64));
+        acc = round(acc, word_le(rest));
     }
     let len = (words.len() * 8 + bytes.len()) as u64;
     finish(acc ^ len.wrapping_mul(P1))
@@ -141,6 +161,16 @@ mod tests {
             h.write(&tail[..n]);
             assert_eq!(hash64_words(9, &words, &tail[..n]), h.finish(), "tail {n}");
             assert_eq!(hash64_words(9, &[], &tail[..n]), hash64(9, &tail[..n]), "bytes only, {n}");
+        }
+    }
+
+    /// `word_le` is the zero-padded little-endian word of every length, a byte at a time.
+    #[test]
+    fn word_le_equals_bytewise() {
+        let bytes: [u8; 11] = core::array::from_fn(|i| 0xf1 - (i * 17) as u8);
+        for n in 0..=bytes.len() {
+            let want = bytes[..n.min(8)].iter().rev().fold(0u64, |w, &b| w << 8 | b as u64);
+            assert_eq!(word_le(&bytes[..n]), want, "{n} bytes");
         }
     }
 

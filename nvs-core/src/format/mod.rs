@@ -332,6 +332,7 @@ impl ObjectHeader {
 
     /// `nvs-hash64(pool_id, bytes 0..40 ++ name ++ meta)`, from the fields (the same
     /// bytes, in registers).
+    #[inline]
     pub fn compute_checksum(&self, pool_id: u64, name: &[u8], meta: &[u8]) -> u64 {
         let all = self.words();
         let words = all.get(..5).unwrap_or(&[]);

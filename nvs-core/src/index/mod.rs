@@ -450,7 +450,7 @@ fn media_eq<M: Media + ?Sized>(media: &M, off: u64, name: &[u8]) -> bool {
         // load back would miss store forwarding, and wait for every store before it (on
         // the put path: the previous unit's commit fence) to drain.
         return name.chunks(8).enumerate().all(|(k, chunk)| {
-            let want = chunk.iter().rev().fold(0u64, |w, &b| w << 8 | b as u64);
+            let want = crate::format::hash::word_le(chunk);
             let mask = if chunk.len() == 8 { u64::MAX } else { (1u64 << (8 * chunk.len())) - 1 };
             (media.load_word(at + 8 * k) ^ want) & mask == 0
         });

@@ -238,9 +238,5 @@ impl<M: Media> Writer<'_, M> {
 /// Word `k` of `bytes` (little-endian), zero-padded past their end.
 #[inline(always)]
 fn word_of(bytes: &[u8], k: usize) -> u64 {
-    let rest = bytes.get(8 * k..).unwrap_or(&[]);
-    match rest.first_chunk::<8>() {
-        Some(w) => u64::from_le_bytes(*w),
-        None => rest.iter().rev().fold(0, |w, &b| w << 8 | b as u64),
-    }
+    format::hash::word_le(bytes.get(8 * k..).unwrap_or(&[]))
 }
