@@ -250,11 +250,13 @@ impl MappedMedia {
     }
 
     /// Refuse a store on a read-only mapping before it reaches the region.
+    #[inline]
     fn writing(&self) {
         assert!(self.writable, "nvs bug: store to a read-only pool mapping");
     }
 
     /// Remember `off..off + len` for the next fence's msync (msync mode only).
+    #[inline]
     fn dirtied(&self, off: usize, len: usize) {
         if self.durability == Durability::Msync && len > 0 {
             let mut s = self.lock();
@@ -311,6 +313,7 @@ fn data_ranges(file: &File, len: usize) -> Vec<(usize, usize)> {
 }
 
 impl Media for MappedMedia {
+    #[inline]
     fn len(&self) -> usize {
         self.region.len()
     }
@@ -319,16 +322,19 @@ impl Media for MappedMedia {
         self.region.read(off, dst)
     }
 
+    #[inline]
     fn load_word(&self, off: usize) -> u64 {
         self.region.load_word(off)
     }
 
+    #[inline]
     fn store_nt(&self, off: usize, src: &[u8]) {
         self.writing();
         self.region.store_nt(off, src);
         self.dirtied(off, src.len().next_multiple_of(8));
     }
 
+    #[inline]
     fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
         self.writing();
         self.region.store_nt_summed(off, src, sum);
@@ -339,18 +345,21 @@ impl Media for MappedMedia {
         self.region.read_summed(off, dst, sum)
     }
 
+    #[inline]
     fn store_word_nt(&self, off: usize, word: u64) {
         self.writing();
         self.region.store_word_nt(off, word);
         self.dirtied(off, 8);
     }
 
+    #[inline]
     fn store_line_nt(&self, off: usize, words: [u64; 8]) {
         self.writing();
         self.region.store_line_nt(off, words);
         self.dirtied(off, 64);
     }
 
+    #[inline]
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         self.writing();
         self.region.store_commit_line(off, line);
@@ -388,6 +397,7 @@ impl Media for MappedMedia {
         }
     }
 
+    #[inline]
     fn prefetch(&self, off: usize, len: usize) {
         self.region.prefetch(off, len)
     }
@@ -397,6 +407,7 @@ impl Media for MappedMedia {
         unsafe { self.region.borrow(off, len) }
     }
 
+    #[inline]
     fn fence(&self) {
         // The sfence first: the NT stores must have left the write-combining buffers and
         // reached the page cache before the kernel writes those pages back.

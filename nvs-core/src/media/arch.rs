@@ -174,6 +174,7 @@ pub unsafe fn copy_from_media_summed(dst: &mut [u8], src: *const u8, sum: &mut S
 
 /// # Safety
 /// `src` is an aligned word valid for reads.
+#[inline]
 pub unsafe fn load_word_acquire(src: *mut u8) -> u64 {
     // SAFETY: aligned, valid; other threads/processes access the word only atomically
     // (commit words are written by single aligned 8-byte stores).
@@ -376,6 +377,7 @@ mod x86 {
         unsafe { _mm_stream_si64(dst.cast::<i64>(), word as i64) }
     }
 
+    #[inline]
     pub fn sfence() {
         // SAFETY: sfence has no preconditions on x86_64.
         unsafe { _mm_sfence() }
@@ -1176,6 +1178,7 @@ mod x86 {
     ///
     /// # Safety
     /// The range is inside a valid mapping (a prefetch never faults or writes anyway).
+    #[inline]
     pub unsafe fn prefetch_lines(p: *const u8, len: usize) {
         let mut line = p as usize & !63;
         let end = p as usize + len;

@@ -134,6 +134,7 @@ impl Region {
 }
 
 impl Media for Region {
+    #[inline]
     fn len(&self) -> usize {
         self.len
     }
@@ -154,6 +155,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn load_word(&self, off: usize) -> u64 {
         self.check(off, 8);
         assert!(off.is_multiple_of(8), "nvs bug: unaligned word load at {off}");
@@ -161,6 +163,7 @@ impl Media for Region {
         unsafe { arch::load_word_acquire(self.base.add(off)) }
     }
 
+    #[inline]
     fn store_nt(&self, off: usize, src: &[u8]) {
         self.check(off, src.len().next_multiple_of(8));
         assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
@@ -174,6 +177,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn store_nt_summed(&self, off: usize, src: &[u8], sum: &mut Sum) {
         self.check(off, src.len().next_multiple_of(8));
         assert!(off.is_multiple_of(8), "nvs bug: unaligned NT store at {off}");
@@ -203,6 +207,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn store_word_nt(&self, off: usize, word: u64) {
         self.check(off, 8);
         assert!(off.is_multiple_of(8), "nvs bug: unaligned word store at {off}");
@@ -215,6 +220,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn store_line_nt(&self, off: usize, words: [u64; 8]) {
         self.check(off, 64);
         assert!(off.is_multiple_of(64), "nvs bug: unaligned NT line store at {off}");
@@ -232,6 +238,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn store_commit_line(&self, off: usize, line: &[u8; 64]) {
         assert!(off.is_multiple_of(64), "nvs bug: unaligned commit line at {off}");
         // An NT store of a 64-aligned whole line fills one write-combining buffer,
@@ -253,6 +260,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn fence(&self) {
         match self.kind {
             StoreKind::NonTemporal => arch::sfence(),
@@ -260,6 +268,7 @@ impl Media for Region {
         }
     }
 
+    #[inline]
     fn prefetch(&self, off: usize, len: usize) {
         let end = off.saturating_add(len).min(self.len);
         if off >= end || self.kind != StoreKind::NonTemporal {
