@@ -137,6 +137,7 @@ pub fn hash64_words(seed: u64, words: &[u64], bytes: &[u8]) -> u64 {
 }
 
 /// Mix a few words into one (commit words, index keys).
+#[inline]
 pub fn mix(words: &[u64]) -> u64 {
     let mut acc = P3;
     for w in words {

@@ -225,11 +225,13 @@ impl Superblock {
     /// Largest payload one object with a `name_len`-byte name can have in this pool
     /// (alone in a unit): a little under one segment in format 1; in format 2, where a
     /// unit may span segments, a little under the whole pool.
+    #[inline]
     pub fn max_object_bytes(&self, name_len: usize) -> u64 {
         (self.max_unit_bytes() - LINE - object_head_len(name_len)) & !(LINE - 1)
     }
 
     /// The largest unit (header and objects): what the data of the longest span holds.
+    #[inline]
     pub fn max_unit_bytes(&self) -> u64 {
         let span = if self.spans() { self.segment_count as u64 } else { 1 };
         span * self.segment_len - LINE
@@ -254,6 +256,7 @@ impl Superblock {
     }
     /// Which checksum the payloads carry: none (flag bit 0 clear), nvs-hash64 (format
     /// 1) or nvs-sum (format 2).
+    #[inline]
     pub fn sum_kind(&self) -> sum::SumKind {
         if !self.has_payload_checksum() {
             sum::SumKind::None
@@ -272,6 +275,7 @@ impl Superblock {
     }
     /// The name space a lane's names are in: 0 for the pool's one name space, `lane + 1`
     /// in a pool with lane names (the index keys a name by it, [`crate::index::name_key`]).
+    #[inline]
     pub fn name_space(&self, lane: u32) -> u32 {
         if self.lane_names() {
             lane + 1
@@ -309,6 +313,7 @@ impl UnitHeader {
     }
 
     /// `nvs-hash64(pool_id, bytes 8..56)`, from the fields (the same bytes, in registers).
+    #[inline]
     pub fn compute_checksum(&self, pool_id: u64) -> u64 {
         let w = self.words();
         hash64_words(seed(pool_id), w.get(1..7).unwrap_or(&[]), &[])
@@ -349,6 +354,7 @@ impl ObjectHeader {
 
 /// The commit word of unit `seq` of `lane`: unforgeable by stale bytes of another pool
 /// (pool id), another lane, an older unit of this lane (seq), or a torn header (checksum).
+#[inline]
 pub fn commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64) -> u64 {
     let sum = if mutant::on(Mutant::CommitWithoutChecksum) { 0 } else { header_checksum };
     mix(&[COMMIT_TAG, seed(pool_id), lane as u64, seq, sum])
