@@ -76,11 +76,7 @@ impl Hasher {
     pub fn finish(&self) -> u64 {
         let mut acc = self.acc;
         if self.tail_len > 0 {
-            let mut last = [0u8; 8];
-            for (slot, b) in last.iter_mut().zip(self.tail.iter().take(self.tail_len)) {
-                *slot = *b;
-            }
-            acc = round(acc, u64::from_le_bytes(last));
+            acc = round(acc, word_le(self.tail.get(..self.tail_len).unwrap_or(&[])));
         }
         finish(acc ^ self.len.wrapping_mul(P1))
     }
