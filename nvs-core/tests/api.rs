@@ -231,6 +231,17 @@ fn limits() {
     assert_eq!(pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(), BATCH_MAX);
     assert_eq!(pool.latest(b"m"), Ok(BATCH_MAX as u64));
     assert_eq!(pool.put(4, Object::vectored(b"x", &[b"x"])), Err(Error::NoSuchLane { lane: 4, lanes_max: 4 }));
+    // Reads naming a lane the pool cannot have: that lane, not "no such object" (the
+    // name exists; a pool without lane names used to answer NotFound).
+    let mut buf = [0u8; 8];
+    for lane in [4, u32::MAX] {
+        let no_lane = Error::NoSuchLane { lane, lanes_max: 4 };
+        assert_eq!(pool.get_on(lane, b"m", 1, &mut buf), Err(no_lane));
+        assert_eq!(pool.latest_on(lane, b"m"), Err(no_lane));
+        assert_eq!(pool.stat_on(lane, b"m", 1).map(|i| i.version), Err(no_lane));
+        assert_eq!(pool.versions_on(lane, b"m").map(|v| v.count()), Err(no_lane));
+    }
+    assert_eq!(pool.latest_on(0, b"m"), Ok(BATCH_MAX as u64));
     drop(pool);
     let mut ro = Pool::open_read_only(ram.region(), nvs_core::HeapMemory::new()).unwrap();
     assert_eq!(ro.put(0, Object::new(b"x", b"x")), Err(Error::ReadOnly));
