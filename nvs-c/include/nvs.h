@@ -216,8 +216,9 @@ typedef struct nvs_object_info {
 
 // Called by `nvs_names` for each name: the name (NUL-terminated; `len` bytes before
 // the NUL), its latest version and its number of versions, and the caller's `ctx`.
-// Return 0 to go on, anything else to stop. It must return (no `longjmp` out of it);
-// it may call nvs, the pool included.
+// Return 0 to go on, anything else to stop. It must return: no `longjmp` out of it
+// (undefined behaviour), no C++ exception thrown through it (the process aborts). It
+// may call nvs, the pool included (closing it is `NVS_E_BUSY`: this call is inside).
 typedef int32_t (*nvs_name_fn)(const char *name,
                                size_t len,
                                uint64_t latest,
@@ -272,6 +273,20 @@ int32_t nvs_follower_get(struct nvs_follower *f,
                          void *buf,
                          size_t cap,
                          size_t *len);
+
+// `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
+// lane names, where several lanes hold a name (each MPI rank its own `temperature`),
+// the event's `lane` says whose version it is.
+//
+// # Safety
+// `f` is NULL or a live handle; the rest as for `nvs_get`.
+int32_t nvs_follower_get_on(struct nvs_follower *f,
+                            uint32_t lane,
+                            const char *name,
+                            uint64_t version,
+                            void *buf,
+                            size_t cap,
+                            size_t *len);
 
 // Stop following and free the handle. NULL is a no-op.
 //

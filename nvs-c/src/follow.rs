@@ -169,6 +169,29 @@ pub unsafe extern "C" fn nvs_follower_get(
     })
 }
 
+/// `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
+/// lane names, where several lanes hold a name (each MPI rank its own `temperature`),
+/// the event's `lane` says whose version it is.
+///
+/// # Safety
+/// `f` is NULL or a live handle; the rest as for `nvs_get`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_follower_get_on(
+    f: *mut nvs_follower,
+    lane: u32,
+    name: *const c_char,
+    version: u64,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    guard("nvs_follower_get_on", || {
+        // SAFETY: the caller's promises.
+        let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        get_from(h.f.pool(), Some(lane), name, version, buf, len)
+    })
+}
+
 /// Stop following and free the handle. NULL is a no-op.
 ///
 /// # Safety

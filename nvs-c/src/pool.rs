@@ -39,6 +39,26 @@ pub struct nvs_pool {
     pool: UnsafeCell<FilePool>,
     /// Lane handles alive: while there are any, nothing takes `&mut` of the pool.
     lanes: AtomicUsize,
+    /// Calls inside the handle ([`InCall`]), counted from before they wait for `lock`:
+    /// a close refuses while any is, even one still waiting for the lock that the close
+    /// could take first.
+    calls: AtomicUsize,
+}
+
+/// A call inside a pool handle, counted in [`nvs_pool::calls`] until it is dropped.
+struct InCall<'a>(&'a nvs_pool);
+
+impl std::ops::Deref for InCall<'_> {
+    type Target = nvs_pool;
+    fn deref(&self) -> &nvs_pool {
+        self.0
+    }
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.calls.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 // SAFETY: the pool inside is reached only through `shared` (a read guard, `&FilePool`,
@@ -154,8 +174,9 @@ pub struct nvs_object_info {
 
 /// Called by `nvs_names` for each name: the name (NUL-terminated; `len` bytes before
 /// the NUL), its latest version and its number of versions, and the caller's `ctx`.
-/// Return 0 to go on, anything else to stop. It must return (no `longjmp` out of it);
-/// it may call nvs, the pool included.
+/// Return 0 to go on, anything else to stop. It must return: no `longjmp` out of it
+/// (undefined behaviour), no C++ exception thrown through it (the process aborts). It
+/// may call nvs, the pool included (closing it is `NVS_E_BUSY`: this call is inside).
 pub type nvs_name_fn =
     Option<unsafe extern "C" fn(name: *const c_char, len: usize, latest: u64, versions: u32, ctx: *mut c_void) -> i32>;
 
@@ -165,6 +186,7 @@ impl nvs_pool {
             lock: RwLock::new(()),
             pool: UnsafeCell::new(pool),
             lanes: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
         }))
     }
 
@@ -214,15 +236,27 @@ impl nvs_pool {
     }
 }
 
+fn in_use() -> Fail {
+    Fail {
+        status: NVS_E_BUSY,
+        msg: "another thread is inside a call on this pool: close it once no other thread uses it".into(),
+    }
+}
+
 fn poisoned() -> Fail {
     Fail { status: NVS_E_PANIC, msg: "the pool is unusable after an earlier nvs bug (NVS_E_PANIC); close it".into() }
 }
 
+/// The handle `p`, with this call counted inside it until the result is dropped (keep
+/// it for the whole call).
+///
 /// # Safety
 /// `p` is null or a live handle from `nvs_pool_create`/`nvs_pool_open`.
-unsafe fn pool_ref<'a>(p: *const nvs_pool) -> Res<&'a nvs_pool> {
+unsafe fn pool_ref<'a>(p: *const nvs_pool) -> Res<InCall<'a>> {
     // SAFETY: the caller's promise.
-    unsafe { p.as_ref() }.ok_or_else(|| arg("pool is NULL"))
+    let p = unsafe { p.as_ref() }.ok_or_else(|| arg("pool is NULL"))?;
+    p.calls.fetch_add(1, Ordering::SeqCst);
+    Ok(InCall(p))
 }
 
 /// # Safety
@@ -383,10 +417,7 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
         // A call of another thread inside the handle (or waiting for it) would use it
         // after it is freed: refused, not waited for (a waiter would too).
         let g = p.lock.try_write().map_err(|e| match e {
-            std::sync::TryLockError::WouldBlock => Fail {
-                status: NVS_E_BUSY,
-                msg: "another thread is inside a call on this pool: close it once no other thread uses it".into(),
-            },
+            std::sync::TryLockError::WouldBlock => in_use(),
             std::sync::TryLockError::Poisoned(_) => poisoned(),
         })?;
         if p.lanes.load(Ordering::Acquire) != 0 {
@@ -394,6 +425,10 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
                 status: NVS_E_BUSY,
                 msg: "lanes taken with nvs_lane_take are still held: release them first".into(),
             });
+        }
+        // A call that entered but waits for the lock (the close took it first).
+        if p.calls.load(Ordering::SeqCst) != 0 {
+            return Err(in_use());
         }
         drop(g);
         // SAFETY: no lane handle is alive, no other call is inside, and the caller gives
@@ -421,7 +456,8 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
 pub unsafe extern "C" fn nvs_pool_refresh(pool: *mut nvs_pool) -> i32 {
     guard("nvs_pool_refresh", || {
         // SAFETY: the caller's promise.
-        let (_g, p) = unsafe { pool_ref(pool)? }.whole()?;
+        let p = unsafe { pool_ref(pool)? };
+        let (_g, p) = p.whole()?;
         Ok(p.refresh()?)
     })
 }
@@ -1045,7 +1081,8 @@ unsafe fn names_of(pool: *const nvs_pool, lane: Option<u32>, cb: nvs_name_fn, ct
 pub unsafe extern "C" fn nvs_reclaim(pool: *mut nvs_pool, keep: u32, freed: *mut u32) -> i32 {
     guard("nvs_reclaim", || {
         // SAFETY: the caller's promise.
-        let (_g, fp) = unsafe { pool_ref(pool)? }.whole()?;
+        let p = unsafe { pool_ref(pool)? };
+        let (_g, fp) = p.whole()?;
         let n = fp.reclaim(keep)?;
         // SAFETY: the caller's promise.
         unsafe { put_out(freed, n) };
@@ -1080,6 +1117,29 @@ mod tests {
         let rc = rx.recv_timeout(std::time::Duration::from_secs(5));
         assert_eq!(rc, Ok(NVS_E_BUSY), "a close waited for (or ran beside) a call in flight");
         drop(in_call);
+        // SAFETY: nothing else uses the handle now.
+        assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
+    }
+
+    /// A call that has entered the handle but still waits for its lock (another call
+    /// held it, and the close took it first when that call returned) keeps the pool
+    /// open: the close used to succeed then and free the lock the call waited on (a
+    /// segfault in the waiting `nvs_get`, found by a C program retrying a close that
+    /// returned `NVS_E_BUSY`). Here the entered call is the counted handle itself,
+    /// holding no lock.
+    #[test]
+    fn close_refuses_a_pool_a_call_waits_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(dir.path().join("p.pool").as_os_str().as_bytes()).unwrap();
+        let mut p: *mut nvs_pool = std::ptr::null_mut();
+        // SAFETY: valid C string and out pointer.
+        assert_eq!(unsafe { nvs_pool_create(path.as_ptr(), 4 << 20, std::ptr::null(), &mut p) }, NVS_OK);
+        // SAFETY: a live handle, closed only below.
+        let Ok(entered) = (unsafe { pool_ref(p) }) else { panic!("a live handle") };
+        // SAFETY: the handle is live; a successful close would free it (none is expected).
+        assert_eq!(unsafe { nvs_pool_close(p) }, NVS_E_BUSY, "closed under a call inside the handle");
+        assert!(entered.shared().is_ok(), "the call goes on");
+        drop(entered);
         // SAFETY: nothing else uses the handle now.
         assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
     }

@@ -4,7 +4,8 @@
  * rank's every step back through nvs_get_on / nvs_latest_on, byte-exact. Also: a lane a
  * live process holds is NVS_E_BUSY, NVS_ANY_LANE takes a free one, a pool without lane
  * names refuses writer processes (NVS_E_ARG), a write to another lane is NVS_E_BUSY, and
- * a read by a name several lanes hold is NVS_E_ARG. argv[1]: a scratch directory. */
+ * a read by a name several lanes hold is NVS_E_ARG; a follower reads each rank's objects
+ * by the lane its events name (nvs_follower_get_on). argv[1]: a scratch directory. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,7 +116,32 @@ int main(int argc, char **argv) {
   size_t n = 0;
   IS(NVS_E_ARG, nvs_get(p, "temperature", 1, got, sizeof got, &n)); /* RANKS lanes hold it */
   IS(NVS_E_NOT_FOUND, nvs_get_on(p, RANKS, "temperature", 1, got, sizeof got, &n));
+  IS(NVS_E_ARG, nvs_get_on(p, 8, "temperature", 1, got, sizeof got, &n)); /* lanes_max 8 */
   OK(nvs_pool_close(p));
+
+  /* A follower reads every rank's every step by the event's lane (by name alone it is
+   * ambiguous: every rank has a "temperature"), then sees the end of the stream. */
+  nvs_follower *f = NULL;
+  OK(nvs_follower_open(path, NULL, &f));
+  nvs_event ev;
+  int objects = 0;
+  for (;;) {
+    OK(nvs_follower_wait(f, 5000, &ev));
+    if (ev.kind != NVS_EVENT_OBJECT) break;
+    int w = strcmp(ev.name, "pressure") == 0;
+    CHECK(w || strcmp(ev.name, "temperature") == 0);
+    CHECK(ev.lane < RANKS && ev.version >= 1 && ev.version <= STEPS);
+    IS(NVS_E_ARG, nvs_follower_get(f, ev.name, ev.version, got, sizeof got, &n));
+    OK(nvs_follower_get_on(f, ev.lane, ev.name, ev.version, got, sizeof got, &n));
+    size_t len = len_of(ev.version, w);
+    fill(want, len, ev.lane, ev.version, w);
+    CHECK(n == len && ev.len == len && memcmp(want, got, len) == 0);
+    objects++;
+  }
+  CHECK(ev.kind == NVS_EVENT_END_OF_STREAM);
+  CHECK(objects == RANKS * STEPS * 2);
+  IS(NVS_E_ARG, nvs_follower_get_on(f, 8, "temperature", 1, got, sizeof got, &n));
+  OK(nvs_follower_close(f));
 
   /* A lane held by a live process is busy; NVS_ANY_LANE takes the next free one. */
   struct nvs_pool *a = NULL, *b = NULL;
