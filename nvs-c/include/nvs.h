@@ -57,8 +57,8 @@
 // An explicit version not above the name's latest.
 #define NVS_E_VERSION 10
 
-// A delta put whose changed ranges are wrong (out of the object, or they missed a
-// change).
+// A delta put whose changed ranges are wrong: out of the object, or (with the delta
+// check on, `nvs_set_delta_check`) they missed a change.
 #define NVS_E_DELTA 11
 
 // A bug in nvs (a Rust panic, caught at the boundary). The handle it happened on must
@@ -180,9 +180,12 @@ typedef struct nvs_object {
   // Its length (at most `NVS_META_MAX`).
   size_t meta_len;
   // Non-zero: a delta put against this version of the name, storing only the ranges
-  // in `changes` (nvs stores a full version when a delta would not pay).
+  // in `changes` (nvs stores a full version when a delta would not pay, or when
+  // `parent` is not a version of the same length).
   uint64_t parent;
-  // The ranges that differ from `parent`, ascending by offset.
+  // The ranges that differ from `parent`, ascending by offset. nvs trusts them: bytes
+  // outside them are stored as the parent's, unless the delta check is on
+  // (`nvs_set_delta_check`), which refuses a put whose ranges missed a change.
   const struct nvs_range *changes;
   // How many ranges.
   size_t changes_len;
@@ -550,6 +553,17 @@ int32_t nvs_names(const struct nvs_pool *pool, nvs_name_fn cb, void *ctx);
 // # Safety
 // As `nvs_names`.
 int32_t nvs_names_on(const struct nvs_pool *pool, uint32_t lane, nvs_name_fn cb, void *ctx);
+
+// Check every delta put on this pool (`nvs_object::parent`, and lane handles' puts)
+// against its parent before anything is written: `on` non-zero refuses a put whose
+// `changes` missed a change with `NVS_E_DELTA`; 0 trusts them (bytes outside the ranges
+// are stored as the parent's). The check reads the parent, a get per delta put. Off by
+// default in release builds of nvs, on in debug builds. `NVS_E_BUSY` while lane handles
+// are held.
+//
+// # Safety
+// `pool` is NULL or a live handle.
+int32_t nvs_set_delta_check(struct nvs_pool *pool, int32_t on);
 
 // Retention: release the oldest segments whose objects all have at least `keep` newer
 // versions; `*freed` (if not NULL) gets how many segments were freed. `NVS_E_BUSY`

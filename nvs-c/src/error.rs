@@ -32,8 +32,8 @@ pub const NVS_E_READ_ONLY: i32 = 8;
 pub const NVS_E_IO: i32 = 9;
 /// An explicit version not above the name's latest.
 pub const NVS_E_VERSION: i32 = 10;
-/// A delta put whose changed ranges are wrong (out of the object, or they missed a
-/// change).
+/// A delta put whose changed ranges are wrong: out of the object, or (with the delta
+/// check on, `nvs_set_delta_check`) they missed a change.
 pub const NVS_E_DELTA: i32 = 11;
 /// A bug in nvs (a Rust panic, caught at the boundary). The handle it happened on must
 /// not be used again except to close it.

@@ -134,9 +134,12 @@ pub struct nvs_object {
     /// Its length (at most `NVS_META_MAX`).
     pub meta_len: usize,
     /// Non-zero: a delta put against this version of the name, storing only the ranges
-    /// in `changes` (nvs stores a full version when a delta would not pay).
+    /// in `changes` (nvs stores a full version when a delta would not pay, or when
+    /// `parent` is not a version of the same length).
     pub parent: u64,
-    /// The ranges that differ from `parent`, ascending by offset.
+    /// The ranges that differ from `parent`, ascending by offset. nvs trusts them: bytes
+    /// outside them are stored as the parent's, unless the delta check is on
+    /// (`nvs_set_delta_check`), which refuses a put whose ranges missed a change.
     pub changes: *const nvs_range,
     /// How many ranges.
     pub changes_len: usize,
@@ -1069,6 +1072,26 @@ unsafe fn names_of(pool: *const nvs_pool, lane: Option<u32>, cb: nvs_name_fn, ct
         }
     }
     Ok(())
+}
+
+/// Check every delta put on this pool (`nvs_object::parent`, and lane handles' puts)
+/// against its parent before anything is written: `on` non-zero refuses a put whose
+/// `changes` missed a change with `NVS_E_DELTA`; 0 trusts them (bytes outside the ranges
+/// are stored as the parent's). The check reads the parent, a get per delta put. Off by
+/// default in release builds of nvs, on in debug builds. `NVS_E_BUSY` while lane handles
+/// are held.
+///
+/// # Safety
+/// `pool` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_set_delta_check(pool: *mut nvs_pool, on: i32) -> i32 {
+    guard("nvs_set_delta_check", || {
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        let (_g, fp) = p.whole()?;
+        fp.set_delta_check(on != 0);
+        Ok(())
+    })
 }
 
 /// Retention: release the oldest segments whose objects all have at least `keep` newer

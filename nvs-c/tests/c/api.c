@@ -184,8 +184,21 @@ static void objects(void) {
   nvs_object_info info;
   OK(nvs_stat(p, "field", 2, &info));
   CHECK(info.depth == 1 && info.lane == 2);
-  /* Ranges that miss a change are refused (the library checks them in debug builds);
-   * ranges past the object always are. */
+  /* Ranges that miss a change (bytes 100..200 differ from version 1): refused with the
+   * delta check on (the default of debug builds); trusted with it off, so the version
+   * stored has the parent's bytes outside them (the default of release builds). */
+  nvs_range miss = {5000, 64};
+  d.changes = &miss;
+  OK(nvs_set_delta_check(p, 1));
+  IS(NVS_E_DELTA, nvs_put_object(p, 2, &d, &r));
+  OK(nvs_set_delta_check(p, 0));
+  OK(nvs_put_object(p, 2, &d, &r));
+  CHECK(r.version == 3 && r.delta == 1);
+  OK(nvs_get(p, "field", 3, got, sizeof got, &len));
+  CHECK(len == sizeof base && memcmp(got, base, len) == 0);
+  OK(nvs_set_delta_check(p, 1));
+  IS(NVS_E_ARG, nvs_set_delta_check(NULL, 1));
+  /* Ranges past the object. */
   nvs_range past = {9990, 100};
   d.changes = &past;
   int s = nvs_put_object(p, 2, &d, &r);
