@@ -809,3 +809,41 @@ fn put_of_a_mapped_file() {
     std::fs::File::create(&big).and_then(|f| f.set_len(1 << 30)).expect("sparse 1 GiB input");
     assert_refused(&nvs(&["put", s(&p), "b", s(&big)]), 2, "holds more than the", "too large");
 }
+
+/// Under a file size limit (`ulimit -f`, here 512 KiB) smaller than the pool, every command
+/// that makes a pool file is refused with one line naming the limit, exit 2, and leaves
+/// nothing: the kernel used to end `nvs` by SIGXFSZ when it sized the file.
+#[test]
+fn a_pool_over_the_file_size_limit_is_refused() {
+    fn limited(args: &[&str]) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvs"));
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // SAFETY: setrlimit is async-signal-safe; SIGXFSZ keeps its default (the end of
+        // the process), as in a shell with `ulimit -f`.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit { rlim_cur: 512 << 10, rlim_max: 512 << 10 };
+                match libc::setrlimit(libc::RLIMIT_FSIZE, &limit) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            })
+        };
+        cmd.output().expect("run nvs")
+    }
+    let dir = tmp();
+    let old = pool(dir.path(), "old");
+    let before = std::fs::read_dir(dir.path()).expect("dir").count();
+    let new = dir.path().join("new");
+    let cases = [
+        vec!["create", "--size", "64M", s(&new)],
+        vec!["migrate", s(&old), s(&new)],
+        vec!["salvage", s(&old), s(&new)],
+    ];
+    for args in &cases {
+        let o = limited(args);
+        assert_refused(&o, 2, "file size limit of 524288 bytes (ulimit -f)", &format!("{args:?}"));
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), before, "{args:?} left a file");
+    }
+}

@@ -271,6 +271,15 @@ impl FilePool {
         };
         lock(&file, path)?;
         if fresh || cleanup.0.is_some() {
+            // Past the process's file size limit the kernel ends the process (SIGXFSZ)
+            // instead of failing the call: refused first.
+            if let Some(limit) = file_size_limit().filter(|&l| size_bytes > l) {
+                let what = format!(
+                    "a pool of {size_bytes} bytes is over this process's file size limit of {limit} bytes \
+                     (ulimit -f): raise the limit or make the pool smaller"
+                );
+                return Err(Error::Unsupported { path: path.to_path_buf(), what });
+            }
             file.set_len(size_bytes).map_err(|e| io("size", e))?;
             allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
         }
@@ -991,6 +1000,14 @@ fn back_every_block(file: &File, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The process's file size limit (`RLIMIT_FSIZE`) in bytes, if it has one.
+fn file_size_limit() -> Option<u64> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system call writing the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
 fn allocate(file: &File, len: u64) -> std::io::Result<()> {
