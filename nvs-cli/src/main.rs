@@ -410,6 +410,11 @@ fn main() -> ExitCode {
         Err(e) => return clap_exit(e),
     };
     let d = cli.durability;
+    // Past a file size limit (`ulimit -f`) a write fails with EFBIG, reported (and a
+    // partial output removed) as any failed write is, instead of the kernel's SIGXFSZ
+    // ending the process with nothing said.
+    // SAFETY: setting a signal's disposition to ignored, before any thread starts.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     if let Some(pool) = cli.command.pool() {
         sigbus::guard(pool);
     }

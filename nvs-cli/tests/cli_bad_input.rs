@@ -846,4 +846,15 @@ fn a_pool_over_the_file_size_limit_is_refused() {
         assert_refused(&o, 2, "file size limit of 524288 bytes (ulimit -f)", &format!("{args:?}"));
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), before, "{args:?} left a file");
     }
+    // A get whose output would pass the limit: the write's error, its partial output
+    // removed (SIGXFSZ ended it with nothing said, leaving an empty file).
+    let big = dir.path().join("big");
+    assert!(nvs(&["create", s(&big), "--size", "4M"]).status.success());
+    let input = dir.path().join("in");
+    std::fs::write(&input, vec![7u8; 600 << 10]).expect("input");
+    assert!(nvs(&["put", s(&big), "a", s(&input)]).status.success());
+    let out = dir.path().join("out");
+    let o = limited(&["get", s(&big), "a", "--output", s(&out)]);
+    assert_refused(&o, 2, "File too large", "get past the limit");
+    assert!(!out.exists(), "a get past the file size limit left its output");
 }
