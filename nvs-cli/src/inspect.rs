@@ -649,6 +649,8 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         .lane_names(layout.lane_names);
     opts.durability = durability;
     let mut dst = FilePool::create(new, size.unwrap_or(layout.pool_len), &opts)?;
+    // A SIGBUS (BAD shrinking under the copy) removes NEW too.
+    let sigbus = super::sigbus::output_created(new);
     let bar = progress::bar(order.len() as u64, "salvage");
     let (mut copied, mut names) = (0u64, std::collections::HashSet::new());
     // Versions recovery's index held that a live writer's retention released since: not
@@ -713,10 +715,12 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         names.insert(f.name.clone());
     }
     bar.finish_and_clear();
-    for lane in closed {
-        dst.close_lane(lane)?;
+    let closed = closed.into_iter().try_for_each(|lane| dst.close_lane(lane)).and_then(|()| dst.close());
+    if let Err(e) = closed {
+        let _ = std::fs::remove_file(new);
+        return Err(e.into());
     }
-    dst.close()?;
+    drop(sigbus);
     let lost_objects = lost.iter().filter(|l| l.starts_with("lost:")).count();
     let damaged = lost.iter().filter(|l| l.starts_with("damaged:")).count();
     let mut o = String::new();

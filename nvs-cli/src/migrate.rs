@@ -35,6 +35,8 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
         CreateOptions::new().segment_len(layout.segment_len).lanes_max(layout.lanes_max).lane_names(layout.lane_names);
     opts.durability = d;
     let mut dst = FilePool::create(new, size, &opts)?;
+    // A SIGBUS (OLD shrinking under the copy) removes NEW too.
+    let sigbus = super::sigbus::output_created(new);
     let copied = (|| -> Result<(), CliError> {
         let mut i = 0;
         while i < all.len() {
@@ -64,7 +66,11 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
         let _ = std::fs::remove_file(new);
         return Err(e);
     }
-    dst.close()?;
+    if let Err(e) = dst.close() {
+        let _ = std::fs::remove_file(new);
+        return Err(e.into());
+    }
+    drop(sigbus);
     stdout(&format!(
         "{}: {} objects of {} names copied from {} (format {}) into a format {} pool\n",
         new.display(),

@@ -608,6 +608,50 @@ fn a_pool_truncated_under_get_o_leaves_no_output() {
     }
 }
 
+/// A pool truncated while `migrate` or `salvage` copies it into NEW: the command ends
+/// with the SIGBUS line (exit 2) and NEW is gone (it was left, empty, and `check` called
+/// it clean). The source is cut as soon as NEW exists (it is named once formatted, and
+/// the copy starts next); a copy that finished first is tried again.
+#[test]
+fn a_pool_truncated_under_migrate_or_salvage_leaves_no_new() {
+    let Ok(dir) = tempfile::Builder::new().prefix("nvs-sigbus").tempdir_in("/dev/shm") else { return };
+    let p = dir.path().join("shrinks.pool");
+    let mut w = FilePool::create(&p, 256 << 20, &nvs_std::CreateOptions::new()).expect("create");
+    w.put(0, Object::new("big", &vec![7u8; 192 << 20])).expect("put");
+    drop(w);
+    let image = std::fs::read(&p).unwrap();
+    for cmd in ["migrate", "salvage"] {
+        let mut cut = false;
+        for attempt in 0..5 {
+            std::fs::write(&p, &image).unwrap();
+            let new = dir.path().join(format!("{cmd}{attempt}.pool"));
+            let mut run = Command::new(env!("CARGO_BIN_EXE_nvs"))
+                .args([cmd, s(&p), s(&new)])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let t = Instant::now();
+            while !new.exists() && run.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(20) {
+                std::thread::yield_now();
+            }
+            std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
+            let o = run.wait_with_output().unwrap();
+            if o.status.code() == Some(0) {
+                std::fs::remove_file(&new).unwrap();
+                continue; // the copy finished before the cut
+            }
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+            assert!(err.contains("SIGBUS"), "{cmd}: {err}");
+            assert!(!new.exists(), "{cmd} ended by SIGBUS left {}", new.display());
+            cut = true;
+            break;
+        }
+        assert!(cut, "{cmd}: every copy finished before the cut");
+    }
+}
+
 /// The pool of the lost-segment reproduction: 16 KiB segments, payload checksums, and
 /// `puts` objects of 9000 bytes put through the CLI (one segment each), on `lanes` in turn.
 fn chained_pool(dir: &Path, puts: usize, lanes: u32) -> PathBuf {
