@@ -233,6 +233,9 @@ impl fmt::Display for Error {
             Error::NameEmpty => write!(f, "empty name"),
             Error::NotFound => write!(f, "no such object"),
             Error::BufferTooSmall { needed_bytes } => write!(f, "buffer too small: object is {needed_bytes} bytes"),
+            Error::VersionNotIncreasing { latest: u64::MAX, given: u64::MAX } => {
+                write!(f, "no version after {}: the name's versions are used up", u64::MAX)
+            }
             Error::VersionNotIncreasing { latest, given } => {
                 write!(f, "version {given} is not greater than the latest version {latest}")
             }

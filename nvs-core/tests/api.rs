@@ -242,6 +242,13 @@ fn limits() {
         assert_eq!(pool.versions_on(lane, b"m").map(|v| v.count()), Err(no_lane));
     }
     assert_eq!(pool.latest_on(0, b"m"), Ok(BATCH_MAX as u64));
+    // Versions start at 1: an explicit version 0 (of a new name too) is refused.
+    for name in [&b"m"[..], b"new"] {
+        let latest = if name == b"m" { BATCH_MAX as u64 } else { 0 };
+        let zero = pool.put(0, Object::new(name, b"x").version(0));
+        assert_eq!(zero, Err(Error::VersionNotIncreasing { latest, given: 0 }));
+    }
+    assert_eq!(pool.latest(b"new"), Err(Error::NotFound));
     drop(pool);
     let mut ro = Pool::open_read_only(ram.region(), nvs_core::HeapMemory::new()).unwrap();
     assert_eq!(ro.put(0, Object::new(b"x", b"x")), Err(Error::ReadOnly));

@@ -287,6 +287,8 @@ impl<M: Media> Writer<'_, M> {
             (None, None) => (NONE, None, true),
         };
         let version = match (o.version, latest) {
+            // Versions start at 1 (0 asks readers for the latest).
+            (Some(0), l) => return Err(Error::VersionNotIncreasing { latest: l.unwrap_or(0), given: 0 }),
             (Some(v), Some(l)) if v <= l => return Err(Error::VersionNotIncreasing { latest: l, given: v }),
             (Some(v), _) => v,
             (None, Some(l)) => l.checked_add(1).ok_or(Error::VersionNotIncreasing { latest: l, given: l })?,
