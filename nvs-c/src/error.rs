@@ -94,7 +94,12 @@ impl From<nvs_std::Error> for Fail {
         let status = match &e {
             S::NotFound { .. } => NVS_E_NOT_FOUND,
             S::Locked { .. } | S::Forked { .. } => NVS_E_BUSY,
-            S::Io { .. } | S::Sync { .. } | S::System { .. } | S::Exists { .. } | S::Unsupported { .. } => NVS_E_IO,
+            S::Io { .. }
+            | S::Sync { .. }
+            | S::System { .. }
+            | S::Exists { .. }
+            | S::Unsupported { .. }
+            | S::Replaced { .. } => NVS_E_IO,
             S::DeltaMismatch { .. } => NVS_E_DELTA,
             S::BadMeta { .. } => NVS_E_ARG,
             S::Core { source, .. } => core_status(source),

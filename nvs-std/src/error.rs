@@ -86,6 +86,12 @@ pub enum Error {
         /// The process that opened it.
         owner: u32,
     },
+    /// A followed pool whose file was removed, moved or replaced (a new pool made at its
+    /// path), and which no writer holds: nothing more can be committed to it.
+    Replaced {
+        /// The path the pool was followed at.
+        path: PathBuf,
+    },
     /// nvs-core refused (bad media, not a pool, full, ...). `path` is empty when the
     /// error came from a call on a plain nvs-core pool (through `From`).
     Core {
@@ -137,6 +143,12 @@ impl fmt::Display for Error {
                 "{}: opened for writing by process {owner}, of which this process is a fork: a \
                  fork cannot write it (nothing was written; write from process {owner}, or \
                  open the pool in a process of its own)",
+                path.display()
+            ),
+            Error::Replaced { path } => write!(
+                f,
+                "{}: the pool file followed was removed, moved or replaced by another file, and no writer \
+                 holds it: nothing more can be committed to it (follow the file now at that path anew)",
                 path.display()
             ),
             Error::Exists { path } => {

@@ -88,6 +88,11 @@ pub enum Followed {
 /// A poll costs what was committed since the last one (the refresh catches up; see the
 /// module docs), or one recovery when it cannot. See [`FilePool`] for an example.
 ///
+/// **A file replaced.** A follower that would wait for a next writer of a pool file that
+/// was removed, moved or replaced at its path (a new pool made there) while no writer
+/// holds it ends with [`Error::Replaced`]: no writer can open that file again. While a
+/// writer holds it, or the path still names it, it waits.
+///
 /// **Retention.** A follower reports what is in the pool when it polls. Versions that
 /// retention ([`FilePool::reclaim`], `NVS_KEEP` of the NVStream wrapper) released before
 /// the follower read them are skipped, silently: a follower that falls behind a writer
@@ -223,6 +228,9 @@ impl Follower {
             // Read the writers' liveness *before* polling: if a lane's writer was gone
             // before the poll, that poll saw everything it ever committed.
             let dead_before: Vec<u32> = self.dangling().filter(|&l| !self.pool.lane_writer_alive(l)).collect();
+            // Likewise a file no writer can reach any more (removed or replaced at its
+            // path): the writer it waits for would open the file now at the path.
+            let orphaned_before = self.pool.orphaned();
             let objects = self.poll()?;
             if !objects.is_empty() {
                 return Ok(Followed::Objects(objects));
@@ -230,6 +238,7 @@ impl Follower {
             match self.status(&dead_before) {
                 Some(Followed::EndOfStream) => return Ok(Followed::EndOfStream),
                 Some(Followed::WriterGone) => return Ok(Followed::WriterGone),
+                _ if orphaned_before => return Err(Error::Replaced { path: self.pool.path().to_path_buf() }),
                 _ => {}
             }
             if timeout.is_some_and(|t| start.elapsed() >= t) {

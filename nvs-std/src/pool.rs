@@ -426,6 +426,19 @@ impl FilePool {
         locks::held(&self.file, locks::LANES + lane as i64, 1)
     }
 
+    /// Nothing more can be committed to this pool: no writer (in any process) holds any
+    /// of its lanes, and its path no longer names its file (removed, moved, or replaced
+    /// by a new pool), so no later writer can open it.
+    pub(crate) fn orphaned(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let at_path = match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => false,
+            _ => true, // cannot tell: as if it were
+        };
+        !at_path && !locks::held(&self.file, locks::LANES, locks::LANE_COUNT)
+    }
+
     /// A lane this pool may write: all of them for the pool's one writer.
     fn writes(&self, lane: u32) -> bool {
         self.owned.as_ref().is_none_or(|o| o.contains(&lane))

@@ -89,3 +89,38 @@ fn follower_reports_each_object_once_across_catch_ups_and_recoveries() {
     let want_only: Vec<_> = seen.iter().filter(|o| o.1 == b"s1").cloned().collect();
     assert_eq!(seen_only, want_only, "the name filter");
 }
+
+/// A follower waiting on a pool whose writers detached (it waits for the next writer)
+/// ends with `Error::Replaced` once the pool's path names another file and no writer
+/// holds the old one: it waited for ever, on a file no writer could open again. While a
+/// writer still holds the old file, or the path still names it, it keeps waiting.
+#[test]
+fn follower_of_a_replaced_pool_file_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let tick = Duration::from_millis(1);
+    let short = Some(Duration::from_millis(20));
+    let mut w = FilePool::create(&path, 8 << 20, &CreateOptions::default()).unwrap();
+    w.put(0, Object::new(b"a", b"1")).unwrap();
+    let mut f = Follower::open(&path, None).unwrap();
+    assert_eq!(objects(f.wait(None, tick).unwrap()), vec![(0, b"a".to_vec(), 1)]);
+    // The path now names a new pool, but the old file's writer is alive: it may write on.
+    std::fs::remove_file(&path).unwrap();
+    let mut new = FilePool::create(&path, 8 << 20, &CreateOptions::default()).unwrap();
+    new.put(0, Object::new(b"b", b"other")).unwrap();
+    assert_eq!(f.wait(short, tick).unwrap(), Followed::Timeout, "the old file's writer is alive");
+    w.put(0, Object::new(b"a", b"2")).unwrap();
+    assert_eq!(objects(f.wait(None, tick).unwrap()), vec![(0, b"a".to_vec(), 2)]);
+    // It detaches (followers wait for a next writer, which can only open the new file).
+    w.detach().unwrap();
+    drop(w);
+    let e = f.wait(Some(Duration::from_secs(10)), tick).unwrap_err();
+    assert!(matches!(e, nvs_std::Error::Replaced { .. }), "{e}");
+    assert!(e.to_string().contains("removed, moved or replaced"), "{e}");
+    // A detached pool still at its path: the follower waits for the next writer.
+    new.detach().unwrap();
+    drop(new);
+    let mut f = Follower::open(&path, None).unwrap();
+    assert_eq!(objects(f.wait(None, tick).unwrap()), vec![(0, b"b".to_vec(), 1)]);
+    assert_eq!(f.wait(short, tick).unwrap(), Followed::Timeout, "a writer may still come");
+}
