@@ -1009,7 +1009,7 @@ fn back_every_block(file: &File, path: &Path) -> Result<()> {
         return Ok(());
     }
     allocate(file, meta.len()).map_err(|source| Error::Io {
-        op: "fill the holes of (the pool file is sparse; a writer needs every block)",
+        op: "fill the holes (a writer needs every block) of the sparse pool file",
         path: path.to_path_buf(),
         source,
     })
