@@ -109,9 +109,9 @@ pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u3
 /// stream, a writer gone, or the timeout. `timeout_ms` < 0 waits as long as it takes;
 /// 0 looks once. `NVS_E_IO` once the pool file was removed, moved or replaced at its
 /// path while no writer holds it (no writer could open it again). Versions that
-/// retention (`nvs_reclaim`, `NVS_KEEP`) released before
-/// the follower read them are skipped silently: a follower behind a writer that reclaims
-/// sees a gap in a name's versions, nothing else.
+/// retention (`nvs_reclaim`, `NVS_KEEP`) released before the follower read them are
+/// skipped silently: a follower behind a writer that reclaims sees a gap in a name's
+/// versions, nothing else.
 ///
 /// # Safety
 /// `f` is NULL or a live handle; `ev` is valid for a write.
