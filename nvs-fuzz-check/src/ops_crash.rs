@@ -420,6 +420,11 @@ impl Model {
             let in_batch = req.objs[..i].iter().zip(&versions).filter(|(e, _)| e.name == o.name).map(|(_, v)| *v).max();
             let latest = in_batch.max(self.latest(&o.name));
             let v = match (o.version, latest) {
+                // Versions start at 1.
+                (Some(0), l) => {
+                    errs.push(Error::VersionNotIncreasing { latest: l.unwrap_or(0), given: 0 });
+                    0
+                }
                 (Some(v), Some(l)) if v <= l => {
                     errs.push(Error::VersionNotIncreasing { latest: l, given: v });
                     v
