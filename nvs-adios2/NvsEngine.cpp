@@ -470,9 +470,8 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
         }
         nvs_event ev;
         int32_t rc = nvs_follower_wait(m_Follower, ms, &ev);
-        if (rc != NVS_OK)
-            Fail("follow " + m_PoolPath, rc);
-        if (ev.kind == NVS_EVENT_TIMEOUT && !last)
+        // nvs ends a wait with NVS_E_IO too once the file is replaced and no writer holds it.
+        if ((rc == NVS_OK && ev.kind == NVS_EVENT_TIMEOUT && !last) || rc == NVS_E_IO)
         {
             struct stat st;
             if (::stat(m_PoolPath.c_str(), &st) != 0 || st.st_dev != m_Dev || st.st_ino != m_Ino)
@@ -482,8 +481,11 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
                                          (m_AnyStep ? "after step " + std::to_string(m_Step)
                                                     : "before any step") +
                                          "; open it again to read the new stream");
-            continue;
         }
+        if (rc != NVS_OK)
+            Fail("follow " + m_PoolPath, rc);
+        if (ev.kind == NVS_EVENT_TIMEOUT && !last)
+            continue;
         switch (ev.kind)
         {
         case NVS_EVENT_OBJECT:
