@@ -7,7 +7,7 @@
 #   used wrongly (examples/misuse.cpp: every case a clear error, nothing committed lost).
 # Every reader checks every value it reads and exits non-zero on a mismatch.
 #   ADIOS2_VENV  a venv with adios2 (2.12.x) and numpy (made with pip if missing)
-set -eu
+set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 target=${CARGO_TARGET_DIR:-$root/target}
