@@ -715,8 +715,8 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         names.insert(f.name.clone());
     }
     bar.finish_and_clear();
-    let closed = closed.into_iter().try_for_each(|lane| dst.close_lane(lane)).and_then(|()| dst.close());
-    if let Err(e) = closed {
+    let finished = closed.into_iter().try_for_each(|lane| dst.close_lane(lane)).and_then(|()| dst.close());
+    if let Err(e) = finished {
         let _ = std::fs::remove_file(new);
         return Err(e.into());
     }

@@ -37,7 +37,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn find_id(&self, s: &Shared<X>, lane: Option<u32>, name: &[u8]) -> Result<u32> {
         check_name(name)?;
         // A lane the pool cannot have is the caller's mistake, not an absent name.
-        lane.map_or(Ok(()), |l| self.check_lane(l))?;
+        if let Some(l) = lane {
+            self.check_lane(l)?;
+        }
         let find = |space: u32| s.index.find_name(&self.media, name_key(name, space), name);
         if !self.sb.lane_names() {
             return find(0).ok_or(Error::NotFound);
@@ -68,7 +70,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// version after the one it read last).
     fn lookup_id(&self, s: &Shared<X>, lane: Option<u32>, name: &[u8], version: u64) -> Result<(u32, bool)> {
         check_name(name)?;
-        lane.map_or(Ok(()), |l| self.check_lane(l))?;
+        if let Some(l) = lane {
+            self.check_lane(l)?;
+        }
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
         // The hint's name matches by its bytes on the media. A read-only pool's index may
