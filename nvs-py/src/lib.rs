@@ -46,6 +46,24 @@ fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Err(PyTypeError::new_err(format!("a name is str or bytes, not {}", name.get_type().name()?)))
 }
 
+/// An object's bytes from Python: `bytes` as they are, any other object with the buffer
+/// protocol (`bytearray`, `memoryview`, `array.array`, a numpy array) copied once, in C
+/// order, while the GIL is held (a `bytearray` could change size under a put that let
+/// the GIL go). Anything else (`str`, `int`: `bytes(5)` would be five zero bytes) is a
+/// `TypeError`.
+fn data_arg<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(b) = data.downcast::<PyBytes>() {
+        return Ok(b.clone());
+    }
+    let kind = data.get_type().name()?;
+    let not_bytes = || PyTypeError::new_err(format!("data is a bytes-like object, not {kind}"));
+    if data.is_instance_of::<PyString>() {
+        return Err(not_bytes());
+    }
+    let view = data.py().import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|_| not_bytes())?;
+    Ok(view.call_method0("tobytes")?.downcast_into::<PyBytes>()?)
+}
+
 /// A path from Python: `str`, `bytes` or any `os.PathLike` (as `open()` takes them; bytes
 /// are the file name's own bytes).
 fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
@@ -334,7 +352,7 @@ impl Pool {
         Ok(self.open_pool(py)?.owned_lanes().and_then(|o| o.first().copied()))
     }
 
-    /// Put `data` (bytes) as the next version of `name` on `lane` (None: the lane of a
+    /// Put `data` (bytes, or any bytes-like object: copied once) as the next version of `name` on `lane` (None: the lane of a
     /// handle from `nvs.open_lane`, else 0), with `meta` (a dict of str, stored as
     /// `key=value` lines). Durable when it returns; returns the version.
     #[pyo3(signature = (name, data, meta = None, lane = None))]
@@ -342,11 +360,13 @@ impl Pool {
         &mut self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
-        data: &[u8],
+        data: &Bound<'_, PyAny>,
         meta: Option<&Bound<'_, PyDict>>,
         lane: Option<u32>,
     ) -> PyResult<u64> {
         let name = name_arg(name)?;
+        let data = data_arg(data)?;
+        let data = data.as_bytes();
         let mut m = Meta::new();
         for (k, v) in meta.map(|d| d.iter()).into_iter().flatten() {
             m = m.set(&k.str()?.to_cow()?, &v.str()?.to_cow()?);

@@ -31,6 +31,30 @@ def test_names_versions_and_bytes(pool_path):
         assert p.meta("a") == {}
 
 
+def test_put_takes_any_bytes_like_object_and_refuses_the_rest(pool_path):
+    import array
+
+    grid = np.arange(12, dtype="<i4").reshape(3, 4)
+    with nvs.create(pool_path, 16 << 20) as w:
+        assert w.put("ba", bytearray(b"mutable")) == 1
+        assert w.put("mv", memoryview(b"0123456789")[2:5]) == 1
+        assert w.put("arr", array.array("H", [1, 2, 3])) == 1
+        assert w.put("np", grid) == 1
+        assert w.put("np", grid[:, 1]) == 2  # not contiguous: copied in C order
+        assert w.put("empty", bytearray()) == 1
+        for bad, kind in [("text", "str"), (5, "int"), (None, "NoneType"), ([1, 2], "list")]:
+            with pytest.raises(TypeError, match=f"data is a bytes-like object, not {kind}"):
+                w.put("bad", bad)
+    with nvs.open(pool_path) as p:
+        assert p.get("ba") == b"mutable"
+        assert p.get("mv") == b"234"
+        assert p.get("arr") == array.array("H", [1, 2, 3]).tobytes()
+        assert p.get("np", 1) == grid.tobytes()
+        assert p.get("np", 2) == np.ascontiguousarray(grid[:, 1]).tobytes()
+        assert p.get("empty") == b""
+        assert "bad" not in p.names()
+
+
 def test_put_array_refuses_what_its_dtype_text_cannot_give_back(pool_path):
     """Object arrays (pointers into this process) and structured dtypes (their text,
     "|V12", loses the fields) are refused, nothing stored; plain ones still go in."""

@@ -80,8 +80,8 @@ class Pool(_nvs.Pool):
     ``latest(name, lane=None)``, ``get(name, version=None, lane=None) -> bytes``,
     ``meta(name, version=None, lane=None) -> dict``, ``stat(name, version=None,
     lane=None) -> dict``, ``refresh()``, ``writer_alive()``, ``close()``; a writer also
-    has ``put(name, data, meta=None, lane=None)`` (None: the handle's own lane from
-    ``open_lane``, else 0), ``close_lane(lane)``; ``lane`` is the lane ``open_lane`` took. ``version=None``
+    has ``put(name, data, meta=None, lane=None)`` (``data``: bytes or any bytes-like
+    object; None: the handle's own lane from ``open_lane``, else 0), ``close_lane(lane)``; ``lane`` is the lane ``open_lane`` took. ``version=None``
     means the latest version. ``lane=r`` reads rank r's object in a pool with lane names
     (where every lane has names of its own, and a name two lanes have needs its lane);
     in other pools, a version only if lane r wrote it.
