@@ -365,6 +365,38 @@ impl<X: IndexMemory> Index<X> {
         self.link(name_id, entry)
     }
 
+    /// Add a unit's entries, each a version of a known name (`(name id, entry)`), as
+    /// [`Self::append`] one by one would, with room for all of them made once: the put
+    /// path's loop. A version that is not its name's newest (another lane committed a
+    /// later one first) takes [`Self::append`]'s way. Stops at the first error.
+    pub fn append_all(&mut self, items: impl ExactSizeIterator<Item = (u32, Entry)>) -> Result<(), InsertError> {
+        self.reserve(items.len(), 0)?;
+        for (name_id, entry) in items {
+            let e_id = self.entries as u32;
+            let p = self.mem.parts();
+            let names = p.names.get_mut(..self.names).unwrap_or(&mut []);
+            let Some(n) = names.get_mut(name_id as usize) else { return Err(InsertError::Full("names")) };
+            let last = n.last;
+            match p.entries.get_mut(last as usize) {
+                Some(l) if l.version < entry.version => {
+                    l.next = e_id;
+                    n.last = e_id;
+                    n.count += 1;
+                }
+                _ => {
+                    self.append(name_id, entry)?;
+                    continue;
+                }
+            }
+            let cap = usable(p.table.len());
+            let slot = free_slot(&p.table[..cap], version_key(name_id, entry.version));
+            p.table[slot] = e_id;
+            p.entries[e_id as usize] = Entry { name: name_id, next: NONE, ..entry };
+            self.entries += 1;
+        }
+        Ok(())
+    }
+
     /// Add `entry` as an entry of name `name_id` (room reserved, not a duplicate): its
     /// table slot, and its place in the name's ascending version list.
     #[inline(always)]
@@ -529,5 +561,42 @@ mod tests {
         assert_eq!((order, at), ([2, 5, 7, 9], NONE));
         assert!(idx.insert(&media, h, b"temp", 0, e(10)).is_ok());
         assert_eq!(idx.find_version(0, 10).map(|i| idx.entry(i).version), Some(10));
+    }
+
+    /// `append_all` as `append` one by one: newest versions in one pass, a version below a
+    /// name's newest (another lane committed a later one first) in its place, a duplicate
+    /// refused; every version found in the table.
+    #[test]
+    fn append_all_keeps_order_and_finds_every_version() {
+        #[repr(align(64))]
+        struct Line([u8; 64]);
+        let mut line = Line([0; 64]);
+        line.0[..2].copy_from_slice(b"ab");
+        // SAFETY: `line` is 64-aligned, outlives `media`, and nothing else touches it.
+        let media = unsafe { crate::media::region::Region::new(line.0.as_mut_ptr(), 64) };
+        let mut idx = Index::new(FixedMemory::<16, 2, 64, 1>::new());
+        idx.clear();
+        let e = |version| Entry { version, ..Entry::default() };
+        assert!(idx.insert(&media, name_key(b"a", 0), b"a", 0, e(1)).is_ok());
+        assert!(idx.insert(&media, name_key(b"b", 0), b"b", 1, e(1)).is_ok());
+        let items = [(0, e(2)), (1, e(5)), (1, e(3)), (0, e(3)), (1, e(4))];
+        assert_eq!(idx.append_all(items.into_iter()), Ok(()));
+        assert_eq!(idx.append_all([(1, e(4))].into_iter()), Err(InsertError::Duplicate));
+        let order = |name: u32| {
+            let mut v = [0u64; 4];
+            let mut at = idx.name(name).first;
+            for o in v.iter_mut().take(idx.name(name).count as usize) {
+                *o = idx.entry(at).version;
+                at = idx.entry(at).next;
+            }
+            (v, at)
+        };
+        assert_eq!(order(0), ([1, 2, 3, 0], NONE));
+        assert_eq!(order(1), ([1, 3, 4, 5], NONE));
+        for (name, version) in [(0, 1), (0, 2), (0, 3), (1, 1), (1, 3), (1, 4), (1, 5)] {
+            let found = idx.find_version(name, version).map(|i| (idx.entry(i).name, idx.entry(i).version));
+            assert_eq!(found, Some((name, version)));
+        }
+        assert_eq!(idx.len(), 7);
     }
 }

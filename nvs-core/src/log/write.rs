@@ -198,9 +198,12 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         plan: &[PlanSlot],
     ) {
+        // Each object's entry, and where its name is on the media.
         let mut obj_off = unit_off + LINE;
-        for (i, (p, o)) in plan.iter().zip(objects).enumerate() {
+        let entries = plan.iter().zip(objects).map(|(p, o)| {
+            let name_off = obj_off + size_of::<ObjectHeader>() as u64;
             let payload_off = obj_off + head_len(o.name.len(), o.meta.len());
+            obj_off = payload_off + line_up(p.stored);
             let entry = Entry {
                 version: p.version,
                 payload_off,
@@ -214,21 +217,29 @@ impl<M: Media> Writer<'_, M> {
                 meta_len: o.meta.len() as u16,
                 payload_sum: p.payload_sum,
             };
-            let r = if p.name_id != NONE {
-                s.index.append(p.name_id, entry)
-            } else {
-                let name_off = obj_off + size_of::<ObjectHeader>() as u64;
-                s.index.insert(self.media, p.hash, o.name, name_off, entry)
-            };
+            (name_off, entry)
+        });
+        if plan.iter().all(|p| p.name_id != NONE) {
+            // Every name known (a writer's usual unit: the names of its last one): one pass.
+            let r = s.index.append_all(plan.iter().zip(entries).map(|(p, (_, e))| (p.name_id, e)));
             debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
-            let Ok(e_id) = r else { continue };
-            if let Some(h) = s.name_hints.get_mut(i) {
-                *h = s.index.entry(e_id).name;
+            for (h, p) in s.name_hints.iter_mut().zip(plan) {
+                *h = p.name_id;
             }
-            s.stats.objects += 1;
-            s.stats.payload_bytes += p.stored;
-            obj_off = payload_off + line_up(p.stored);
+        } else {
+            for (i, ((p, o), (name_off, entry))) in plan.iter().zip(objects).zip(entries).enumerate() {
+                let r = match p.name_id {
+                    NONE => s.index.insert(self.media, p.hash, o.name, name_off, entry),
+                    id => s.index.append(id, entry),
+                };
+                debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
+                if let (Ok(e_id), Some(h)) = (r, s.name_hints.get_mut(i)) {
+                    *h = s.index.entry(e_id).name;
+                }
+            }
         }
+        s.stats.objects += plan.len() as u64;
+        s.stats.payload_bytes += plan.iter().map(|p| p.stored).sum::<u64>();
         s.stats.units += 1;
         s.pending_entries -= plan.len();
         s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false, detached: false });
