@@ -60,7 +60,16 @@ fn data_arg<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if data.is_instance_of::<PyString>() {
         return Err(not_bytes());
     }
-    let view = data.py().import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|_| not_bytes())?;
+    // Only "no buffer protocol" is ours to word; any other error (a released
+    // memoryview, a buffer export that fails) is the object's own, passed on.
+    let py = data.py();
+    let view = py.import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|e| {
+        if e.is_instance_of::<PyTypeError>(py) {
+            not_bytes()
+        } else {
+            e
+        }
+    })?;
     Ok(view.call_method0("tobytes")?.downcast_into::<PyBytes>()?)
 }
 

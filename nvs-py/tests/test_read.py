@@ -45,6 +45,10 @@ def test_put_takes_any_bytes_like_object_and_refuses_the_rest(pool_path):
         for bad, kind in [("text", "str"), (5, "int"), (None, "NoneType"), ([1, 2], "list")]:
             with pytest.raises(TypeError, match=f"data is a bytes-like object, not {kind}"):
                 w.put("bad", bad)
+        released = memoryview(b"gone")
+        released.release()
+        with pytest.raises(ValueError, match="released"):
+            w.put("bad", released)
     with nvs.open(pool_path) as p:
         assert p.get("ba") == b"mutable"
         assert p.get("mv") == b"234"
