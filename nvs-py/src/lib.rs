@@ -70,6 +70,15 @@ fn data_arg<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
             e
         }
     })?;
+    // Python objects in a buffer (a numpy object array, ctypes `py_object`s) are this
+    // process's pointers: meaningless to any reader, and they would give its addresses
+    // away. The type codes are what lies outside a struct format's `:field names:`.
+    let format: String = view.getattr("format")?.extract()?;
+    if format.split(':').step_by(2).any(|codes| codes.contains('O')) {
+        return Err(PyTypeError::new_err(format!(
+            "data holds Python objects (buffer format {format:?}): their pointers mean nothing outside this process"
+        )));
+    }
     Ok(view.call_method0("tobytes")?.downcast_into::<PyBytes>()?)
 }
 

@@ -45,6 +45,15 @@ def test_put_takes_any_bytes_like_object_and_refuses_the_rest(pool_path):
         for bad, kind in [("text", "str"), (5, "int"), (None, "NoneType"), ([1, 2], "list")]:
             with pytest.raises(TypeError, match=f"data is a bytes-like object, not {kind}"):
                 w.put("bad", bad)
+        import ctypes
+
+        pointers = (ctypes.py_object * 2)("a", "b")
+        for objects in [np.array(["secret", 1, None], dtype=object), np.zeros(2, dtype=[("O", "O")]), pointers]:
+            with pytest.raises(TypeError, match="data holds Python objects"):
+                w.put("bad", objects)
+        # A field named O is not an object.
+        named = np.zeros(2, dtype=[("O", "<u4"), ("Obj", "u1")])
+        assert w.put("fields", named) == 1
         released = memoryview(b"gone")
         released.release()
         with pytest.raises(ValueError, match="released"):
@@ -56,6 +65,7 @@ def test_put_takes_any_bytes_like_object_and_refuses_the_rest(pool_path):
         assert p.get("np", 1) == grid.tobytes()
         assert p.get("np", 2) == np.ascontiguousarray(grid[:, 1]).tobytes()
         assert p.get("empty") == b""
+        assert p.get("fields") == named.tobytes()
         assert "bad" not in p.names()
 
 
