@@ -49,8 +49,8 @@ fn name_arg(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 /// An object's bytes from Python: `bytes` as they are, any other object with the buffer
 /// protocol (`bytearray`, `memoryview`, `array.array`, a numpy array) copied once, in C
 /// order, while the GIL is held (a `bytearray` could change size under a put that let
-/// the GIL go). Anything else (`str`, `int`: `bytes(5)` would be five zero bytes) is a
-/// `TypeError`.
+/// the GIL go). Anything else (`str`, `int`: `bytes(5)` would be five zero bytes), and a
+/// buffer of Python objects, is a `TypeError`.
 fn data_arg<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(b) = data.downcast::<PyBytes>() {
         return Ok(b.clone());
@@ -370,9 +370,10 @@ impl Pool {
         Ok(self.open_pool(py)?.owned_lanes().and_then(|o| o.first().copied()))
     }
 
-    /// Put `data` (bytes, or any bytes-like object: copied once) as the next version of `name` on `lane` (None: the lane of a
-    /// handle from `nvs.open_lane`, else 0), with `meta` (a dict of str, stored as
-    /// `key=value` lines). Durable when it returns; returns the version.
+    /// Put `data` (bytes, or any bytes-like object: copied once) as the next version of
+    /// `name` on `lane` (None: the lane of a handle from `nvs.open_lane`, else 0), with
+    /// `meta` (a dict of str, stored as `key=value` lines). Durable when it returns;
+    /// returns the version.
     #[pyo3(signature = (name, data, meta = None, lane = None))]
     fn put(
         &mut self,
