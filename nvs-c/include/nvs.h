@@ -341,10 +341,14 @@ int32_t nvs_pool_owned_lane(const struct nvs_pool *pool, uint32_t *lane);
 // while lane handles are held, or while another thread is inside a call on the pool.
 // NULL is a no-op. No thread may make a call on the pool after it is closed. In a child
 // that `fork` made of the writer, closing writes nothing (the streams stay the parent's;
-// the child's puts are refused with `NVS_E_BUSY`).
+// the child's puts are refused with `NVS_E_BUSY`). Any other error still closes the
+// pool and frees the handle: a lane whose stream cannot be ended (`NVS_E_FULL`: its
+// segment filled to the last byte, none free) keeps its objects, the other lanes' streams
+// are ended, and the first error is returned.
 //
 // # Safety
-// `pool` is NULL or a live handle, not used again after a successful close.
+// `pool` is NULL or a live handle, not used again unless the close returned
+// `NVS_E_BUSY`.
 int32_t nvs_pool_close(struct nvs_pool *pool);
 
 // Close the pool without ending its streams: each lane that joined gets a detach

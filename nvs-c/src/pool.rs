@@ -385,10 +385,14 @@ pub unsafe extern "C" fn nvs_pool_owned_lane(pool: *const nvs_pool, lane: *mut u
 /// while lane handles are held, or while another thread is inside a call on the pool.
 /// NULL is a no-op. No thread may make a call on the pool after it is closed. In a child
 /// that `fork` made of the writer, closing writes nothing (the streams stay the parent's;
-/// the child's puts are refused with `NVS_E_BUSY`).
+/// the child's puts are refused with `NVS_E_BUSY`). Any other error still closes the
+/// pool and frees the handle: a lane whose stream cannot be ended (`NVS_E_FULL`: its
+/// segment filled to the last byte, none free) keeps its objects, the other lanes' streams
+/// are ended, and the first error is returned.
 ///
 /// # Safety
-/// `pool` is NULL or a live handle, not used again after a successful close.
+/// `pool` is NULL or a live handle, not used again unless the close returned
+/// `NVS_E_BUSY`.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_pool_close(pool: *mut nvs_pool) -> i32 {
     // SAFETY: the caller's promise.

@@ -801,16 +801,21 @@ impl FilePool {
     /// is not closed yet (so followers see the stream end), then unmap and unlock. A
     /// read-only pool just closes, and so does a writer's pool in a child `fork` made of
     /// the writer (an `atexit` handler of the parent's, run by the child): the streams
-    /// and the locks stay the parent's.
+    /// and the locks stay the parent's. A lane whose stream cannot be ended (its segment
+    /// filled to the last byte, none free: `Full`) does not keep the other lanes' from
+    /// ending; the first such error is returned, after every lane was tried (the objects
+    /// are durable either way).
     pub fn close(mut self) -> Result<()> {
+        let mut first = Ok(());
         if self.pool.is_writable() && !self.forked() {
             for lane in 0..self.pool.layout().lanes_max {
                 if self.writes(lane) && self.pool.lane_info(lane).is_some_and(|i| !i.closed) {
-                    self.close_lane(lane)?;
+                    let r = self.close_lane(lane);
+                    first = first.and(r);
                 }
             }
         }
-        Ok(())
+        first
     }
 
     /// Is a writer (in any process) holding this pool open right now?

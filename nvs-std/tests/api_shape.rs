@@ -317,6 +317,30 @@ fn large_objects_and_large_batches() {
     assert_eq!(p.verify().unwrap(), 20_001);
 }
 
+/// A lane that cannot end its stream on close (its span filled to the last byte, no
+/// segment free) does not keep another lane's from ending: close reports `Full` after
+/// ending every stream it can, and every object stays.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn close_ends_every_stream_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.pool");
+    let mut p = FilePool::create(&path, 8 << 20, &CreateOptions::new().segment_len(256 << 10)).unwrap();
+    assert_eq!(p.put(1, Object::new("small", b"one")).unwrap().version, 1);
+    let layout = p.layout();
+    let free = u64::from(p.free_segments());
+    // Span header line, unit header line, object header line, payload: the whole span.
+    let fill = vec![9u8; (free * layout.segment_len - 3 * 64) as usize];
+    assert_eq!(p.put(0, Object::new("fill", &fill)).unwrap().version, 1);
+    let e = p.close().expect_err("lane 0 has no room for its end-of-stream marker");
+    assert!(matches!(e.core(), Some(nvs_core::Error::Full)), "{e}");
+    let p = FilePool::open(&path, Access::ReadOnly).unwrap();
+    assert!(p.lane_info(1).is_some_and(|i| i.closed), "lane 1's stream ended");
+    assert!(p.lane_info(0).is_some_and(|i| !i.closed), "lane 0's could not");
+    assert_eq!(p.get_vec("small", 1).unwrap(), b"one");
+    assert!(p.get_vec("fill", 1).unwrap() == fill);
+}
+
 /// Objects carry their shape: metadata is stored under the object's commit, survives a
 /// reopen, is returned by `meta` and counted by `stat`/`versions`; too long is refused
 /// before anything is written; a typed array's dtype and shape read back.
