@@ -826,14 +826,17 @@ impl FilePool {
     /// Detach from every lane that joined and is neither closed nor detached, without
     /// closing their streams: followers see that the writer ended cleanly and go on
     /// waiting for the next one (`nvs put` does this at exit), where after a death they
-    /// report it gone.
+    /// report it gone. As [`Self::close`], a lane that cannot take its marker does not
+    /// keep the others from theirs; the first error is returned.
     pub fn detach(&mut self) -> Result<()> {
+        let mut first = Ok(());
         for lane in 0..self.layout().lanes_max {
             if self.writes(lane) && self.lane_info(lane).is_some_and(|i| !i.closed && !i.detached) {
-                self.write(|p| p.detach_lane(lane))?;
+                let r = self.write(|p| p.detach_lane(lane));
+                first = first.and(r);
             }
         }
-        Ok(())
+        first
     }
 
     /// Close `lane`'s stream: followers see its end (a later put reopens it).

@@ -318,8 +318,8 @@ fn large_objects_and_large_batches() {
 }
 
 /// A lane that cannot end its stream on close (its span filled to the last byte, no
-/// segment free) does not keep another lane's from ending: close reports `Full` after
-/// ending every stream it can, and every object stays.
+/// segment free) does not keep another lane's from ending: close (and detach) report
+/// `Full` after ending (detaching) every stream they can, and every object stays.
 #[test]
 #[cfg_attr(miri, ignore)]
 fn close_ends_every_stream_it_can() {
@@ -332,12 +332,16 @@ fn close_ends_every_stream_it_can() {
     // Span header line, unit header line, object header line, payload: the whole span.
     let fill = vec![9u8; (free * layout.segment_len - 3 * 64) as usize];
     assert_eq!(p.put(0, Object::new("fill", &fill)).unwrap().version, 1);
+    let e = p.detach().expect_err("lane 0 has no room for a detach marker");
+    assert!(matches!(e.core(), Some(nvs_core::Error::Full)), "{e}");
+    assert!(p.lane_info(1).is_some_and(|i| i.detached), "lane 1 detached");
+    assert_eq!(p.put(1, Object::new("small", b"two")).unwrap().version, 2);
     let e = p.close().expect_err("lane 0 has no room for its end-of-stream marker");
     assert!(matches!(e.core(), Some(nvs_core::Error::Full)), "{e}");
     let p = FilePool::open(&path, Access::ReadOnly).unwrap();
     assert!(p.lane_info(1).is_some_and(|i| i.closed), "lane 1's stream ended");
     assert!(p.lane_info(0).is_some_and(|i| !i.closed), "lane 0's could not");
-    assert_eq!(p.get_vec("small", 1).unwrap(), b"one");
+    assert_eq!(p.get_vec("small", 2).unwrap(), b"two");
     assert!(p.get_vec("fill", 1).unwrap() == fill);
 }
 
