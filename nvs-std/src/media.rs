@@ -117,7 +117,7 @@ impl MappedMedia {
         if durability == Durability::Dax && region.kind() != StoreKind::NonTemporal {
             return Err(unsupported("durability dax needs non-temporal stores, and this build uses portable stores"));
         }
-        Ok(MappedMedia {
+        let media = MappedMedia {
             region,
             map,
             durability,
@@ -126,6 +126,43 @@ impl MappedMedia {
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
             prefault: Mutex::new(None),
             claims: None,
+        };
+        if !writable && backing == Backing::Tmpfs {
+            media.check_sparse_reading(file, path)?;
+        }
+        Ok(media)
+    }
+
+    /// A reader of a tmpfs file gets a page of memory for every page of a hole it reads
+    /// (tmpfs allocates on a read fault of a shared mapping), and opening a pool reads
+    /// every segment header. A sparse pool file of very many small segments (a forged
+    /// one, or a sparse copy: a writer fills every hole when it opens) would make a
+    /// reader allocate more than the machine has, and be killed: refused here when the
+    /// pages its headers could take exceed half of what the file system and the memory
+    /// have free. Bounded pools of fewer or larger segments read as they always did.
+    fn check_sparse_reading(&self, file: &File, path: &Path) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = file.metadata() else { return Ok(()) };
+        let unallocated = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
+        // Not a pool: whatever opens it says so (`read_layout` again).
+        let Ok(layout) = nvs_core::read_layout(self) else { return Ok(()) };
+        let cost = sparse_read_cost(layout.segment_count, layout.segment_len, page_size() as u64, unallocated);
+        let free = free_memory(file);
+        if cost <= free / 2 {
+            return Ok(());
+        }
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            what: format!(
+                "a sparse pool file on tmpfs: reading its {} segment headers could allocate {:.1} GiB \
+                 (tmpfs gives each page of a hole that is read a page of memory), more than half of the \
+                 {:.1} GiB free; nvs keeps every block of a pool file allocated: give this one its \
+                 blocks first (fallocate) if it is a pool",
+                layout.segment_count,
+                gib(cost),
+                gib(free)
+            ),
         })
     }
 
@@ -271,6 +308,41 @@ impl Drop for MappedMedia {
         // The helper must be gone before the mapping is (fields drop after this).
         self.stop_prefault();
     }
+}
+
+/// The bytes of memory a reader of a sparse tmpfs pool may make tmpfs allocate by
+/// reading each of `count` segment headers (`segment_len` apart) once: a page per header
+/// (consecutive headers share a page when segments are smaller than one), at most the
+/// file's `unallocated` bytes.
+fn sparse_read_cost(count: u32, segment_len: u64, page: u64, unallocated: u64) -> u64 {
+    let count = u64::from(count);
+    let pages = match segment_len >= page {
+        true => count,
+        // A header may also straddle into one more page at the end.
+        false => count.saturating_mul(segment_len).div_ceil(page.max(1)).saturating_add(1).min(count),
+    };
+    pages.saturating_mul(page).min(unallocated)
+}
+
+/// The bytes a tmpfs file can still grow by: what its file system has free, and no more
+/// than the memory available (`MemAvailable`; tmpfs pages are memory). Unknown parts
+/// count as unlimited.
+fn free_memory(file: &File) -> u64 {
+    // SAFETY: a plain C struct of integers, for which all zeroes is a value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs writes the struct it is given, on a descriptor `file` keeps open.
+    let fs = match unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } {
+        0 => (st.f_bavail as u64).saturating_mul(st.f_frsize as u64),
+        _ => u64::MAX,
+    };
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(u64::MAX, |kib| kib.saturating_mul(1024));
+    fs.min(mem)
 }
 
 fn page_size() -> usize {
@@ -437,6 +509,21 @@ impl Media for MappedMedia {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn sparse_read_cost_counts_the_pages_of_segment_headers() {
+        const PAGE: u64 = 4096;
+        // A page per header when segments are a page or larger, at most what is unallocated.
+        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, u64::MAX), 64 << 30);
+        assert_eq!(sparse_read_cost(16, 64 << 20, PAGE, u64::MAX), 16 * PAGE);
+        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, 1 << 20), 1 << 20);
+        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, 0), 0);
+        // Smaller segments share pages: 1024 headers 64 bytes apart span 16 pages (+1 for
+        // a start inside a page).
+        assert_eq!(sparse_read_cost(1024, 64, PAGE, u64::MAX), 17 * PAGE);
+        assert_eq!(sparse_read_cost(3, 64, PAGE, u64::MAX), 2 * PAGE);
+        assert_eq!(sparse_read_cost(u32::MAX, 1 << 40, PAGE, u64::MAX), u64::from(u32::MAX) * PAGE);
+    }
 
     fn shm_file(tag: &str) -> Option<(std::path::PathBuf, File)> {
         let dir = Path::new("/dev/shm");
