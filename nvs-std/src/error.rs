@@ -18,10 +18,13 @@ pub enum Error {
         /// What the system said.
         source: io::Error,
     },
-    /// Another writer holds the pool's writer lock (an OFD write lock on byte 0).
+    /// Another process writes what was asked for: the pool (its writer lock, an OFD
+    /// write lock on byte 0), a lane, or every lane.
     Locked {
         /// The pool.
         path: PathBuf,
+        /// What is held.
+        held: Held,
     },
     /// `create` refuses to overwrite anything.
     Exists {
@@ -131,13 +134,35 @@ impl Error {
     }
 }
 
+/// What another writer holds ([`Error::Locked`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// The pool's writer lock: its one writer, or writers of lanes, write it.
+    Pool,
+    /// This lane.
+    Lane(u32),
+    /// Every lane of the pool (how many it has): no lane is free to take.
+    EveryLane(u32),
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
-            Error::Locked { path } => write!(f, "pool {} is locked by another writer", path.display()),
+            Error::Locked { path, held: Held::Pool } => {
+                write!(f, "pool {} is locked by another writer", path.display())
+            }
+            Error::Locked { path, held: Held::Lane(lane) } => {
+                write!(f, "lane {lane} of pool {} is locked by another writer", path.display())
+            }
+            Error::Locked { path, held: Held::EveryLane(lanes) } => write!(
+                f,
+                "pool {} is locked by other writers: none of its {lanes} lanes is free (a lane frees when \
+                 the process writing it ends)",
+                path.display()
+            ),
             Error::Forked { path, owner } => write!(
                 f,
                 "{}: opened for writing by process {owner}, of which this process is a fork: a \

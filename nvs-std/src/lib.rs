@@ -41,7 +41,7 @@ mod meta;
 mod pool;
 
 pub use durability::{Backing, Durability};
-pub use error::{show_name, Error, Result};
+pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use media::MappedMedia;
 pub use meta::{Element, Meta};

@@ -15,7 +15,7 @@
 
 use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
-use crate::error::{Error, Result};
+use crate::error::{Error, Held, Result};
 use crate::locks;
 use crate::media::MappedMedia;
 use nvs_core::{
@@ -390,7 +390,7 @@ impl FilePool {
                 // wrong with the file itself, if anything).
                 for &lane in lanes.iter().filter(|&&l| l < lanes_max) {
                     if !lock_lane(lane).map_err(|e| io("take a lane lock of", e))? {
-                        return Err(Error::Locked { path: path.to_path_buf() });
+                        return Err(Error::Locked { path: path.to_path_buf(), held: Held::Lane(lane) });
                     }
                 }
                 lanes.to_vec()
@@ -403,7 +403,7 @@ impl FilePool {
                         break;
                     }
                 }
-                vec![free.ok_or_else(|| Error::Locked { path: path.to_path_buf() })?]
+                vec![free.ok_or_else(|| Error::Locked { path: path.to_path_buf(), held: Held::EveryLane(lanes_max) })?]
             }
         };
         is_a_pool(&media, path)?;
@@ -955,12 +955,12 @@ fn lock(file: &File, path: &Path) -> Result<()> {
         source,
     };
     if !locks::try_lock(file, locks::WRITER, 1).map_err(io)? {
-        return Err(Error::Locked { path: path.to_path_buf() });
+        return Err(Error::Locked { path: path.to_path_buf(), held: Held::Pool });
     }
     // Every lane too: writers of some lanes in other processes are excluded, and see it.
     if !locks::try_lock(file, locks::LANES, locks::LANE_COUNT).map_err(io)? {
         let _ = locks::unlock(file, locks::WRITER, 1);
-        return Err(Error::Locked { path: path.to_path_buf() });
+        return Err(Error::Locked { path: path.to_path_buf(), held: Held::Pool });
     }
     Ok(())
 }

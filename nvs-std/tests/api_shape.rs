@@ -435,3 +435,23 @@ fn a_pool_file_has_its_name_only_once_formatted() {
     };
     assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 1, "a failed create left a file");
 }
+
+#[test]
+fn a_locked_lane_and_no_free_lane_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lanes.pool");
+    let opts = CreateOptions { lanes_max: 2, lane_names: true, ..CreateOptions::default() };
+    FilePool::create(&path, 1 << 20, &opts).unwrap().close().unwrap();
+    let _a = FilePool::open_lanes(&path, Some(&[1])).unwrap();
+    let msg = |r: nvs_std::Result<FilePool>| match r {
+        Err(e @ Error::Locked { .. }) => e.to_string(),
+        other => panic!("not refused as locked: {:?}", other.err()),
+    };
+    let taken = msg(FilePool::open_lanes(&path, Some(&[1])));
+    assert!(taken.starts_with("lane 1 of pool") && taken.contains("locked by another writer"), "{taken}");
+    let _b = FilePool::open_lanes(&path, None).unwrap();
+    let none = msg(FilePool::open_lanes(&path, None));
+    assert!(none.contains("none of its 2 lanes is free"), "{none}");
+    let whole = msg(FilePool::open(&path, Access::ReadWrite));
+    assert!(whole.starts_with("pool ") && whole.ends_with("is locked by another writer"), "{whole}");
+}
