@@ -17,6 +17,8 @@ use std::str::FromStr;
 
 /// `statfs.f_type` of tmpfs (linux/magic.h).
 const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// `statfs.f_type` of ramfs: memory like tmpfs (never written back, no size limit).
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
 /// What a put must survive once it has returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -173,7 +175,7 @@ impl Backing {
     }
 }
 
-/// `true` if `file` lives on tmpfs.
+/// `true` if `file` lives on tmpfs (or ramfs, memory too: treated as tmpfs).
 #[cfg(target_os = "linux")]
 fn is_tmpfs(file: &File) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
@@ -187,7 +189,7 @@ fn is_tmpfs(file: &File) -> std::io::Result<bool> {
     }
     // `f_type`'s integer type differs between libcs; the magic fits any of them.
     #[allow(clippy::unnecessary_cast)]
-    Ok(st.f_type as i64 == TMPFS_MAGIC)
+    Ok(st.f_type as i64 == TMPFS_MAGIC || st.f_type as i64 == RAMFS_MAGIC)
 }
 
 /// Elsewhere tmpfs is not detected: such files get the power-loss-durable default.

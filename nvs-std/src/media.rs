@@ -133,35 +133,33 @@ impl MappedMedia {
         Ok(media)
     }
 
-    /// A reader of a tmpfs file gets a page of memory for every page of a hole it reads
-    /// (tmpfs allocates on a read fault of a shared mapping), and opening a pool reads
-    /// every segment header. A sparse pool file of very many small segments (a forged
-    /// one, or a sparse copy: a writer fills every hole when it opens) would make a
-    /// reader allocate more than the machine has, and be killed: refused here when the
-    /// pages its headers could take exceed half of what the file system and the memory
-    /// have free. Bounded pools of fewer or larger segments read as they always did.
+    /// A reader of a sparse file on tmpfs (or ramfs) gets a page of memory for every page
+    /// of a hole it reads (a read fault on a hole of a shared mapping allocates it), and
+    /// reading a pool reads its holes: an open every segment header, a check or get the
+    /// payloads. A file whose holes could take more than half of the memory free (a
+    /// forged superblock of 2^24 segments on a file of 1 MiB: 64 GiB) would get its
+    /// reader killed: refused here, before anything is read. nvs keeps every block of its
+    /// pool files allocated, so only copies made sparse, or pools a VM formats through a
+    /// file (the unikernel's), have holes; those read as before when they fit.
     fn check_sparse_reading(&self, file: &File, path: &Path) -> Result<()> {
         use std::os::unix::fs::MetadataExt;
         let Ok(meta) = file.metadata() else { return Ok(()) };
-        let unallocated = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
-        // Not a pool: whatever opens it says so (`read_layout` again).
-        let Ok(layout) = nvs_core::read_layout(self) else { return Ok(()) };
-        let cost = sparse_read_cost(layout.segment_count, layout.segment_len, page_size() as u64, unallocated);
+        let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
         let free = free_memory(file);
-        if cost <= free / 2 {
+        if holes <= free / 2 {
             return Ok(());
         }
-        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         Err(Error::Unsupported {
             path: path.to_path_buf(),
             what: format!(
-                "a sparse pool file on tmpfs: reading its {} segment headers could allocate {:.1} GiB \
-                 (tmpfs gives each page of a hole that is read a page of memory), more than half of the \
-                 {:.1} GiB free; nvs keeps every block of a pool file allocated: give this one its \
-                 blocks first (fallocate) if it is a pool",
-                layout.segment_count,
-                gib(cost),
-                gib(free)
+                "a sparse pool file on tmpfs: {} of its {} are holes, and reading a hole there takes a page \
+                 of memory for each page read (an open reads every segment header, a check or get the \
+                 payloads): more than half of the {} free; give the file its blocks first \
+                 (fallocate -l {} FILE) if it is a pool",
+                show_size(holes),
+                show_size(meta.len()),
+                show_size(free),
+                meta.len()
             ),
         })
     }
@@ -310,29 +308,26 @@ impl Drop for MappedMedia {
     }
 }
 
-/// The bytes of memory a reader of a sparse tmpfs pool may make tmpfs allocate by
-/// reading each of `count` segment headers (`segment_len` apart) once: a page per header
-/// (consecutive headers share a page when segments are smaller than one), at most the
-/// file's `unallocated` bytes.
-fn sparse_read_cost(count: u32, segment_len: u64, page: u64, unallocated: u64) -> u64 {
-    let count = u64::from(count);
-    let pages = match segment_len >= page {
-        true => count,
-        // A header may also straddle into one more page at the end.
-        false => count.saturating_mul(segment_len).div_ceil(page.max(1)).saturating_add(1).min(count),
+/// `bytes` for a message: KiB, MiB or GiB, one decimal.
+fn show_size(bytes: u64) -> String {
+    let (unit, div) = match bytes {
+        b if b >= 1 << 30 => ("GiB", 1u64 << 30),
+        b if b >= 1 << 20 => ("MiB", 1 << 20),
+        _ => ("KiB", 1 << 10),
     };
-    pages.saturating_mul(page).min(unallocated)
+    format!("{:.1} {unit}", bytes as f64 / div as f64)
 }
 
-/// The bytes a tmpfs file can still grow by: what its file system has free, and no more
-/// than the memory available (`MemAvailable`; tmpfs pages are memory). Unknown parts
-/// count as unlimited.
+/// The bytes a file on a memory file system can still grow by: what its file system has
+/// free, no more than the memory available (`MemAvailable`) nor what this process's
+/// memory cgroups (v2) allow beside what they use. Unknown parts count as unlimited.
 fn free_memory(file: &File) -> u64 {
     // SAFETY: a plain C struct of integers, for which all zeroes is a value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: fstatvfs writes the struct it is given, on a descriptor `file` keeps open.
     let fs = match unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } {
-        0 => (st.f_bavail as u64).saturating_mul(st.f_frsize as u64),
+        // ramfs reports no blocks at all: no limit of its own.
+        0 if st.f_blocks > 0 => (st.f_bavail as u64).saturating_mul(st.f_frsize as u64),
         _ => u64::MAX,
     };
     let mem = std::fs::read_to_string("/proc/meminfo")
@@ -342,7 +337,26 @@ fn free_memory(file: &File) -> u64 {
             line.split_whitespace().nth(1)?.parse::<u64>().ok()
         })
         .map_or(u64::MAX, |kib| kib.saturating_mul(1024));
-    fs.min(mem)
+    fs.min(mem).min(cgroup_free())
+}
+
+/// The least `memory.max - memory.current` of this process's cgroup (v2) and its
+/// ancestors; `u64::MAX` where there is no limit or no cgroup v2.
+fn cgroup_free() -> u64 {
+    let Ok(cg) = std::fs::read_to_string("/proc/self/cgroup") else { return u64::MAX };
+    let Some(rel) = cg.lines().find_map(|l| l.strip_prefix("0::")) else { return u64::MAX };
+    let read = |dir: &Path, f: &str| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse::<u64>().ok();
+    let mut free = u64::MAX;
+    let mut dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    loop {
+        // "max" (no limit) does not parse: skipped.
+        if let (Some(max), Some(cur)) = (read(&dir, "memory.max"), read(&dir, "memory.current")) {
+            free = free.min(max.saturating_sub(cur));
+        }
+        if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
+            return free;
+        }
+    }
 }
 
 fn page_size() -> usize {
@@ -511,18 +525,11 @@ mod tests {
     use std::io::Write;
 
     #[test]
-    fn sparse_read_cost_counts_the_pages_of_segment_headers() {
-        const PAGE: u64 = 4096;
-        // A page per header when segments are a page or larger, at most what is unallocated.
-        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, u64::MAX), 64 << 30);
-        assert_eq!(sparse_read_cost(16, 64 << 20, PAGE, u64::MAX), 16 * PAGE);
-        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, 1 << 20), 1 << 20);
-        assert_eq!(sparse_read_cost(1 << 24, PAGE, PAGE, 0), 0);
-        // Smaller segments share pages: 1024 headers 64 bytes apart span 16 pages (+1 for
-        // a start inside a page).
-        assert_eq!(sparse_read_cost(1024, 64, PAGE, u64::MAX), 17 * PAGE);
-        assert_eq!(sparse_read_cost(3, 64, PAGE, u64::MAX), 2 * PAGE);
-        assert_eq!(sparse_read_cost(u32::MAX, 1 << 40, PAGE, u64::MAX), u64::from(u32::MAX) * PAGE);
+    fn sizes_read_as_they_are() {
+        assert_eq!(show_size(156 << 20), "156.0 MiB");
+        assert_eq!(show_size(64 << 30), "64.0 GiB");
+        assert_eq!(show_size(1536), "1.5 KiB");
+        assert!(free_memory(&File::open("/proc/self/exe").unwrap()) > 0);
     }
 
     fn shm_file(tag: &str) -> Option<(std::path::PathBuf, File)> {
