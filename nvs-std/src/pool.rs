@@ -403,7 +403,14 @@ impl FilePool {
                         break;
                     }
                 }
-                vec![free.ok_or_else(|| Error::Locked { path: path.to_path_buf(), held: Held::EveryLane(lanes_max) })?]
+                let Some(free) = free else {
+                    // The pool's one writer holds every lane, or each lane has its writer.
+                    let whole = locks::held_by_another(&file, locks::WRITER, 1)
+                        .map_err(|e| io("test the writer lock of", e))?;
+                    let held = if whole { Held::Pool } else { Held::EveryLane(lanes_max) };
+                    return Err(Error::Locked { path: path.to_path_buf(), held });
+                };
+                vec![free]
             }
         };
         is_a_pool(&media, path)?;
