@@ -125,7 +125,8 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory
     }
 }
 
-/// Index memory on the heap, growing by doubling.
+/// Index memory on the heap, growing by doubling. A growth the allocator refuses is
+/// `IndexFull` (a forged pool's segment count, say), not an abort.
 #[cfg(feature = "alloc")]
 #[derive(Default)]
 pub struct HeapMemory {
@@ -165,18 +166,39 @@ impl IndexMemory for HeapMemory {
             + self.segments.capacity() * size_of::<SegSlot>()
     }
     fn grow(&mut self, part: Part, min_len: usize) -> bool {
-        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) {
-            if v.len() < min_len {
-                let new_len = min_len.max(v.len() * 2).max(64);
-                v.resize(new_len, T::default());
+        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) -> bool {
+            if v.len() >= min_len {
+                return true;
             }
+            let new_len = min_len.max(v.len().saturating_mul(2)).max(64);
+            if v.try_reserve_exact(new_len - v.len()).is_err() {
+                return false;
+            }
+            v.resize(new_len, T::default());
+            true
         }
         match part {
             Part::Entries => grow_vec(&mut self.entries, min_len),
             Part::Names => grow_vec(&mut self.names, min_len),
-            Part::Table => grow_vec(&mut self.table, min_len.next_power_of_two()),
+            Part::Table => grow_vec(&mut self.table, min_len.checked_next_power_of_two().unwrap_or(usize::MAX)),
             Part::Segments => grow_vec(&mut self.segments, min_len),
         }
-        true
+    }
+}
+
+#[cfg(all(test, feature = "alloc"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_memory_refuses_a_growth_the_allocator_cannot_make() {
+        let mut m = HeapMemory::new();
+        assert!(m.grow(Part::Segments, 100));
+        assert!(m.parts_ref().segments.len() >= 100);
+        // Past what any allocation can hold: false (IndexFull for the pool), not a panic.
+        assert!(!m.grow(Part::Segments, usize::MAX / 8));
+        assert!(!m.grow(Part::Table, usize::MAX / 2 + 2));
+        assert!(!m.grow(Part::Entries, usize::MAX / 64));
+        assert!(m.parts_ref().segments.len() >= 100, "what was there stays");
     }
 }
