@@ -340,20 +340,41 @@ fn free_memory(file: &File) -> u64 {
     fs.min(mem).min(cgroup_free())
 }
 
-/// The least `memory.max - memory.current` of this process's cgroup (v2) and its
-/// ancestors; `u64::MAX` where there is no limit or no cgroup v2.
+/// The least room left (limit minus usage) of this process's memory cgroup and its
+/// ancestors: cgroup v2 (`memory.max`, `memory.current`) and v1's memory controller
+/// (`memory.limit_in_bytes`, `memory.usage_in_bytes`); `u64::MAX` where none is set.
 fn cgroup_free() -> u64 {
     let Ok(cg) = std::fs::read_to_string("/proc/self/cgroup") else { return u64::MAX };
-    let Some(rel) = cg.lines().find_map(|l| l.strip_prefix("0::")) else { return u64::MAX };
+    let mut free = u64::MAX;
+    for line in cg.lines() {
+        let mut f = line.splitn(3, ':');
+        let (controllers, rel) = match (f.next(), f.next(), f.next()) {
+            (Some(_), Some(c), Some(rel)) => (c, rel),
+            _ => continue,
+        };
+        let (root, limit, usage) = match controllers {
+            "" => ("/sys/fs/cgroup", "memory.max", "memory.current"),
+            c if c.split(',').any(|c| c == "memory") => {
+                ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")
+            }
+            _ => continue,
+        };
+        free = free.min(cgroup_room(Path::new(root), rel, limit, usage));
+    }
+    free
+}
+
+/// `limit - usage` at `root/rel` and each directory above it up to `root`, the least;
+/// a limit that does not parse ("max") or is absent counts as none.
+fn cgroup_room(root: &Path, rel: &str, limit: &str, usage: &str) -> u64 {
     let read = |dir: &Path, f: &str| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse::<u64>().ok();
     let mut free = u64::MAX;
-    let mut dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let mut dir = root.join(rel.trim_start_matches('/'));
     loop {
-        // "max" (no limit) does not parse: skipped.
-        if let (Some(max), Some(cur)) = (read(&dir, "memory.max"), read(&dir, "memory.current")) {
+        if let (Some(max), Some(cur)) = (read(&dir, limit), read(&dir, usage)) {
             free = free.min(max.saturating_sub(cur));
         }
-        if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
+        if dir == root || !dir.starts_with(root) || !dir.pop() {
             return free;
         }
     }
@@ -530,6 +551,24 @@ mod tests {
         assert_eq!(show_size(64 << 30), "64.0 GiB");
         assert_eq!(show_size(1536), "1.5 KiB");
         assert!(free_memory(&File::open("/proc/self/exe").unwrap()) > 0);
+    }
+
+    #[test]
+    fn cgroup_room_is_the_least_left_up_the_hierarchy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, leaf) = (dir.path(), dir.path().join("a/b"));
+        std::fs::create_dir_all(&leaf).unwrap();
+        let set = |d: &Path, limit: &str, usage: &str| {
+            std::fs::write(d.join("memory.max"), limit).unwrap();
+            std::fs::write(d.join("memory.current"), usage).unwrap();
+        };
+        set(&leaf, "max\n", "5\n");
+        assert_eq!(cgroup_room(root, "/a/b", "memory.max", "memory.current"), u64::MAX, "no limit anywhere");
+        set(&root.join("a"), "1000\n", "400\n");
+        assert_eq!(cgroup_room(root, "/a/b", "memory.max", "memory.current"), 600, "a parent's limit counts");
+        set(&leaf, "500\n", "450\n");
+        assert_eq!(cgroup_room(root, "/a/b", "memory.max", "memory.current"), 50, "the least of them");
+        assert!(cgroup_free() > 0);
     }
 
     fn shm_file(tag: &str) -> Option<(std::path::PathBuf, File)> {
