@@ -178,6 +178,12 @@ impl Backing {
 /// `true` if `file` lives on tmpfs (or ramfs, memory too: treated as tmpfs).
 #[cfg(target_os = "linux")]
 fn is_tmpfs(file: &File) -> std::io::Result<bool> {
+    fs_magic(file).map(|m| m == TMPFS_MAGIC || m == RAMFS_MAGIC)
+}
+
+/// `statfs.f_type` of the file system holding `file`.
+#[cfg(target_os = "linux")]
+fn fs_magic(file: &File) -> std::io::Result<i64> {
     use std::os::fd::AsRawFd;
     // SAFETY: `statfs` is plain old data, so all-zero bytes are a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -189,7 +195,23 @@ fn is_tmpfs(file: &File) -> std::io::Result<bool> {
     }
     // `f_type`'s integer type differs between libcs; the magic fits any of them.
     #[allow(clippy::unnecessary_cast)]
-    Ok(st.f_type as i64 == TMPFS_MAGIC || st.f_type as i64 == RAMFS_MAGIC)
+    Ok(st.f_type as i64)
+}
+
+/// Whether reading a hole of `file` (of this backing) can take memory for good: tmpfs
+/// and ramfs, and an overlay, whose upper layer may be either (a live system's root, some
+/// sandboxes). A disk file system reads holes into reclaimable page cache.
+pub(crate) fn holes_take_memory(backing: Backing, file: &File) -> bool {
+    #[cfg(target_os = "linux")]
+    const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+    #[cfg(target_os = "linux")]
+    let overlay = backing == Backing::DiskFile && fs_magic(file).is_ok_and(|m| m == OVERLAYFS_MAGIC);
+    #[cfg(not(target_os = "linux"))]
+    let overlay = {
+        let _ = file;
+        false
+    };
+    backing == Backing::Tmpfs || overlay
 }
 
 /// Elsewhere tmpfs is not detected: such files get the power-loss-durable default.

@@ -22,9 +22,9 @@
 //! for its holes, raises SIGBUS at the access that finds no page (a writer fills the
 //! holes of a sparse pool when it opens it). The `nvs` tool turns that into an error; a
 //! program that must survive it installs its own SIGBUS handler. A reader of a sparse
-//! pool file on tmpfs makes tmpfs allocate each page of a hole it reads (every segment
-//! header at open, payloads in a get): a file whose holes exceed half of the memory free
-//! is refused ([`Error::Unsupported`]) before anything is read.
+//! pool file on tmpfs (ramfs, an overlay) makes it allocate each page of a hole it reads
+//! (every segment header at open, payloads in a get): a file whose holes exceed half of
+//! the memory free is refused ([`Error::Unsupported`]) before anything is read.
 //!
 //! Linux is the target: the shim uses open-file-description locks, `fstatfs` and
 //! `posix_fallocate`.

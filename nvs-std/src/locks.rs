@@ -55,14 +55,6 @@ pub fn try_lock(file: &File, start: i64, len: i64) -> std::io::Result<bool> {
     }
 }
 
-/// Whether another open file description holds a lock on `start .. start + len` (asked,
-/// not taken: nothing changes for a writer opening meanwhile).
-pub fn held_by_another(file: &File, start: i64, len: i64) -> std::io::Result<bool> {
-    let mut fl = ofd(libc::F_WRLCK, start, len);
-    fcntl(file, libc::F_OFD_GETLK, &mut fl)?;
-    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
-}
-
 /// Take a write lock on `start .. start + len`, waiting for it.
 pub fn lock_wait(file: &File, start: i64, len: i64) -> std::io::Result<()> {
     loop {

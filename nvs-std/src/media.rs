@@ -16,7 +16,7 @@
 //! - `Media::fence` cannot return an error, so a failed msync is latched (sticky) in the
 //!   media; [`crate::FilePool`] checks the latch after every write and refuses to go on.
 
-use crate::durability::{Backing, Durability};
+use crate::durability::{holes_take_memory, Backing, Durability};
 use crate::error::{Error, Result};
 use crate::pool::Access;
 use memmap2::{MmapOptions, MmapRaw};
@@ -127,20 +127,23 @@ impl MappedMedia {
             prefault: Mutex::new(None),
             claims: None,
         };
-        if !writable && backing == Backing::Tmpfs {
+        if !writable && holes_take_memory(backing, file) {
             media.check_sparse_reading(file, path)?;
         }
         Ok(media)
     }
 
-    /// A reader of a sparse file on tmpfs (or ramfs) gets a page of memory for every page
-    /// of a hole it reads (a read fault on a hole of a shared mapping allocates it), and
+    /// A reader of a sparse file on tmpfs or ramfs (or an overlay, which may lie on
+    /// either) gets a page of memory for every page of a hole it reads (a read fault on a
+    /// hole of a shared mapping allocates it), and
     /// reading a pool reads its holes: an open every segment header, a check or get the
     /// payloads. A file whose holes could take more than half of the memory free (a
     /// forged superblock of 2^24 segments on a file of 1 MiB: 64 GiB) would get its
     /// reader killed: refused here, before anything is read. nvs keeps every block of its
     /// pool files allocated, so only copies made sparse, or pools a VM formats through a
-    /// file (the unikernel's), have holes; those read as before when they fit.
+    /// file (the unikernel's), have holes; those read as before when they fit. (Holes are
+    /// the file's length less its blocks: blocks allocated past its end, `fallocate
+    /// --keep-size`, hide as many holes, bounded by the memory they take themselves.)
     fn check_sparse_reading(&self, file: &File, path: &Path) -> Result<()> {
         use std::os::unix::fs::MetadataExt;
         let Ok(meta) = file.metadata() else { return Ok(()) };
@@ -152,13 +155,13 @@ impl MappedMedia {
         Err(Error::Unsupported {
             path: path.to_path_buf(),
             what: format!(
-                "a sparse pool file on tmpfs: {} of its {} are holes, and reading a hole there takes a page \
-                 of memory for each page read (an open reads every segment header, a check or get the \
-                 payloads): more than half of the {} free; give the file its blocks first \
-                 (fallocate -l {} FILE) if it is a pool",
-                show_size(holes),
-                show_size(meta.len()),
-                show_size(free),
+                "a sparse pool file on tmpfs, ramfs or an overlay: {} of its {} are holes, and reading a hole \
+                 there takes a page of memory for each page read (an open reads every segment header, a \
+                 check or get the payloads): more than half of the {} free; give the file its blocks \
+                 first (fallocate -x -l {} FILE) if it is a pool",
+                show_size(holes, true),
+                show_size(meta.len(), false),
+                show_size(free, false),
                 meta.len()
             ),
         })
@@ -308,19 +311,22 @@ impl Drop for MappedMedia {
     }
 }
 
-/// `bytes` for a message: KiB, MiB or GiB, one decimal.
-fn show_size(bytes: u64) -> String {
+/// `bytes` for a message: KiB, MiB or GiB, one decimal, rounded `up` or down (so that a
+/// size shown over a limit shown is over it).
+fn show_size(bytes: u64, up: bool) -> String {
     let (unit, div) = match bytes {
         b if b >= 1 << 30 => ("GiB", 1u64 << 30),
         b if b >= 1 << 20 => ("MiB", 1 << 20),
         _ => ("KiB", 1 << 10),
     };
-    format!("{:.1} {unit}", bytes as f64 / div as f64)
+    let tenths = bytes as f64 * 10.0 / div as f64;
+    let tenths = if up { tenths.ceil() } else { tenths.floor() };
+    format!("{:.1} {unit}", tenths / 10.0)
 }
 
 /// The bytes a file on a memory file system can still grow by: what its file system has
 /// free, no more than the memory available (`MemAvailable`) nor what this process's
-/// memory cgroups (v2) allow beside what they use. Unknown parts count as unlimited.
+/// memory cgroups allow beside what they use. Unknown parts count as unlimited.
 fn free_memory(file: &File) -> u64 {
     // SAFETY: a plain C struct of integers, for which all zeroes is a value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -547,9 +553,13 @@ mod tests {
 
     #[test]
     fn sizes_read_as_they_are() {
-        assert_eq!(show_size(156 << 20), "156.0 MiB");
-        assert_eq!(show_size(64 << 30), "64.0 GiB");
-        assert_eq!(show_size(1536), "1.5 KiB");
+        assert_eq!(show_size(156 << 20, true), "156.0 MiB");
+        assert_eq!(show_size(64 << 30, false), "64.0 GiB");
+        assert_eq!(show_size(1536, true), "1.5 KiB");
+        // Just over half of 254 MiB reads as over it.
+        let half = 127u64 << 20;
+        assert_eq!((show_size(half + 1, true), show_size(2 * half, false)), ("127.1 MiB".into(), "254.0 MiB".into()));
+        assert_eq!(show_size((1 << 20) - 1, false), "1023.9 KiB");
         assert!(free_memory(&File::open("/proc/self/exe").unwrap()) > 0);
     }
 

@@ -380,6 +380,11 @@ impl FilePool {
             .open(path)
             .map_err(|e| io("open", e))?;
         let mut media = MappedMedia::map(&file, path, Access::ReadWrite, durability, false)?;
+        // A pool without lane names is refused before any lane lock is taken: a lane
+        // lock held even briefly by this open would read as a lane writer to another.
+        if nvs_core::read_layout(&media).is_ok_and(|l| !l.lane_names) {
+            return Err(Error::Core { path: path.to_path_buf(), source: nvs_core::Error::NeedsLaneNames });
+        }
         // Which lanes: the superblock says how many there are (checked again, with
         // everything else, when the pool opens).
         let lanes_max = lanes_of(&media);
@@ -390,7 +395,9 @@ impl FilePool {
                 // wrong with the file itself, if anything).
                 for &lane in lanes.iter().filter(|&&l| l < lanes_max) {
                     if !lock_lane(lane).map_err(|e| io("take a lane lock of", e))? {
-                        return Err(Error::Locked { path: path.to_path_buf(), held: Held::Lane(lane) });
+                        // The pool's one writer holds every lane: the pool is what is held.
+                        let held = if locks::held(&file, locks::WRITER, 1) { Held::Pool } else { Held::Lane(lane) };
+                        return Err(Error::Locked { path: path.to_path_buf(), held });
                     }
                 }
                 lanes.to_vec()
@@ -405,9 +412,8 @@ impl FilePool {
                 }
                 let Some(free) = free else {
                     // The pool's one writer holds every lane, or each lane has its writer.
-                    let whole = locks::held_by_another(&file, locks::WRITER, 1)
-                        .map_err(|e| io("test the writer lock of", e))?;
-                    let held = if whole { Held::Pool } else { Held::EveryLane(lanes_max) };
+                    let held =
+                        if locks::held(&file, locks::WRITER, 1) { Held::Pool } else { Held::EveryLane(lanes_max) };
                     return Err(Error::Locked { path: path.to_path_buf(), held });
                 };
                 vec![free]

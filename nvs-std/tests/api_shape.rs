@@ -454,4 +454,19 @@ fn a_locked_lane_and_no_free_lane_say_so() {
     assert!(none.contains("none of its 2 lanes is free"), "{none}");
     let whole = msg(FilePool::open(&path, Access::ReadWrite));
     assert!(whole.starts_with("pool ") && whole.ends_with("is locked by another writer"), "{whole}");
+    drop((_a, _b));
+    // The pool's one writer holds every lane: the pool is what is held, whichever lane.
+    let _w = FilePool::open(&path, Access::ReadWrite).unwrap();
+    for lanes in [Some(&[1u32][..]), None] {
+        let m = msg(FilePool::open_lanes(&path, lanes));
+        assert!(m.starts_with("pool ") && m.ends_with("is locked by another writer"), "{lanes:?}: {m}");
+    }
+    // A pool without lane names is refused for lanes before any lane lock is taken.
+    let plain = dir.path().join("plain.pool");
+    FilePool::create(&plain, 1 << 20, &CreateOptions::default()).unwrap().close().unwrap();
+    match FilePool::open_lanes(&plain, Some(&[0])) {
+        Err(e) => assert_eq!(e.core(), Some(nvs_core::Error::NeedsLaneNames), "{e}"),
+        Ok(_) => panic!("lanes of a pool without lane names"),
+    }
+    let _plain_writer = FilePool::open(&plain, Access::ReadWrite).expect("no lane lock was left behind");
 }
