@@ -139,9 +139,11 @@ fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(
     Ok(())
 }
 
-/// A note for a person on stderr (stdout keeps only the version, for scripts).
-fn eprintln_note(msg: &str) {
-    eprintln!("nvs: {msg}");
+/// A line `nvs: msg` for a person on stderr (stdout keeps only what scripts read). A
+/// stderr that cannot take it (closed, or a pipe whose reader left) is not reported —
+/// there is nowhere left to — and never a panic (`eprintln!` panics there).
+pub fn eprintln_note(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "nvs: {msg}");
 }
 
 pub fn get(

@@ -472,7 +472,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvs: {e}");
+            commands::eprintln_note(&e.to_string());
             ExitCode::from(e.exit_code())
         }
     }
@@ -512,7 +512,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         .collect();
     let msg = msg.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-    eprintln!("nvs: {msg} (see 'nvs --help')");
+    commands::eprintln_note(&format!("{msg} (see 'nvs --help')"));
     ExitCode::from(2)
 }
 

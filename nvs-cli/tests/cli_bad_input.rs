@@ -902,3 +902,23 @@ fn a_pool_over_the_file_size_limit_is_refused() {
     assert_refused(&o, 2, "File too large", "get past the limit");
     assert!(!out.exists(), "a get past the file size limit left its output");
 }
+
+/// An error reported to a stderr nobody reads any more (`nvs ... 2>&1 | true`, a closed
+/// pipe) ends with the error's exit code, not a panic (exit 101).
+#[test]
+fn an_error_to_a_closed_stderr_is_still_its_exit_code() {
+    let dir = tmp();
+    let missing = dir.path().join("missing.pool");
+    for args in [vec!["info", s(&missing)], vec!["no-such-command"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nvs"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run nvs");
+        drop(child.stderr.take()); // the read end closed before nvs writes
+        let status = child.wait().expect("wait for nvs");
+        assert!(matches!(status.code(), Some(1 | 2)), "{args:?}: {status:?}");
+    }
+}
