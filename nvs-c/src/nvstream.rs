@@ -170,6 +170,13 @@ fn pool_path(id: c_int) -> PathBuf {
     PathBuf::from(dir).join(format!("{name}.{id}.pool"))
 }
 
+/// A line on stderr; a stderr that cannot take it (closed, a pipe whose reader left) is
+/// ignored, never a panic (which `eprintln!` would be, and at this boundary an abort).
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// Run a wrapper call: it clears the thread's last error first (so `nvs_last_error` is
 /// empty after a call that succeeded, `nvs_snapshot`'s only report), and its failure is
 /// printed (and kept for `nvs_last_error`).
@@ -179,7 +186,7 @@ fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
     if status != NVS_OK {
         // SAFETY: nvs_last_error returns a valid NUL-terminated string.
         let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) };
-        eprintln!("nvs: {}", msg.to_string_lossy());
+        say(&format!("nvs: {}", msg.to_string_lossy()));
     }
     status
 }
@@ -296,12 +303,12 @@ fn delta_mode() -> Res<Option<TrackerKind>> {
         Err(e) => {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
-                eprintln!(
+                say(&format!(
                     "nvs: NVS_DELTA=1: snapshots store every object in full (no delta): dirty tracking needs \
                      userfaultfd write-protect in async mode (UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN, Linux >= 6.7), \
                      which this kernel does not give ({e}); NVS_DELTA=mprotect tracks with mprotect instead, \
                      but then read, fread, recv or MPI into the objects fail"
-                )
+                ))
             });
             Ok(None)
         }
@@ -461,7 +468,7 @@ fn finalize() -> Res {
             None => "full snapshots".to_string(),
             Some(kind) => format!("deltas, {kind} tracking"),
         };
-        eprintln!(
+        say(&format!(
             "nvs: rank {}: {} snapshots, {} objects, {} bytes of objects, {} bytes stored ({how}) in {:.3} s ({:.1} MB/s of objects); {} segments reclaimed; pool {}",
             rank.id,
             s.snapshots,
@@ -472,7 +479,7 @@ fn finalize() -> Res {
             s.bytes as f64 / s.time.as_secs_f64().max(1e-9) / 1e6,
             s.reclaimed,
             rank.pool.path().display()
-        );
+        ));
     }
     Ok(rank.pool.close()?)
 }
