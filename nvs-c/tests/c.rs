@@ -119,3 +119,13 @@ fn c_writer_processes_per_lane() {
     build("ranks.c", &bin);
     run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
 }
+
+/// A failure printed to a stderr that cannot take it returns its status (no abort).
+#[test]
+fn c_nvstream_error_to_a_full_stderr() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("fullerr");
+    build("fullerr.c", &bin);
+    let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    assert!(text.contains("fullerr: ok"), "{text}");
+}
