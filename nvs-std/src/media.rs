@@ -92,6 +92,9 @@ impl MappedMedia {
             opts.populate();
         }
         let writable = access == Access::ReadWrite;
+        if !writable && holes_take_memory(backing, file) {
+            check_sparse_reading(file, path)?;
+        }
         let map = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) }
             .map_err(|source| Error::Io { op: "map", path: path.to_path_buf(), source })?;
         let base = map.as_mut_ptr();
@@ -117,7 +120,7 @@ impl MappedMedia {
         if durability == Durability::Dax && region.kind() != StoreKind::NonTemporal {
             return Err(unsupported("durability dax needs non-temporal stores, and this build uses portable stores"));
         }
-        let media = MappedMedia {
+        Ok(MappedMedia {
             region,
             map,
             durability,
@@ -126,44 +129,6 @@ impl MappedMedia {
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
             prefault: Mutex::new(None),
             claims: None,
-        };
-        if !writable && holes_take_memory(backing, file) {
-            media.check_sparse_reading(file, path)?;
-        }
-        Ok(media)
-    }
-
-    /// A reader of a sparse file on tmpfs or ramfs (or an overlay, which may lie on
-    /// either) gets a page of memory for every page of a hole it reads (a read fault on a
-    /// hole of a shared mapping allocates it), and
-    /// reading a pool reads its holes: an open every segment header, a check or get the
-    /// payloads. A file whose holes could take more than half of the memory free (a
-    /// forged superblock of 2^24 segments on a file of 1 MiB: 64 GiB) would get its
-    /// reader killed: refused here, before anything is read. nvs keeps every block of its
-    /// pool files allocated, so only copies made sparse, or pools a VM formats through a
-    /// file (the unikernel's), have holes; those read as before when they fit. (Holes are
-    /// the file's length less its blocks: blocks allocated past its end, `fallocate
-    /// --keep-size`, hide as many holes, bounded by the memory they take themselves.)
-    fn check_sparse_reading(&self, file: &File, path: &Path) -> Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = file.metadata() else { return Ok(()) };
-        let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
-        let free = free_memory(file);
-        if holes <= free / 2 {
-            return Ok(());
-        }
-        Err(Error::Unsupported {
-            path: path.to_path_buf(),
-            what: format!(
-                "a sparse pool file on tmpfs, ramfs or an overlay: {} of its {} are holes, and reading a hole \
-                 there takes a page of memory for each page read (an open reads every segment header, a \
-                 check or get the payloads): more than half of the {} free; give the file its blocks \
-                 first (fallocate -x -l {} FILE) if it is a pool",
-                show_size(holes, true),
-                show_size(meta.len(), false),
-                show_size(free, false),
-                meta.len()
-            ),
         })
     }
 
@@ -309,6 +274,39 @@ impl Drop for MappedMedia {
         // The helper must be gone before the mapping is (fields drop after this).
         self.stop_prefault();
     }
+}
+
+/// A reader of a sparse file on tmpfs or ramfs (or an overlay, which may lie on
+/// either) gets a page of memory for every page of a hole it reads (a read fault on a
+/// hole of a shared mapping allocates it), and reading a pool reads its holes: an open
+/// every segment header, a check or get the payloads. A file whose holes could take more than half of the memory free (a
+/// forged superblock of 2^24 segments on a file of 1 MiB: 64 GiB) would get its
+/// reader killed: refused here, before anything is read. nvs keeps every block of its
+/// pool files allocated, so only copies made sparse, or pools a VM formats through a
+/// file (the unikernel's), have holes; those read as before when they fit. (Holes are
+/// the file's length less its blocks: blocks allocated past its end, `fallocate
+/// --keep-size`, hide as many holes, bounded by the memory they take themselves.)
+fn check_sparse_reading(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = file.metadata() else { return Ok(()) };
+    let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
+    let free = free_memory(file);
+    if holes <= free / 2 {
+        return Ok(());
+    }
+    Err(Error::Unsupported {
+        path: path.to_path_buf(),
+        what: format!(
+            "a sparse pool file on tmpfs, ramfs or an overlay: {} of its {} are holes, and reading a hole \
+             there takes a page of memory for each page read (an open reads every segment header, a \
+             check or get the payloads): more than half of the {} free; give the file its blocks \
+             first (fallocate -x -l {} FILE) if it is a pool",
+            show_size(holes, true),
+            show_size(meta.len(), false),
+            show_size(free, false),
+            meta.len()
+        ),
+    })
 }
 
 /// `bytes` for a message: KiB, MiB or GiB, one decimal, rounded `up` or down (so that a
