@@ -314,6 +314,9 @@ fn bench_floor(c: &mut Criterion) {
                 off += unit;
             })
         });
+        if count == 64 && size == 0 {
+            bench_index_floor(&mut g, &region, &names);
+        }
         for (summed, what) in [(true, ""), (false, "_nosum")] {
             g.bench_function(format!("format_floor{what}_{count}x{}k", size >> 10), |b| {
                 b.iter(|| {
@@ -327,6 +330,64 @@ fn bench_floor(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+/// The index's own part of a batch of 64 (`floor/index_64`): what planning and publishing
+/// must do in the index per object whatever else they do — check the name hint against
+/// the name on the media, read the name's latest version, ask the caches for the new
+/// entries' lines, make room, append the 64 entries — with nothing stored to the media.
+/// Next to `format_floor_nosum_64x0k` and `put/put_batch_64x0_nosum`: what is left of the
+/// batch's time is planning's own work (validation, versions, the unit's layout).
+fn bench_index_floor(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, region: &Region, names: &[Vec<u8>]) {
+    use nvs_core::internals::index::{name_key, Entry, Index, NONE};
+    // As many entries as put_batch_64x1k's pool holds before it is formatted again.
+    const ENTRIES: usize = 230_000;
+    let entry = |name: u32, version: u64| Entry {
+        version,
+        payload_off: 4096,
+        len_bytes: 1024,
+        stored_bytes: 1024,
+        seq: version,
+        name,
+        next: NONE,
+        lane: 0,
+        depth: 0,
+        meta_len: 0,
+        payload_sum: 0,
+    };
+    // The names on the media where the index says they are, as in a pool.
+    let name_off = |i: usize| (8 << 20) + 64 * i as u64 + 48;
+    for (i, n) in names.iter().enumerate() {
+        region.store_nt(name_off(i) as usize, n);
+    }
+    let mut index = Index::new(HeapMemory::new());
+    let mut fill = |index: &mut Index<HeapMemory>| {
+        index.clear();
+        for (i, n) in names.iter().enumerate() {
+            index.insert(region, name_key(n, 0), n, name_off(i), entry(i as u32, 1)).expect("name");
+        }
+    };
+    fill(&mut index);
+    let mut version = 1u64;
+    g.bench_function("index_64", |b| {
+        b.iter(|| {
+            if index.len() + names.len() > ENTRIES {
+                fill(&mut index);
+                version = 1;
+            }
+            version += 1;
+            let mut latest = 0;
+            for (i, n) in names.iter().enumerate() {
+                let hash = index.name_is(region, i as u32, black_box(n)).expect("hint");
+                let last = index.name(i as u32).last;
+                latest |= index.entry(last).version ^ hash;
+            }
+            black_box(latest);
+            index.prefetch_for((0..names.len() as u32).map(|i| (i, version)));
+            index.reserve(names.len(), 0).expect("room");
+            index.append_all((0..names.len() as u32).map(|i| (i, entry(i, version)))).expect("append");
+        })
+    });
 }
 
 criterion_group!(benches, bench_puts, bench_reads, bench_store_nt, bench_floor, bench_recovery);

@@ -106,6 +106,10 @@ pub mod internals {
     pub mod sum {
         pub use crate::format::sum::*;
     }
+    /// The in-memory index (for the index's own benchmark, `floor/index_64`).
+    pub mod index {
+        pub use crate::index::{name_key, Entry, Index, NONE};
+    }
     /// Seeded protocol bugs, live one at a time in a `--cfg nvs_mutant` build.
     pub mod mutant {
         pub use crate::mutant::*;

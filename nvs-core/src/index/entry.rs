@@ -10,6 +10,7 @@ pub const NONE: u32 = u32::MAX;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Entry {
+    /// The object's version.
     pub version: u64,
     /// Media offset of the payload.
     pub payload_off: u64,
@@ -24,6 +25,7 @@ pub struct Entry {
     pub name: u32,
     /// Next entry of the same name (higher version), or `NONE`.
     pub next: u32,
+    /// The lane that wrote it.
     pub lane: u32,
     /// 0 for a full version; a delta's distance from its full version.
     pub depth: u16,

@@ -109,14 +109,17 @@ pub struct Index<X: IndexMemory> {
 }
 
 impl<X: IndexMemory> Index<X> {
+    /// An empty index over `mem`.
     pub fn new(mem: X) -> Self {
         Index { mem, entries: 0, names: 0 }
     }
 
+    /// The memory back, for the next index (a pool formatted again keeps it).
     pub fn into_memory(self) -> X {
         self.mem
     }
 
+    /// The memory the index lives in.
     pub fn memory(&self) -> &X {
         &self.mem
     }
@@ -132,10 +135,12 @@ impl<X: IndexMemory> Index<X> {
         }
     }
 
+    /// How many entries (committed versions) it holds.
     pub fn len(&self) -> usize {
         self.entries
     }
 
+    /// How many distinct names it holds.
     pub fn name_count(&self) -> usize {
         self.names
     }
@@ -292,14 +297,17 @@ impl<X: IndexMemory> Index<X> {
         }
     }
 
+    /// Entry `i` (an id the index gave out).
     pub fn entry(&self, i: u32) -> &Entry {
         &self.mem.parts_ref().entries[i as usize]
     }
 
+    /// Name slot `i`, to change (an id the index gave out).
     pub fn name_mut(&mut self, i: u32) -> &mut NameSlot {
         &mut self.mem.parts().names[i as usize]
     }
 
+    /// Name slot `i` (an id the index gave out).
     pub fn name(&self, i: u32) -> &NameSlot {
         &self.mem.parts_ref().names[i as usize]
     }
@@ -447,6 +455,7 @@ impl<X: IndexMemory> Index<X> {
         self.mem.parts().segments.get_mut(..count).ok_or(full)
     }
 
+    /// The segment slots there are (see [`Self::segments`]).
     pub fn segments_ref(&self) -> &[SegSlot] {
         self.mem.parts_ref().segments
     }
