@@ -338,7 +338,11 @@ fn bench_floor(c: &mut Criterion) {
 /// entries' lines, make room, append the 64 entries — with nothing stored to the media.
 /// Next to `format_floor_nosum_64x0k` and `put/put_batch_64x0_nosum`: what is left of the
 /// batch's time is planning's own work (validation, versions, the unit's layout).
-fn bench_index_floor(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, region: &Region, names: &[Vec<u8>]) {
+fn bench_index_floor(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    region: &Region,
+    names: &[Vec<u8>],
+) {
     use nvs_core::internals::index::{name_key, Entry, Index, NONE};
     // As many entries as put_batch_64x1k's pool holds before it is formatted again.
     const ENTRIES: usize = 230_000;
@@ -361,7 +365,7 @@ fn bench_index_floor(g: &mut criterion::BenchmarkGroup<'_, criterion::measuremen
         region.store_nt(name_off(i) as usize, n);
     }
     let mut index = Index::new(HeapMemory::new());
-    let mut fill = |index: &mut Index<HeapMemory>| {
+    let fill = |index: &mut Index<HeapMemory>| {
         index.clear();
         for (i, n) in names.iter().enumerate() {
             index.insert(region, name_key(n, 0), n, name_off(i), entry(i as u32, 1)).expect("name");

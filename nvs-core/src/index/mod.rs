@@ -140,6 +140,11 @@ impl<X: IndexMemory> Index<X> {
         self.entries
     }
 
+    /// Whether it holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
     /// How many distinct names it holds.
     pub fn name_count(&self) -> usize {
         self.names
