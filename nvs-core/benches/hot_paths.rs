@@ -1,6 +1,6 @@
 //! Micro-benchmarks of nvs-core's hot paths, on heap memory standing in for persistent
 //! memory: put (1 KiB, 32 KiB), a batch of 64 × 1 KiB (and of 64 empty objects), get, `latest`, the raw NT copy,
-//! what the format alone costs (`floor`) and recovery. `cargo bench -p nvs-core` (not part of CI; `nvs bench` is the
+//! what the format and the index alone cost (`floor`) and recovery. `cargo bench -p nvs-core` (not part of CI; `nvs bench` is the
 //! side-by-side comparison with the ceiling and the peers).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
