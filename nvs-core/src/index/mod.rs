@@ -141,6 +141,7 @@ impl<X: IndexMemory> Index<X> {
     }
 
     /// Whether it holds no entries.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.entries == 0
     }
