@@ -303,17 +303,17 @@ impl<X: IndexMemory> Index<X> {
         }
     }
 
-    /// Entry `i` (an id the index gave out).
+    /// Entry `i`. Panics if `i` is not an id the index gave out.
     pub fn entry(&self, i: u32) -> &Entry {
         &self.mem.parts_ref().entries[i as usize]
     }
 
-    /// Name slot `i`, to change (an id the index gave out).
+    /// Name slot `i`, to change. Panics if `i` is not an id the index gave out.
     pub fn name_mut(&mut self, i: u32) -> &mut NameSlot {
         &mut self.mem.parts().names[i as usize]
     }
 
-    /// Name slot `i` (an id the index gave out).
+    /// Name slot `i`. Panics if `i` is not an id the index gave out.
     pub fn name(&self, i: u32) -> &NameSlot {
         &self.mem.parts_ref().names[i as usize]
     }
