@@ -59,6 +59,15 @@ fn run(bin: &Path, args: &[&str]) -> String {
     text
 }
 
+/// Build `source` and run it with a scratch directory of its own as its one argument;
+/// returns what it printed.
+fn run_in_scratch(source: &str) -> String {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join(source.trim_end_matches(".c"));
+    build(source, &bin);
+    run(&bin, &[tmp.path().to_str().expect("utf-8 path")])
+}
+
 #[test]
 fn c_api() {
     let tmp = tempfile::tempdir().expect("scratch dir");
@@ -85,10 +94,7 @@ fn c_nvstream_wrapper() {
 /// system call): full snapshots, said once, and fread into the objects works.
 #[test]
 fn c_nvstream_delta_without_uffd() {
-    let tmp = tempfile::tempdir().expect("scratch dir");
-    let bin = tmp.path().join("noufd");
-    build("noufd.c", &bin);
-    let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    let text = run_in_scratch("noufd.c");
     assert_eq!(text.matches("store every object in full").count(), 1, "said once:\n{text}");
     assert!(text.contains("userfaultfd"), "names what is missing:\n{text}");
 }
@@ -106,26 +112,17 @@ fn cpp_nvstream_header() {
 /// One rank started twice at once: the loser is told the pool is locked.
 #[test]
 fn c_nvstream_rank_started_twice() {
-    let tmp = tempfile::tempdir().expect("scratch dir");
-    let bin = tmp.path().join("twice");
-    build("twice.c", &bin);
-    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    run_in_scratch("twice.c");
 }
 
 #[test]
 fn c_writer_processes_per_lane() {
-    let tmp = tempfile::tempdir().expect("scratch dir");
-    let bin = tmp.path().join("ranks");
-    build("ranks.c", &bin);
-    run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    run_in_scratch("ranks.c");
 }
 
 /// A failure printed to a stderr that cannot take it returns its status (no abort).
 #[test]
 fn c_nvstream_error_to_a_full_stderr() {
-    let tmp = tempfile::tempdir().expect("scratch dir");
-    let bin = tmp.path().join("fullerr");
-    build("fullerr.c", &bin);
-    let text = run(&bin, &[tmp.path().to_str().expect("utf-8 path")]);
+    let text = run_in_scratch("fullerr.c");
     assert!(text.contains("fullerr: ok"), "{text}");
 }

@@ -279,9 +279,9 @@ impl Drop for MappedMedia {
 /// A reader of a sparse file on tmpfs or ramfs (or an overlay, which may lie on
 /// either) gets a page of memory for every page of a hole it reads (a read fault on a
 /// hole of a shared mapping allocates it), and reading a pool reads its holes: an open
-/// every segment header, a check or get the payloads. A file whose holes could take more than half of the memory free (a
-/// forged superblock of 2^24 segments on a file of 1 MiB: 64 GiB) would get its
-/// reader killed: refused here, before anything is read. nvs keeps every block of its
+/// every segment header, a check or get the payloads. A file whose holes could take more
+/// than half of the memory free (a forged superblock of 2^24 segments on a file of 1 MiB:
+/// 64 GiB) would get its reader killed: refused here, before anything is read. nvs keeps every block of its
 /// pool files allocated, so only copies made sparse, or pools a VM formats through a
 /// file (the unikernel's), have holes; those read as before when they fit. (Holes are
 /// the file's length less its blocks: blocks allocated past its end, `fallocate
