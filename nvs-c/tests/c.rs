@@ -62,10 +62,7 @@ fn run(bin: &Path, args: &[&str]) -> String {
 /// Build `source` and run it with a scratch directory of its own as its one argument;
 /// returns what it printed.
 fn run_in_scratch(source: &str) -> String {
-    let tmp = tempfile::tempdir().expect("scratch dir");
-    let bin = tmp.path().join(source.trim_end_matches(".c"));
-    build(source, &bin);
-    run(&bin, &[tmp.path().to_str().expect("utf-8 path")])
+    run_in_scratch_with(source, &[])
 }
 
 #[test]
@@ -125,4 +122,30 @@ fn c_writer_processes_per_lane() {
 fn c_nvstream_error_to_a_full_stderr() {
     let text = run_in_scratch("fullerr.c");
     assert!(text.contains("fullerr: ok"), "{text}");
+}
+
+/// [`run_in_scratch`] with `args` after the scratch directory.
+fn run_in_scratch_with(source: &str, args: &[&str]) -> String {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join(source.trim_end_matches(".c"));
+    build(source, &bin);
+    let mut all = vec![tmp.path().to_str().expect("utf-8 path")];
+    all.extend_from_slice(args);
+    run(&bin, &all)
+}
+
+/// A fork child of a lane writer refreshing in a loop beside a second writer process:
+/// the pool stays whole, every version byte-exact.
+#[test]
+fn c_fork_child_refreshes_beside_writer_processes() {
+    let text = run_in_scratch_with("fork.c", &["refresh"]);
+    assert!(text.contains("all read back"), "{text}");
+}
+
+/// A fork child's close and close_detached: NVS_OK, the handle freed once, the parent's
+/// streams and locks untouched.
+#[test]
+fn c_fork_child_closes() {
+    let text = run_in_scratch_with("fork.c", &["close"]);
+    assert!(text.contains("change nothing"), "{text}");
 }

@@ -33,8 +33,10 @@
 //! copy, or write one byte of each target page first. In `UffdWpAsync` mode kernel writes
 //! are resolved like user writes and reported as dirty (tested).
 //!
-//! **Not fork-aware.** A child process does not inherit userfaultfd registrations, and the
-//! pagemap file descriptor names the parent's address space; track in one process.
+//! **Fork.** A child process inherits no userfaultfd registration, and the parent's
+//! pagemap descriptor names the parent's address space: in a `fork` child a buffer the
+//! parent made reports all of itself dirty and leaves the parent's tracking alone (the
+//! child cannot write the parent's pool anyway); buffers a child makes are its own.
 //!
 //! **Signal safety (Mprotect).** The `SIGSEGV` handler runs at an arbitrary point of the
 //! faulting thread, which may hold the allocator's or any other lock. It therefore only:
@@ -59,7 +61,9 @@ use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+
+use crate::fork::Born;
 
 /// How a [`TrackedBuf`] learns which pages were written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -315,6 +319,9 @@ pub struct TrackedBuf {
     /// parent).
     pub(crate) committed: Option<u64>,
     backend: Backend,
+    /// The process it was made in: its tracking state (a userfaultfd registration, the
+    /// pagemap descriptor) is that process's, never a `fork` child's to scan or re-arm.
+    born: Born,
     // Dropped after `backend` (fields drop in declaration order): the registry slot or
     // the userfaultfd goes first, the memory last.
     map: Mapping,
@@ -355,7 +362,7 @@ impl TrackedBuf {
             TrackerKind::UffdWpAsync => uffd_setup(&map).map_err(|(what, e)| unavailable(what, e))?,
             TrackerKind::Mprotect => mprotect_setup(&map)?,
         };
-        Ok(TrackedBuf { len, armed: false, pending: Vec::new(), committed: None, backend, map })
+        Ok(TrackedBuf { len, armed: false, pending: Vec::new(), committed: None, backend, born: Born::now(), map })
     }
 
     /// [`TrackerKind::UffdWpAsync`] if it works here, else [`TrackerKind::Mprotect`].
@@ -395,9 +402,18 @@ impl TrackedBuf {
     /// Over-reporting is the only failure mode: if the kernel refuses to re-arm some pages
     /// (it should not), they are reported as dirty now and on later takes until it
     /// succeeds.
+    ///
+    /// In a child that `fork` made of the process that made the buffer, it reports the
+    /// whole buffer and touches no tracking state: a child inherits no userfaultfd
+    /// registration, and a scan through the parent's pagemap descriptor would read and
+    /// re-arm the parent's pages, losing the writes its next take must report.
     pub fn take_dirty(&mut self, out: &mut Vec<(u64, u64)>) {
         out.clear();
         let len = self.len as u64;
+        if self.born.is_fork() {
+            out.extend((len > 0).then_some((0, len)));
+            return;
+        }
         let base = self.map.addr();
         let map_len = self.map.map_len;
         match &mut self.backend {
@@ -465,20 +481,23 @@ pub fn uffd_wp_async_available() -> io::Result<()> {
     }
 }
 
-/// The process's `/proc/self/pagemap`, opened once.
+/// The process's `/proc/self/pagemap`, opened once per process: a descriptor a `fork`
+/// child inherited names its parent's address space, so a child opens its own.
 fn pagemap_fd() -> Result<RawFd, i32> {
-    static FD: OnceLock<Result<OwnedFd, i32>> = OnceLock::new();
-    let r = FD.get_or_init(|| {
-        // SAFETY: the path is a NUL-terminated literal.
-        let fd = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            Err(errno())
-        } else {
-            // SAFETY: `fd` was just opened and is owned by nothing else.
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        }
-    });
-    r.as_ref().map(|f| f.as_raw_fd()).map_err(|e| *e)
+    static FD: Mutex<Option<(Born, OwnedFd)>> = Mutex::new(None);
+    let mut fd = FD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, f)) = fd.as_ref().filter(|(born, _)| !born.is_fork()) {
+        return Ok(f.as_raw_fd());
+    }
+    // SAFETY: the path is a NUL-terminated literal.
+    let raw = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `raw` was just opened and is owned by nothing else.
+    let f = unsafe { OwnedFd::from_raw_fd(raw) };
+    *fd = Some((Born::now(), f));
+    Ok(raw)
 }
 
 fn ioctl<T>(fd: RawFd, req: u64, arg: &mut T) -> Result<libc::c_int, i32> {

@@ -35,6 +35,7 @@ pub mod dirty;
 mod durability;
 mod error;
 mod follow;
+mod fork;
 mod locks;
 mod media;
 mod meta;

@@ -18,6 +18,7 @@
 
 use crate::durability::{holes_take_memory, Backing, Durability};
 use crate::error::{Error, Result};
+use crate::fork::Born;
 use crate::pool::Access;
 use memmap2::{MmapOptions, MmapRaw};
 use nvs_core::{Media, Region, StoreKind, Sum};
@@ -52,7 +53,41 @@ pub struct MappedMedia {
     prefault: Mutex<Option<Prefault>>,
     /// The pool file, whose claim lock ([`crate::locks::CLAIMS`]) a writer of some lanes
     /// takes around claims, releases and recoveries (`Media::lock_claims`).
-    claims: Option<File>,
+    claims: Option<Claims>,
+}
+
+/// The file a writer of some lanes takes the claim lock on. An OFD lock belongs to the
+/// open file description, which a `fork` child shares with its parent: a child taking
+/// the lock through it would succeed while the parent holds it, and its unlock would
+/// drop the parent's lock in the middle of a claim (another writer process then claims
+/// the same segment). So a fork child (which only reads: its refresh takes the lock) opens
+/// a description of its own, and its lock excludes and waits like any other process's.
+#[derive(Debug)]
+struct Claims {
+    file: File,
+    born: Born,
+    /// A fork child's own description of the file, and the process it was opened in.
+    own: Mutex<Option<(Born, File)>>,
+}
+
+impl Claims {
+    /// Run `f` on the description this process's claim lock is taken through.
+    fn with_file<T>(&self, f: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        if !self.born.is_fork() {
+            return f(&self.file);
+        }
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        if own.as_ref().is_none_or(|(born, _)| born.is_fork()) {
+            // The same file (the link names it even if its path was removed), opened anew.
+            let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+            *own = Some((Born::now(), file));
+        }
+        match own.as_ref() {
+            Some((_, file)) => f(file),
+            None => Err(io::Error::other("no description of the pool file")),
+        }
+    }
 }
 
 /// A helper thread filling the mapping's page tables (see [`MappedMedia::start_prefault`]).
@@ -211,7 +246,7 @@ impl MappedMedia {
     /// Take the pool file's claim lock in [`Media::lock_claims`] (a writer of some lanes
     /// of a pool other processes write too).
     pub(crate) fn share_claims(&mut self, file: File) {
-        self.claims = Some(file);
+        self.claims = Some(Claims { file, born: Born::now(), own: Mutex::new(None) });
     }
 
     /// The durability mode in use.
@@ -490,21 +525,21 @@ impl Media for MappedMedia {
     }
 
     fn lock_claims(&self) {
-        if let Some(f) = &self.claims {
+        if let Some(c) = &self.claims {
             // A writer that cannot exclude the others' claims must not claim: a
             // collision would lose committed objects. (The kernel refuses only when out
-            // of lock records.)
-            if let Err(e) = crate::locks::lock_wait(f, crate::locks::CLAIMS, 1) {
+            // of lock records; a fork child, when it cannot open the file again.)
+            if let Err(e) = c.with_file(|f| crate::locks::lock_wait(f, crate::locks::CLAIMS, 1)) {
                 panic!("nvs: cannot take the pool's claim lock: {e}");
             }
         }
     }
 
     fn unlock_claims(&self) {
-        if let Some(f) = &self.claims {
+        if let Some(c) = &self.claims {
             // Unlocking a lock this description holds does not fail; if it did, the
             // lock goes when the file is closed.
-            let _ = crate::locks::unlock(f, crate::locks::CLAIMS, 1);
+            let _ = c.with_file(|f| crate::locks::unlock(f, crate::locks::CLAIMS, 1));
         }
     }
 

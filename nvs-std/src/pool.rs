@@ -16,6 +16,7 @@
 use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Held, Result};
+use crate::fork::Born;
 use crate::locks;
 use crate::media::MappedMedia;
 use nvs_core::{
@@ -217,16 +218,16 @@ pub struct FilePool {
     owned: Option<Vec<u32>>,
     /// The process that opened it: only it writes (a `fork` child is refused).
     pid: u32,
-    /// [`forks`] when it was opened: another value means this process is a fork.
-    forks: u64,
+    /// When it was opened: a `fork` child of that process writes nothing.
+    born: Born,
 }
 
 impl FilePool {
     /// A pool just made or opened (`start`: when that began).
     fn new(pool: CorePool, path: &Path, file: File, start: Instant, owned: Option<Vec<u32>>) -> FilePool {
         let open_time = start.elapsed();
-        let (pid, forks) = (std::process::id(), forks());
-        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid, forks }
+        let (pid, born) = (std::process::id(), Born::now());
+        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid, born }
     }
 
     /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
@@ -479,6 +480,9 @@ impl FilePool {
     /// once the put commits: after a refused put, the next one stores them (and whatever
     /// was written since) again.
     pub fn put_tracked(&mut self, lane: u32, name: &[u8], buf: &mut TrackedBuf) -> Result<Put> {
+        // Refused before the buffer's tracking is touched (in a fork child, say): what
+        // was written stays pending for the put that will store it.
+        self.check_sync()?;
         let changes = take_pending(buf);
         let object = tracked_object(name, buf, &changes);
         let put = self.put(lane, object)?;
@@ -538,6 +542,7 @@ impl FilePool {
     /// the next version of its name, all committed together in one unit (one commit for
     /// a whole time step). Returns their versions, in order.
     pub fn put_batch_tracked(&mut self, lane: u32, items: &mut [(&[u8], &mut TrackedBuf)]) -> Result<Vec<u64>> {
+        self.check_sync()?; // as in put_tracked: nothing taken from the buffers if refused
         let changes: Vec<_> = items.iter_mut().map(|(_, buf)| take_pending(buf)).collect();
         let versions = {
             let objects: Vec<Object<'_>> =
@@ -840,9 +845,14 @@ impl FilePool {
     /// closing their streams: followers see that the writer ended cleanly and go on
     /// waiting for the next one (`nvs put` does this at exit), where after a death they
     /// report it gone. As [`Self::close`], a lane that cannot take its marker does not
-    /// keep the others from theirs; the first error is returned.
+    /// keep the others from theirs; the first error is returned. In a child `fork` made
+    /// of the writer it writes nothing and returns `Ok`, as a close there does: the streams
+    /// are the parent's.
     pub fn detach(&mut self) -> Result<()> {
         let mut first = Ok(());
+        if self.forked() {
+            return first;
+        }
         for lane in 0..self.layout().lanes_max {
             if self.writes(lane) && self.lane_info(lane).is_some_and(|i| !i.closed && !i.detached) {
                 let r = self.write(|p| p.detach_lane(lane));
@@ -864,10 +874,9 @@ impl FilePool {
         self.write(|p| p.reclaim(keep_versions))
     }
 
-    /// Is this process a `fork` of the one that opened the pool? (An atomic load: asked
-    /// before every write, where `getpid`, a system call, would cost each put.)
+    /// Is this process a `fork` of the one that opened the pool?
     fn forked(&self) -> bool {
-        forks() != self.forks
+        self.born.is_fork()
     }
 
     /// May this pool write now? Not in a `fork` of its writer, and not after a failed
@@ -1071,23 +1080,6 @@ fn random_pool_id() -> u64 {
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
     h.write_u32(std::process::id());
     h.finish()
-}
-
-/// How many `fork`s separate this process from the first one that opened a pool: a
-/// `pthread_atfork` child handler, installed at the first open, counts them.
-fn forks() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static FORKS: AtomicU64 = AtomicU64::new(0);
-    static WATCH: std::sync::Once = std::sync::Once::new();
-    extern "C" fn in_child() {
-        FORKS.fetch_add(1, Ordering::Relaxed);
-    }
-    WATCH.call_once(|| {
-        // SAFETY: registers a handler that only increments an atomic (async-signal-safe,
-        // as a handler run in a fork child must be).
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
-    });
-    FORKS.load(Ordering::Relaxed)
 }
 
 /// A new file with no name yet in `path`'s directory (`O_TMPFILE`), or `None` where that

@@ -1,0 +1,157 @@
+/* A child that fork made of a writer reads, and changes nothing of its parent's.
+ * argv[1]: a scratch directory; argv[2]: which check.
+ *
+ * "refresh": a pool with lane names and 4 KiB segments, two writer processes on lanes 0
+ * and 1 (nvs_pool_open_lane), PUTS small puts each; writer 0 forks a child that refreshes
+ * and reads its parent's handle in a loop, and whose puts and reclaims are refused
+ * (NVS_E_BUSY). A child's refresh used to take and drop the claim lock through its
+ * parent's open file description, releasing the parent's lock mid-claim: the other writer
+ * claimed the same segment and the pool no longer opened. Then the pool opens for writing
+ * and every version of both lanes is byte-exact.
+ *
+ * "close": a child's nvs_pool_close_detached and nvs_pool_close of the parent's handles
+ * return NVS_OK and write nothing (close_detached used to free the handle and then return
+ * NVS_E_BUSY, inviting a retry on freed memory); the parent goes on putting, its streams
+ * open. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define PUTS 30000
+
+static void fill(uint8_t *buf, size_t len, uint32_t lane, uint64_t v) {
+  for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)(i * 7 + v * 13 + lane * 101);
+}
+
+static size_t len_of(uint64_t v) { return 8 + (size_t)(v * 37 % 200); }
+
+static void put_all(struct nvs_pool *p, uint32_t lane) {
+  uint8_t buf[256];
+  for (uint64_t v = 1; v <= PUTS; v++) {
+    size_t len = len_of(v);
+    fill(buf, len, lane, v);
+    uint64_t got = 0;
+    OK(nvs_put(p, lane, "x", buf, len, &got));
+    CHECK(got == v);
+  }
+}
+
+/* The fork child of writer 0: refresh and read until the parent ends it. */
+static int refresher(struct nvs_pool *p) {
+  uint8_t buf[256];
+  for (long i = 0;; i++) {
+    OK(nvs_pool_refresh(p));
+    uint64_t latest = 0;
+    int rc = nvs_latest_on(p, 1, "x", &latest);
+    CHECK(rc == NVS_OK || rc == NVS_E_NOT_FOUND);
+    if (rc == NVS_OK) {
+      size_t n = 0;
+      uint8_t want[256];
+      OK(nvs_get_on(p, 1, "x", latest, buf, sizeof buf, &n));
+      fill(want, len_of(latest), 1, latest);
+      CHECK(n == len_of(latest) && memcmp(buf, want, n) == 0);
+    }
+    if (i % 64 == 0) {
+      uint64_t v = 0;
+      IS(NVS_E_BUSY, nvs_put(p, 0, "x", "child", 5, &v));
+      IS(NVS_E_BUSY, nvs_reclaim(p, 1, NULL));
+    }
+  }
+}
+
+static int refresh_check(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/fork.pool", dir);
+  struct nvs_create_options o = {0};
+  o.segment_len = 4096;
+  o.lanes_max = 2;
+  o.lane_names = 1;
+  struct nvs_pool *p = NULL;
+  OK(nvs_pool_create(path, 64 << 20, &o, &p));
+  OK(nvs_pool_close(p));
+
+  pid_t other = fork();
+  CHECK(other >= 0);
+  if (other == 0) {
+    OK(nvs_pool_open_lane(path, 1, &p));
+    put_all(p, 1);
+    OK(nvs_pool_close(p));
+    _exit(0);
+  }
+  OK(nvs_pool_open_lane(path, 0, &p));
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) _exit(refresher(p));
+  put_all(p, 0);
+  OK(nvs_pool_close(p));
+  int st = 0;
+  CHECK(waitpid(other, &st, 0) == other && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  /* The child refreshes until now: it must still be alive (no failed check). */
+  CHECK(waitpid(child, &st, WNOHANG) == 0);
+  CHECK(kill(child, SIGKILL) == 0);
+  CHECK(waitpid(child, &st, 0) == child && WIFSIGNALED(st));
+
+  OK(nvs_pool_open(path, NVS_OPEN_READ_WRITE, &p));
+  uint8_t want[256], got[256];
+  for (uint32_t lane = 0; lane < 2; lane++) {
+    for (uint64_t v = 1; v <= PUTS; v++) {
+      size_t n = 0, len = len_of(v);
+      fill(want, len, lane, v);
+      OK(nvs_get_on(p, lane, "x", v, got, sizeof got, &n));
+      CHECK(n == len && memcmp(want, got, len) == 0);
+    }
+  }
+  OK(nvs_pool_close(p));
+  printf("fork refresh: 2 writer processes x %d puts beside a refreshing fork child, all read back\n", PUTS);
+  return 0;
+}
+
+static int close_check(const char *dir) {
+  char path[4096], lanes[4096];
+  snprintf(path, sizeof path, "%s/close.pool", dir);
+  snprintf(lanes, sizeof lanes, "%s/lanes.pool", dir);
+  struct nvs_pool *p = NULL, *l = NULL;
+  OK(nvs_pool_create(path, 4 << 20, NULL, &p));
+  struct nvs_create_options o = {0};
+  o.lane_names = 1;
+  OK(nvs_pool_create(lanes, 4 << 20, &o, &l));
+  OK(nvs_pool_close(l));
+  OK(nvs_pool_open_lane(lanes, 0, &l));
+  uint64_t v = 0;
+  OK(nvs_put(p, 0, "a", "1", 1, &v));
+  OK(nvs_put(l, 0, "a", "1", 1, &v));
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    OK(nvs_pool_close_detached(p));
+    OK(nvs_pool_close(l));
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  /* The parent's streams are open and its locks held: it goes on. */
+  OK(nvs_put(p, 0, "a", "2", 1, &v));
+  CHECK(v == 2);
+  OK(nvs_put(l, 0, "a", "2", 1, &v));
+  CHECK(v == 2);
+  struct nvs_pool *q = NULL;
+  IS(NVS_E_BUSY, nvs_pool_open(path, NVS_OPEN_READ_WRITE, &q));
+  IS(NVS_E_BUSY, nvs_pool_open_lane(lanes, 0, &q));
+  OK(nvs_pool_close(p));
+  OK(nvs_pool_close(l));
+  printf("fork close: a child's close and close_detached are OK and change nothing of the parent's\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  CHECK(argc == 3);
+  if (strcmp(argv[2], "refresh") == 0) return refresh_check(argv[1]);
+  if (strcmp(argv[2], "close") == 0) return close_check(argv[1]);
+  fprintf(stderr, "unknown check %s\n", argv[2]);
+  return 2;
+}
