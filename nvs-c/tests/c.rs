@@ -149,3 +149,13 @@ fn c_fork_child_closes() {
     let text = run_in_scratch_with("fork.c", &["close"]);
     assert!(text.contains("change nothing"), "{text}");
 }
+
+/// NVS_DELTA (uffd-wp where the kernel has it, and mprotect): a fork child's refused
+/// snapshot leaves the parent's dirty pages for the parent's next snapshot.
+#[test]
+fn c_fork_child_snapshot_keeps_parents_deltas() {
+    for mode in ["1", "mprotect"] {
+        let text = run_in_scratch_with("fork.c", &["delta", mode]);
+        assert!(text.contains("leaves the parent's next one whole"), "{text}");
+    }
+}

@@ -12,8 +12,15 @@
  * "close": a child's nvs_pool_close_detached and nvs_pool_close of the parent's handles
  * return NVS_OK and write nothing (close_detached used to free the handle and then return
  * NVS_E_BUSY, inviting a retry on freed memory); the parent goes on putting, its streams
- * open. */
+ * open.
+ *
+ * "delta" (NVS_DELTA=1 or mprotect as argv[3]): snapshot 1 is all 'A'; the parent writes
+ * page 0 = 'B' and forks; the child's nvs_snapshot is refused; the parent writes page 5
+ * = 'C' and snapshots: version 2 holds 'B' in page 0 and 'C' in page 5. The child's
+ * refused snapshot used to scan (and re-arm) the parent's pages through the parent's
+ * pagemap descriptor, so version 2 kept 'A' in page 0. */
 #include <signal.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "nvstream.h"
 
 #define PUTS 30000
 
@@ -148,7 +156,55 @@ static int close_check(const char *dir) {
   return 0;
 }
 
+static int delta_check(const char *dir, const char *mode) {
+  enum { PAGES = 8, PAGE = 4096 };
+  CHECK(setenv("NVS_DIR", dir, 1) == 0 && setenv("NVS_DELTA", mode, 1) == 0);
+  CHECK(setenv("NVS_POOL_SIZE", "16M", 1) == 0);
+  OK(nvs_init(0));
+  char *obj = nvs_alloc(PAGES * PAGE, "grid");
+  CHECK(obj != NULL);
+  memset(obj, 'A', PAGES * PAGE);
+  nvs_snapshot(0);
+  CHECK(*nvs_last_error() == 0);
+  memset(obj, 'B', PAGE);
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    nvs_snapshot(0); /* refused: a fork cannot write its parent's pool */
+    CHECK(strstr(nvs_last_error(), "fork") != NULL);
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  memset(obj + 5 * PAGE, 'C', PAGE);
+  nvs_snapshot(0);
+  CHECK(*nvs_last_error() == 0);
+  OK(nvs_finalize());
+
+  char path[4096];
+  snprintf(path, sizeof path, "%s/nvs.0.pool", dir);
+  struct nvs_pool *p = NULL;
+  OK(nvs_pool_open(path, NVS_OPEN_READ_ONLY, &p));
+  static char got[PAGES * PAGE], want[PAGES * PAGE];
+  size_t n = 0;
+  OK(nvs_get(p, "grid", 2, got, sizeof got, &n));
+  memset(want, 'A', sizeof want);
+  memset(want, 'B', PAGE);
+  memset(want + 5 * PAGE, 'C', PAGE);
+  CHECK(n == sizeof want);
+  for (int pg = 0; pg < PAGES; pg++) {
+    if (memcmp(got + pg * PAGE, want + pg * PAGE, PAGE) != 0) {
+      fprintf(stderr, "version 2, page %d: holds '%c', wanted '%c'\n", pg, got[pg * PAGE], want[pg * PAGE]);
+      exit(1);
+    }
+  }
+  OK(nvs_pool_close(p));
+  printf("fork delta (%s): a child's refused snapshot leaves the parent's next one whole\n", mode);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[2], "delta") == 0) return delta_check(argv[1], argv[3]);
   CHECK(argc == 3);
   if (strcmp(argv[2], "refresh") == 0) return refresh_check(argv[1]);
   if (strcmp(argv[2], "close") == 0) return close_check(argv[1]);
