@@ -10,6 +10,16 @@
  * thread-safe). An nvs_lane and an nvs_follower are used by one thread at a time (they
  * may move between threads). nvs_last_error() and nvs_status_name() are thread-safe.
  *
+ * Signals: no call is async-signal-safe. A call made on a thread that is already inside
+ * a call on the same handle (a signal handler that interrupted it: "checkpoint on
+ * SIGTERM") returns NVS_E_BUSY at once, without allocating, instead of waiting for ever
+ * for a lock its own thread holds; set a flag in the handler and call nvs after it.
+ *
+ * fork: a child that fork() makes of a process with open pools may read them (gets,
+ * nvs_pool_refresh, followers): it takes no lock of its parent's. Its puts, reclaims and
+ * lane takes are NVS_E_BUSY with nothing written; its nvs_pool_close and
+ * nvs_pool_close_detached write nothing, free the handle and return NVS_OK.
+ *
  * Link with -lnvs (libnvs.so), or libnvs.a plus -lpthread -ldl -lm.
  */
 

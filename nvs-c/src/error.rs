@@ -1,7 +1,7 @@
 //! Status codes, the per-thread last-error message, and the guard every entry point
 //! runs its body in (argument checks, error mapping, no panic across the boundary).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -43,13 +43,68 @@ pub const NVS_E_OTHER: i32 = 13;
 
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
+    /// A message that needs no memory of its own: when set, it is the last error (a
+    /// refused re-entry sets it, in a signal handler where allocating could deadlock).
+    static LAST_STATIC: Cell<Option<&'static CStr>> = const { Cell::new(None) };
+    /// The handle this thread is inside a call on (0: none), see [`enter`].
+    static INSIDE: Cell<usize> = const { Cell::new(0) };
+    /// The last refusal was a re-entry ([`enter`]): [`guard`] reports it with no allocation.
+    static REENTERED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The message of the last failed call on this thread (an empty string if none failed
 /// yet). Valid until the next nvs call on this thread. Thread-safe (per thread).
 #[no_mangle]
 pub extern "C" fn nvs_last_error() -> *const c_char {
-    LAST.with(|l| l.borrow().as_ptr())
+    if let Some(s) = LAST_STATIC.with(Cell::get) {
+        return s.as_ptr();
+    }
+    // Borrowed already: a signal handler interrupted this thread's own update of it.
+    LAST.with(|l| l.try_borrow().map_or(c"".as_ptr(), |m| m.as_ptr()))
+}
+
+/// This thread inside a call on one handle, until dropped ([`enter`]).
+pub(crate) struct Entered(usize);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(self.0));
+    }
+}
+
+/// Enter a call on the handle `key` (its address). A thread already inside a call on it
+/// — a signal handler that interrupted that call, the "checkpoint on SIGTERM" pattern —
+/// is refused with `NVS_E_BUSY` at once, without allocating: it would otherwise wait
+/// for ever for a lock its own thread holds, or write through state the interrupted call
+/// is changing. Take it before the handle's lock; drop it after.
+pub(crate) fn enter(key: usize) -> Res<Entered> {
+    let prev = INSIDE.with(Cell::get);
+    if prev == key {
+        REENTERED.with(|r| r.set(true));
+        return Err(Fail { status: NVS_E_BUSY, msg: String::new() });
+    }
+    INSIDE.with(|c| c.set(key));
+    Ok(Entered(prev))
+}
+
+/// Run a caller's callback from inside a call: it may call nvs on the same handle (the
+/// call holds no lock meanwhile), so for its duration this thread is not inside one.
+pub(crate) fn outside<T>(f: impl FnOnce() -> T) -> T {
+    let prev = INSIDE.with(|c| c.replace(0));
+    let r = f();
+    INSIDE.with(|c| c.set(prev));
+    r
+}
+
+/// The last error of a refused re-entry ([`enter`]), set without allocating.
+pub(crate) fn set_reentered() {
+    LAST_STATIC.with(|s| {
+        s.set(Some(
+            c"this thread is inside a call on the same handle already (a signal handler that \
+              interrupted it?): refused, not waited for. nvs calls are not async-signal-safe: \
+              set a flag in the handler and call nvs after it returns",
+        ))
+    });
 }
 
 /// The name of a status code (`"NVS_E_FULL"`, ...), a static string.
@@ -149,7 +204,19 @@ pub(crate) fn set_last(msg: &str) {
         v.truncate(at);
         CString::new(v).unwrap_or_default()
     });
-    LAST.with(|l| *l.borrow_mut() = c);
+    LAST_STATIC.with(|s| s.set(None));
+    // Borrowed already: a signal handler's call interrupted this thread's own update
+    // of it (the handler's message is lost, never a panic at the boundary).
+    LAST.with(|l| {
+        if let Ok(mut m) = l.try_borrow_mut() {
+            *m = c
+        }
+    });
+}
+
+/// Clear this thread's last error, without allocating.
+pub(crate) fn clear_last() {
+    LAST_STATIC.with(|s| s.set(Some(c"")));
 }
 
 /// Run an entry point's body: its error becomes a status and a message, a panic
@@ -157,6 +224,10 @@ pub(crate) fn set_last(msg: &str) {
 pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => NVS_OK,
+        Ok(Err(f)) if REENTERED.with(|r| r.replace(false)) => {
+            set_reentered();
+            f.status
+        }
         Ok(Err(f)) => {
             set_last(&format!("{what}: {}", f.msg));
             f.status
@@ -223,9 +294,24 @@ pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Res<&'
 /// # Safety
 /// `ptr` is null or valid for writes of `len` bytes for the call.
 pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut u8, len: usize, what: &str) -> Res<&'a mut [u8]> {
-    fits::<u8>(len, what)?;
+    // SAFETY: the caller's promise.
+    unsafe { slice_mut(ptr, len, what) }
+}
+
+/// `(ptr, len)` as a mutable slice of `T`: the one door through which an entry point
+/// writes to a caller's buffer or array. A null `ptr` is allowed only with `len == 0`;
+/// `len` values must fit in `PTRDIFF_MAX` bytes (`SIZE_MAX` for "big enough" is
+/// `NVS_E_ARG`, never a write past the array); `ptr` must be aligned for `T`.
+///
+/// # Safety
+/// `ptr` is null or valid for writes of `len` values of `T` for the call.
+pub(crate) unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Res<&'a mut [T]> {
+    fits::<T>(len, what)?;
     if ptr.is_null() {
         return if len == 0 { Ok(&mut []) } else { Err(arg(format!("{what} is NULL with a length of {len}"))) };
+    }
+    if !ptr.is_aligned() {
+        return Err(arg(format!("{what} is not aligned for its type")));
     }
     // SAFETY: the caller's promise.
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })

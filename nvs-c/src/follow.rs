@@ -50,11 +50,15 @@ pub struct nvs_event {
     pub name: [c_char; 256],
 }
 
+/// The follower of handle `f`, with this thread [`Entered`] in it (a signal handler's
+/// call on it while this one runs is refused).
+///
 /// # Safety
 /// `f` is NULL or a live handle.
-unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<&'a mut nvs_follower> {
+unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<(Entered, &'a mut nvs_follower)> {
     // SAFETY: the caller's promise.
-    unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))
+    let h = unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))?;
+    Ok((enter(f as usize)?, h))
 }
 
 /// Follow the pool at `path` (opened read-only; it never writes and takes no lock).
@@ -99,7 +103,7 @@ pub unsafe extern "C" fn nvs_follower_open(
 pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u32) -> i32 {
     guard("nvs_follower_expect_lane", || {
         // SAFETY: the caller's promise.
-        let h = unsafe { follower(f)? };
+        let (_in, h) = unsafe { follower(f)? };
         // A lane the pool cannot have would never end its stream: refused (NoSuchLane).
         Ok(h.f.expect_lanes([lane])?)
     })
@@ -122,7 +126,7 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
             return Err(arg("ev is NULL"));
         }
         // SAFETY: the caller's promise.
-        let h = unsafe { follower(f)? };
+        let (_in, h) = unsafe { follower(f)? };
         let mut out =
             nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
         if h.queue.is_empty() {
@@ -166,7 +170,7 @@ pub unsafe extern "C" fn nvs_follower_get(
 ) -> i32 {
     guard("nvs_follower_get", || {
         // SAFETY: the caller's promises.
-        let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let ((_in, h), name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         get_from(h.f.pool(), None, name, version, buf, len)
     })
 }
@@ -189,7 +193,7 @@ pub unsafe extern "C" fn nvs_follower_get_on(
 ) -> i32 {
     guard("nvs_follower_get_on", || {
         // SAFETY: the caller's promises.
-        let (h, name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let ((_in, h), name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         get_from(h.f.pool(), Some(lane), name, version, buf, len)
     })
 }
@@ -204,7 +208,8 @@ pub unsafe extern "C" fn nvs_follower_close(f: *mut nvs_follower) -> i32 {
         return NVS_OK;
     }
     guard("nvs_follower_close", || {
-        // SAFETY: the caller's promise.
+        drop(enter(f as usize)?); // not under a call of this thread on it
+                                  // SAFETY: the caller's promise.
         drop(unsafe { Box::from_raw(f) });
         Ok(())
     })

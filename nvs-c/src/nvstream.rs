@@ -21,7 +21,10 @@
 //!
 //! Failures are printed on stderr and left for `nvs_last_error`; every call clears it
 //! first, so after `nvs_snapshot` (which returns nothing) an empty `nvs_last_error` means
-//! it succeeded. The calls are thread-safe (one lock per process).
+//! it succeeded. The calls are thread-safe (one lock per process). They are not
+//! async-signal-safe: a call from a signal handler that interrupted a call of the same
+//! thread is refused with `NVS_E_BUSY` (it would wait for ever for the lock its thread
+//! holds); set a flag in the handler and snapshot after it returns.
 
 use crate::error::*;
 use nvs_core::Object;
@@ -173,20 +176,45 @@ fn pool_path(id: c_int) -> PathBuf {
 /// A line on stderr; a stderr that cannot take it (closed, a pipe whose reader left) is
 /// ignored, never a panic (which `eprintln!` would be, and at this boundary an abort).
 fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    say_parts(&[line.as_bytes()]);
+}
+
+/// `parts` and a newline on stderr, by `write(2)` itself: no lock, no allocation, no
+/// panic, so a signal handler's refused call can say why. Failures are ignored.
+fn say_parts(parts: &[&[u8]]) {
+    for part in parts.iter().chain([&&b"\n"[..]]) {
+        let mut rest: &[u8] = part;
+        while !rest.is_empty() {
+            // SAFETY: writes `rest.len()` bytes from a live slice to descriptor 2.
+            let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+            match usize::try_from(n) {
+                Ok(n) if n > 0 => rest = rest.get(n..).unwrap_or_default(),
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => return,
+            }
+        }
+    }
 }
 
 /// Run a wrapper call: it clears the thread's last error first (so `nvs_last_error` is
 /// empty after a call that succeeded, `nvs_snapshot`'s only report), and its failure is
-/// printed (and kept for `nvs_last_error`).
+/// printed (and kept for `nvs_last_error`). A call made while this thread is inside one
+/// already (a signal handler that interrupted it) is refused with `NVS_E_BUSY`, not
+/// waited for: the process's rank lock is held by the interrupted call.
 fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
-    set_last("");
-    let status = guard(what, body);
+    clear_last();
+    let status = guard(what, || {
+        let _in = enter(&RANK as *const _ as usize)?;
+        body()
+    });
     if status != NVS_OK {
         // SAFETY: nvs_last_error returns a valid NUL-terminated string.
         let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) };
-        say(&format!("nvs: {}", msg.to_string_lossy()));
+        say_parts(&[b"nvs: ", msg.to_bytes()]);
+    } else {
+        // A signal handler's refused call during this one left its message: this call
+        // succeeded, and an empty last error is how `nvs_snapshot` says so.
+        clear_last();
     }
     status
 }

@@ -45,8 +45,9 @@ pub struct nvs_pool {
     calls: AtomicUsize,
 }
 
-/// A call inside a pool handle, counted in [`nvs_pool::calls`] until it is dropped.
-struct InCall<'a>(&'a nvs_pool);
+/// A call inside a pool handle, counted in [`nvs_pool::calls`] until it is dropped, its
+/// thread [`Entered`] in it.
+struct InCall<'a>(&'a nvs_pool, #[allow(dead_code)] Entered);
 
 impl std::ops::Deref for InCall<'_> {
     type Target = nvs_pool;
@@ -258,16 +259,21 @@ fn poisoned() -> Fail {
 unsafe fn pool_ref<'a>(p: *const nvs_pool) -> Res<InCall<'a>> {
     // SAFETY: the caller's promise.
     let p = unsafe { p.as_ref() }.ok_or_else(|| arg("pool is NULL"))?;
+    let entered = enter(p as *const nvs_pool as usize)?;
     p.calls.fetch_add(1, Ordering::SeqCst);
-    Ok(InCall(p))
+    Ok(InCall(p, entered))
 }
 
+/// The lane writer of handle `l`, with this thread [`Entered`] in its pool (a signal
+/// handler's call on the lane, or on its pool, while this one runs is refused).
+///
 /// # Safety
 /// `l` is null or a live handle from `nvs_lane_take`.
-unsafe fn lane_mut<'a>(l: *mut nvs_lane) -> Res<&'a mut FileLane<'static>> {
+unsafe fn lane_mut<'a>(l: *mut nvs_lane) -> Res<(Entered, &'a mut FileLane<'static>)> {
     // SAFETY: the caller's promise.
     let l = unsafe { l.as_mut() }.ok_or_else(|| arg("lane is NULL"))?;
-    l.w.as_mut().ok_or_else(|| arg("lane was released"))
+    let entered = enter(l.pool as usize)?;
+    Ok((entered, l.w.as_mut().ok_or_else(|| arg("lane was released"))?))
 }
 
 fn path_of(bytes: &[u8]) -> &std::path::Path {
@@ -419,6 +425,8 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
         return NVS_OK;
     }
     guard(what, || {
+        // A call of this thread on it, interrupted by a signal handler making this one.
+        let entered = enter(pool as usize)?;
         // SAFETY: the caller's promise.
         let p = unsafe { &*pool };
         // A call of another thread inside the handle (or waiting for it) would use it
@@ -438,8 +446,11 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
             return Err(in_use());
         }
         drop(g);
+        drop(entered);
         // SAFETY: no lane handle is alive, no other call is inside, and the caller gives
-        // the handle up.
+        // the handle up. From here on the handle is freed, whatever the result: no error
+        // below is `NVS_E_BUSY`, the one status that promises it is still open (in a fork
+        // child, close and detach write nothing and are `Ok`).
         let p = unsafe { Box::from_raw(pool) };
         let mut fp = p.pool.into_inner();
         if detach && fp.is_writable() {
@@ -511,6 +522,9 @@ pub unsafe extern "C" fn nvs_lane_release(lane: *mut nvs_lane) -> i32 {
         return NVS_OK;
     }
     guard("nvs_lane_release", || {
+        // Not under a put of this thread on the lane (a signal handler's release).
+        // SAFETY: the caller's promise.
+        drop(enter(unsafe { (*lane).pool } as usize)?);
         // SAFETY: the caller's promise.
         let mut l = unsafe { Box::from_raw(lane) };
         drop(l.w.take());
@@ -644,7 +658,7 @@ unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Re
         }
         let objs = slice(objs, n, "objs")?;
         let specs = objs.iter().map(|o| Spec::of(o)).collect::<Res<Vec<_>>>()?;
-        let out: &mut [u64] = if versions.is_null() { &mut [] } else { std::slice::from_raw_parts_mut(versions, n) };
+        let out: &mut [u64] = if versions.is_null() { &mut [] } else { slice_mut(versions, n, "versions")? };
         Ok((specs, out))
     }
 }
@@ -701,7 +715,8 @@ pub unsafe extern "C" fn nvs_lane_put(
 ) -> i32 {
     guard("nvs_lane_put", || {
         // SAFETY: the caller's promises.
-        let (w, name, data) = unsafe { (lane_mut(lane)?, cstr(name, "name")?, bytes(data.cast(), len, "data")?) };
+        let ((_in, w), name, data) =
+            unsafe { (lane_mut(lane)?, cstr(name, "name")?, bytes(data.cast(), len, "data")?) };
         let put = w.put(Object::new(name, data))?;
         // SAFETY: the caller's promise.
         unsafe { put_out(version, put.version) };
@@ -721,7 +736,7 @@ pub unsafe extern "C" fn nvs_lane_put_object(
 ) -> i32 {
     guard("nvs_lane_put_object", || {
         // SAFETY: the caller's promises.
-        let (w, spec) = unsafe { (lane_mut(lane)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
+        let ((_in, w), spec) = unsafe { (lane_mut(lane)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
         let put = w.put(spec.object())?;
         // SAFETY: the caller's promise.
         unsafe { put_out(result, result_of(put)) };
@@ -742,7 +757,7 @@ pub unsafe extern "C" fn nvs_lane_put_batch(
 ) -> i32 {
     guard("nvs_lane_put_batch", || {
         // SAFETY: the caller's promises.
-        let (w, (specs, out)) = unsafe { (lane_mut(lane)?, batch(objs, n, versions)?) };
+        let ((_in, w), (specs, out)) = unsafe { (lane_mut(lane)?, batch(objs, n, versions)?) };
         let objects: Vec<Object<'_>> = specs.iter().map(Spec::object).collect();
         let v = w.put_batch(&objects)?;
         out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
@@ -758,7 +773,8 @@ pub unsafe extern "C" fn nvs_lane_put_batch(
 pub unsafe extern "C" fn nvs_lane_end_stream(lane: *mut nvs_lane) -> i32 {
     guard("nvs_lane_end_stream", || {
         // SAFETY: the caller's promise.
-        Ok(unsafe { lane_mut(lane)? }.close()?)
+        let (_in, w) = unsafe { lane_mut(lane)? };
+        Ok(w.close()?)
     })
 }
 
@@ -995,18 +1011,12 @@ pub unsafe extern "C" fn nvs_versions(
             return Err(arg("count is NULL"));
         }
         // SAFETY: the caller's promises.
-        let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
-        if out.is_null() && cap != 0 {
-            return Err(arg(format!("out is NULL with a capacity of {cap}")));
-        }
+        let (p, name, out) = unsafe { (pool_ref(pool)?, cstr(name, "name")?, slice_mut(out, cap, "out")?) };
         let (_g, fp) = p.shared()?;
         let versions: Vec<u64> = fp.versions(name)?.map(|i| i.version).collect();
         // SAFETY: checked non-null; the caller's promise.
         unsafe { count.write(versions.len()) };
-        for (i, v) in versions.iter().take(cap).enumerate() {
-            // SAFETY: `i < cap`; the caller's promise.
-            unsafe { out.add(i).write(*v) };
-        }
+        out.iter_mut().zip(&versions).for_each(|(o, v)| *o = *v);
         if cap != 0 && cap < versions.len() {
             let msg = format!("room for {cap} versions, the name has {}", versions.len());
             return Err(Fail { status: NVS_E_TOO_SMALL, msg });
@@ -1071,7 +1081,7 @@ unsafe fn names_of(pool: *const nvs_pool, lane: Option<u32>, cb: nvs_name_fn, ct
         let mut z = name;
         z.push(0);
         // SAFETY: a NUL-terminated name; the caller's promise for `cb` and `ctx`.
-        if unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) } != 0 {
+        if outside(|| unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) }) != 0 {
             break;
         }
     }

@@ -159,3 +159,11 @@ fn c_fork_child_snapshot_keeps_parents_deltas() {
         assert!(text.contains("leaves the parent's next one whole"), "{text}");
     }
 }
+
+/// A signal handler calling nvs inside an nvs call of its thread (put, get, snapshot):
+/// NVS_E_BUSY at once, the re-entry named; it used to hang.
+#[test]
+fn c_call_from_a_signal_handler_is_refused_not_hung() {
+    let text = run_in_scratch("signal.c");
+    assert!(text.contains("none hung"), "{text}");
+}

@@ -83,6 +83,13 @@ static void basics(void) {
   IS(NVS_E_ARG, nvs_get(p, "temperature", 1, NULL, 5, &len));
   IS(NVS_E_ARG, nvs_get(NULL, "temperature", 1, got, 5, &len));
   IS(NVS_E_ARG, nvs_versions(p, "temperature", NULL, 4, &count));
+  /* "big enough" as SIZE_MAX with a one-slot array: refused before anything is written
+   * (it used to return NVS_OK and write past the array), as nvs_get refuses it. */
+  uint64_t one[1] = {0};
+  IS(NVS_E_ARG, nvs_versions(p, "temperature", one, SIZE_MAX, &count));
+  CHECK(strstr(nvs_last_error(), "PTRDIFF_MAX") != NULL && one[0] == 0);
+  IS(NVS_E_ARG, nvs_get(p, "temperature", 1, got, SIZE_MAX, &len));
+  IS(NVS_E_ARG, nvs_get_meta(p, "temperature", 1, got, SIZE_MAX, &len));
   IS(NVS_E_ARG, nvs_stat(p, "temperature", 1, NULL));
   IS(NVS_E_ARG, nvs_pool_open(at("basics.pool"), 7, &p2));
   IS(NVS_E_ARG, nvs_names(p, NULL, NULL));

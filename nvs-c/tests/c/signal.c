@@ -1,0 +1,125 @@
+/* A signal handler that calls nvs while its thread is inside an nvs call (the
+ * "checkpoint on SIGTERM" pattern): the handler's call returns NVS_E_BUSY at once, with the
+ * re-entry named in nvs_last_error, where it used to wait for ever for a lock its own
+ * thread held. A helper thread signals the main thread every 100 us while the main thread
+ * puts, gets (nvs.h) and snapshots (nvstream.h) 16 MiB objects, until the handler has
+ * been refused inside each kind of call; an alarm ends the process if anything hangs.
+ * Calls of the handler that found the thread outside nvs succeed. argv[1]: a scratch
+ * directory. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "nvstream.h"
+
+enum { BIG = 16 << 20 };
+
+static struct nvs_pool *pool;
+static volatile sig_atomic_t mode; /* 0: put, 1: get, 2: snapshot, 3: the handler does nothing */
+static volatile sig_atomic_t refused, refused_all, done_ok, other, named;
+static pthread_t main_thread;
+static volatile int stop;
+static char small[64], got[64];
+
+static void handler(int sig) {
+  (void)sig;
+  int rc;
+  if (mode == 3) return;
+  if (mode == 2) {
+    nvs_snapshot(0);
+    const char *e = nvs_last_error();
+    rc = *e == 0 ? NVS_OK : strstr(e, "inside a call") ? NVS_E_BUSY : NVS_E_OTHER;
+  } else if (mode == 1) {
+    size_t n = 0;
+    rc = nvs_get(pool, "small", NVS_LATEST, got, sizeof got, &n);
+  } else {
+    rc = nvs_put(pool, 0, "small", small, sizeof small, NULL);
+  }
+  if (rc == NVS_E_BUSY) {
+    refused++;
+    refused_all++;
+    if (strstr(nvs_last_error(), "signal handler") != NULL) named++;
+  } else if (rc == NVS_OK) {
+    done_ok++;
+  } else {
+    other++;
+  }
+}
+
+static void *signaller(void *arg) {
+  (void)arg;
+  while (!stop) {
+    usleep(100);
+    pthread_kill(main_thread, SIGUSR1);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  CHECK(argc == 2);
+  alarm(60); /* a hang ends the process (SIGALRM) */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/signal.pool", argv[1]);
+  OK(nvs_pool_create(path, 256 << 20, NULL, &pool));
+  static char big[BIG];
+  memset(big, 7, sizeof big);
+  OK(nvs_put(pool, 0, "small", small, sizeof small, NULL));
+  OK(nvs_put(pool, 0, "big", big, sizeof big, NULL));
+  CHECK(setenv("NVS_DIR", argv[1], 1) == 0 && setenv("NVS_POOL_SIZE", "512M", 1) == 0);
+  CHECK(setenv("NVS_KEEP", "1", 1) == 0);
+  OK(nvs_init(0));
+  char *obj = nvs_alloc(BIG, "grid");
+  CHECK(obj != NULL);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+  main_thread = pthread_self();
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, signaller, NULL) == 0);
+  const char *what[3] = {"nvs_put", "nvs_get", "nvs_snapshot"};
+  for (int m = 0; m < 3; m++) {
+    refused = 0;
+    mode = m;
+    int calls = 0;
+    while (refused == 0 && calls < 2000) {
+      calls++;
+      int rc = NVS_OK;
+      if (m == 0) {
+        rc = nvs_put(pool, 1, "big", big, sizeof big, NULL);
+      } else if (m == 1) {
+        size_t n = 0;
+        rc = nvs_get(pool, "big", NVS_LATEST, big, sizeof big, &n);
+      } else {
+        nvs_snapshot(0);
+        rc = *nvs_last_error() == 0 ? NVS_OK : NVS_E_OTHER;
+      }
+      if (rc == NVS_E_FULL) { /* the pool is a ring for this test */
+        mode = 3;
+        OK(nvs_reclaim(pool, 1, NULL));
+        mode = m;
+      } else {
+        OK(rc);
+      }
+    }
+    mode = 3; /* nothing in the handler while this thread prints (printf may hold malloc's lock) */
+    printf("%s: the handler was refused %d times inside it (%d calls); %d handler calls succeeded\n", what[m],
+           (int)refused, calls, (int)done_ok);
+    CHECK(refused > 0);
+  }
+  stop = 1;
+  CHECK(pthread_join(t, NULL) == 0);
+  mode = 3;
+  CHECK(other == 0);
+  CHECK(named == refused_all);
+  OK(nvs_finalize());
+  OK(nvs_pool_close(pool));
+  printf("signal: every refused call named the re-entry; none hung\n");
+  return 0;
+}
