@@ -156,7 +156,7 @@ impl From<nvs_std::Error> for Fail {
             | S::Unsupported { .. }
             | S::Replaced { .. } => NVS_E_IO,
             S::DeltaMismatch { .. } => NVS_E_DELTA,
-            S::BadMeta { .. } => NVS_E_ARG,
+            S::BadMeta { .. } | S::NameNul { .. } => NVS_E_ARG,
             S::Core { source, .. } => core_status(source),
             _ => NVS_E_OTHER,
         };

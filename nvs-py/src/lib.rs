@@ -25,6 +25,9 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 
 /// The Python exception for an nvs error.
 fn err(py: Python<'_>, e: Error) -> PyErr {
+    if matches!(e, Error::NameNul { .. }) {
+        return PyValueError::new_err(e.to_string());
+    }
     let class = match &e {
         Error::NotFound { .. } => "NotFound",
         Error::Locked { .. } => "Locked",
@@ -373,7 +376,11 @@ impl Pool {
     /// Put `data` (bytes, or any bytes-like object: copied once) as the next version of
     /// `name` on `lane` (None: the lane of a handle from `nvs.open_lane`, else 0), with
     /// `meta` (a dict of str, stored as `key=value` lines). Durable when it returns;
-    /// returns the version.
+    /// returns the version. A name holding a NUL byte is a ValueError (C readers could
+    /// not get it back). A KeyboardInterrupt (Ctrl-C) raised while a put runs may come
+    /// after the put committed, and its version is then lost to the caller: ask
+    /// `latest(name)` (a handle from `nvs.open_lane`: after `refresh`) which version the
+    /// name has.
     #[pyo3(signature = (name, data, meta = None, lane = None))]
     fn put(
         &mut self,

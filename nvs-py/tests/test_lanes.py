@@ -59,3 +59,68 @@ def test_open_lane_needs_a_pool_with_lane_names(pool_path):
     nvs.create(pool_path, 16 << 20).close()
     with pytest.raises(nvs.Error, match="lane names"):
         nvs.open_lane(pool_path, 0)
+
+
+# Writer 0 of FORK_PUTS small puts, whose fork child refreshes and reads lane 1 in a loop
+# until killed; its puts are refused (nothing written).
+FORKING_WRITER = """
+import os, signal, sys, nvs
+path, puts = sys.argv[1], int(sys.argv[2])
+w = nvs.open_lane(path, 0)
+child = os.fork()
+if child == 0:
+    try:
+        while True:
+            w.refresh()
+            try:
+                v = w.latest("x", lane=1)
+            except nvs.NotFound:
+                continue
+            assert w.get("x", v, lane=1) == b"1:%d" % v
+            try:
+                w.put("x", b"child")
+                os._exit(3)
+            except nvs.Error:
+                pass
+    except BaseException as e:
+        print("fork child:", repr(e), file=sys.stderr)
+        os._exit(1)
+for v in range(1, puts + 1):
+    assert w.put("x", b"0:%d" % v) == v
+w.close()
+pid, status = os.waitpid(child, os.WNOHANG)
+assert pid == 0, "the fork child ended early (%d)" % status
+os.kill(child, signal.SIGKILL)
+os.waitpid(child, 0)
+"""
+ONE_WRITER = """
+import sys, nvs
+path, puts = sys.argv[1], int(sys.argv[2])
+with nvs.open_lane(path, 1) as w:
+    for v in range(1, puts + 1):
+        assert w.put("x", b"1:%d" % v) == v
+"""
+
+
+def test_a_fork_child_refreshing_beside_writer_processes_changes_nothing(pool_path):
+    """A fork child's refresh used to release its parent's claim lock mid-claim (the
+    other writer then claimed the same segment and the pool no longer opened)."""
+    nvs.create(pool_path, 64 << 20, lanes=2, segment=4096, lane_names=True).close()
+    puts = 6000
+    writers = [spawn_python(FORKING_WRITER, pool_path, str(puts)), spawn_python(ONE_WRITER, pool_path, str(puts))]
+    assert [w.wait(120) for w in writers] == [0, 0]
+    with nvs.open(pool_path, write=True) as p:
+        for lane in range(2):
+            assert p.versions("x", lane=lane) == list(range(1, puts + 1))
+            assert all(p.get("x", v, lane=lane) == b"%d:%d" % (lane, v) for v in range(1, puts + 1))
+
+
+def test_names_with_a_nul_byte_are_refused(pool_path):
+    """`key` and `key\\0secret` were two names, and C read the second as the first."""
+    nvs.create(pool_path, 16 << 20).close()
+    with nvs.open(pool_path, write=True) as w:
+        w.put("key", b"public")
+        for bad in ("key\0secret", b"key\0secret", "\0"):
+            with pytest.raises(ValueError, match="NUL"):
+                w.put(bad, b"secret")
+        assert w.names() == ["key"]

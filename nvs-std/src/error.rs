@@ -53,6 +53,15 @@ pub enum Error {
         /// What the system said.
         source: io::Error,
     },
+    /// A name with a NUL byte inside, refused at put: C (and every binding over it)
+    /// reads a name up to its first NUL, so it could not be got back, and a shorter name
+    /// would read another object's bytes.
+    NameNul {
+        /// The name.
+        name: Vec<u8>,
+        /// Where its first NUL is.
+        at: usize,
+    },
     /// No object of that name (`version: None`), or no such version of it.
     NotFound {
         /// The pool.
@@ -201,6 +210,11 @@ impl fmt::Display for Error {
                 show_name(name)
             ),
             Error::BadMeta { what } => write!(f, "metadata: {what}"),
+            Error::NameNul { name, at } => write!(
+                f,
+                "name {} has a NUL byte at {at}: names are NUL-free (C reads a name up to its first NUL)",
+                show_name(name)
+            ),
             Error::Core { path, source } if path.as_os_str().is_empty() => write!(f, "{source}"),
             Error::Core { path, source } => write!(f, "{}: {source}", path.display()),
         }

@@ -470,7 +470,7 @@ impl FilePool {
 
     /// Put `object` on `lane`; returns what was committed, once the commit is durable.
     pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
-        self.check_delta(&object)?;
+        self.check_object(&object)?;
         self.write(|p| p.put(lane, object))
     }
 
@@ -496,6 +496,18 @@ impl FilePool {
     /// costs a get per delta put; on by default in debug builds (and so in tests).
     pub fn set_delta_check(&mut self, on: bool) {
         self.delta_check = on;
+    }
+
+    /// Refuse what nvs-core would store but a reader could not get back: a name with a
+    /// NUL byte inside (C, Fortran and every C string API read a name up to its first
+    /// NUL, and would get another object's bytes: `key` for `key\0secret`); and a delta
+    /// put whose ranges missed a change (when the check is on).
+    fn check_object(&self, object: &Object<'_>) -> Result<()> {
+        let name = object.name();
+        if let Some(at) = name.iter().position(|&b| b == 0) {
+            return Err(Error::NameNul { name: name.to_vec(), at });
+        }
+        self.check_delta(object)
     }
 
     /// Refuse a delta put whose ranges missed a change (when the check is on).
@@ -529,7 +541,7 @@ impl FilePool {
     /// Commit `objects` together on `lane` — any number of them, up to what the pool
     /// holds — in one unit: all or none survive a crash. Returns their versions.
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Vec<u64>> {
-        objects.iter().try_for_each(|o| self.check_delta(o))?;
+        objects.iter().try_for_each(|o| self.check_object(o))?;
         if objects.len() <= nvs_core::BATCH_MAX {
             return self.write(|p| p.put_batch(lane, objects)).map(|v| v.to_vec());
         }
@@ -917,12 +929,13 @@ impl FileLane<'_> {
 
     /// Put `object` on this lane.
     pub fn put(&mut self, object: Object<'_>) -> Result<Put> {
-        self.pool.check_delta(&object)?;
+        self.pool.check_object(&object)?;
         self.write(|w| w.put(object))
     }
 
     /// [`FilePool::put_tracked`] on this lane.
     pub fn put_tracked(&mut self, name: &[u8], buf: &mut TrackedBuf) -> Result<Put> {
+        self.pool.check_sync()?; // as in FilePool::put_tracked
         let changes = take_pending(buf);
         let object = tracked_object(name, buf, &changes);
         let put = self.put(object)?;
@@ -932,7 +945,7 @@ impl FileLane<'_> {
 
     /// Commit `objects` together on this lane (any number: [`FilePool::put_batch`]).
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Vec<u64>> {
-        objects.iter().try_for_each(|o| self.pool.check_delta(o))?;
+        objects.iter().try_for_each(|o| self.pool.check_object(o))?;
         if objects.len() <= nvs_core::BATCH_MAX {
             return self.write(|w| w.put_batch(objects)).map(|v| v.to_vec());
         }
@@ -1058,13 +1071,18 @@ fn allocate(file: &File, len: u64) -> std::io::Result<()> {
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: plain system call on a descriptor that `file` keeps open during the call.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-    match rc {
-        0 => Ok(()),
-        // The file system cannot reserve space: keep the sparse file (documented risk).
-        libc::EOPNOTSUPP | libc::ENOSYS => Ok(()),
-        e => Err(std::io::Error::from_raw_os_error(e)),
+    loop {
+        // SAFETY: plain system call on a descriptor that `file` keeps open during the call.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+        return match rc {
+            0 => Ok(()),
+            // A signal (a profiler's timer, say) interrupted it: what it allocated stays,
+            // and it starts again where the file has holes.
+            libc::EINTR => continue,
+            // The file system cannot reserve space: keep the sparse file (documented risk).
+            libc::EOPNOTSUPP | libc::ENOSYS => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        };
     }
 }
 

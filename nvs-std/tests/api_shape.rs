@@ -470,3 +470,30 @@ fn a_locked_lane_and_no_free_lane_say_so() {
     }
     let _plain_writer = FilePool::open(&plain, Access::ReadWrite).expect("no lane lock was left behind");
 }
+
+/// A name with a NUL byte inside is refused at every put (pool, batch, lane, tracked),
+/// with nothing written: C and every binding over it read a name up to its first NUL, so
+/// `key\0secret` was listed to them as `key`, whose get returned another object's bytes.
+#[test]
+fn names_with_a_nul_byte_are_refused_at_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nul.pool");
+    let mut pool = FilePool::create(&path, 8 << 20, &CreateOptions::default()).unwrap();
+    pool.put(0, Object::new("key", b"public")).unwrap();
+    let nul = |r: nvs_std::Result<()>| match r {
+        Err(e @ Error::NameNul { at: 3, .. }) => assert!(e.to_string().contains("NUL"), "{e}"),
+        other => panic!("{other:?}"),
+    };
+    nul(pool.put(0, Object::new(b"key\0secret", b"secret")).map(drop));
+    nul(pool.put_batch(0, &[Object::new("ok", b"1"), Object::new(b"key\0", b"2")]).map(drop));
+    let mut buf = nvs_std::dirty::TrackedBuf::best(16).unwrap();
+    nul(pool.put_tracked(0, b"key\0t", &mut buf).map(drop));
+    {
+        let mut lane = pool.lane(1).unwrap();
+        nul(lane.put(Object::new(b"key\0l", b"3")).map(drop));
+        nul(lane.put_batch(&[Object::new(b"key\0b", b"4")]).map(drop));
+    }
+    let names: Vec<Vec<u8>> =
+        pool.names().map(|n| pool.name_bytes(n.id, &mut [0; nvs_core::NAME_MAX]).to_vec()).collect();
+    assert_eq!(names, vec![b"key".to_vec()], "nothing of the refused puts was written");
+}
