@@ -3,8 +3,8 @@
  *
  * "refresh": a pool with lane names and 4 KiB segments, two writer processes on lanes 0
  * and 1 (nvs_pool_open_lane), PUTS small puts each; writer 0 forks a child that refreshes
- * and reads its parent's handle in a loop, and whose puts and reclaims are refused
- * (NVS_E_BUSY). A child's refresh used to take and drop the claim lock through its
+ * and reads its parent's handle in a loop, and whose puts, snapshots (batches) and
+ * reclaims are refused (NVS_E_BUSY). A child's refresh used to take and drop the claim lock through its
  * parent's open file description, releasing the parent's lock mid-claim: the other writer
  * claimed the same segment and the pool no longer opened. Then the pool opens for writing
  * and every version of both lanes is byte-exact.
@@ -67,6 +67,12 @@ static int refresher(struct nvs_pool *p) {
     if (i % 64 == 0) {
       uint64_t v = 0;
       IS(NVS_E_BUSY, nvs_put(p, 0, "x", "child", 5, &v));
+      struct nvs_object snap[2] = {{0}, {0}};
+      snap[0].name = "x";
+      snap[1].name = "y";
+      snap[0].data = snap[1].data = "child";
+      snap[0].len = snap[1].len = 5;
+      IS(NVS_E_BUSY, nvs_put_batch(p, 0, snap, 2, NULL));
       IS(NVS_E_BUSY, nvs_reclaim(p, 1, NULL));
     }
   }
