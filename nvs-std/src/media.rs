@@ -243,10 +243,12 @@ impl MappedMedia {
         }
     }
 
-    /// Take the pool file's claim lock in [`Media::lock_claims`] (a writer of some lanes
-    /// of a pool other processes write too).
-    pub(crate) fn share_claims(&mut self, file: File) {
+    /// A writer of some lanes of a pool other processes write too: take the pool file's
+    /// claim lock in [`Media::lock_claims`], and read as a reader does ([`Region::shared`]):
+    /// the other lanes' writer processes store to this memory while this one reads it.
+    pub(crate) fn share_with_writers(&mut self, file: File) {
         self.claims = Some(Claims { file, born: Born::now(), own: Mutex::new(None) });
+        self.region.set_shared();
     }
 
     /// The durability mode in use.

@@ -422,7 +422,7 @@ impl FilePool {
         };
         is_a_pool(&media, path)?;
         back_every_block(&file, path)?;
-        media.share_claims(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
+        media.share_with_writers(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
         let pool = Pool::open_lanes(media, HeapMemory::new(), &owned)
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         Ok(FilePool::new(pool, path, file, start, Some(owned)))

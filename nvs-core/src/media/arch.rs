@@ -802,9 +802,9 @@ mod x86 {
 
     /// Copy `len` bytes (a non-zero multiple of 64) from `src`, memory another process
     /// may be writing, to `dst` by AVX2 moves in `asm!` (see `copy_from_media`), feeding
-    /// each source line's 8 words to the CRC streams `c` by `crc32` (reading the line
-    /// again, from L1: a concurrent writer can make the sum disagree with the copy, which
-    /// a reader detects anyway by re-checking the segment afterwards).
+    /// each copied line's 8 words to the CRC streams `c` by `crc32`, read back from the
+    /// copy (in L1): each source byte is read once, and the sum is of the very bytes
+    /// returned, whatever a concurrent writer stores meanwhile.
     ///
     /// # Safety
     /// Both ranges valid and disjoint; AVX2 and SSE4.2.
@@ -813,8 +813,8 @@ mod x86 {
     pub unsafe fn media_lines_summed(dst: *mut u8, src: *const u8, len: usize, c: &mut [u32; 4]) {
         let mut k = widen(c);
         // SAFETY: reads and writes `len` bytes, 64 at a time (`len` a non-zero multiple
-        // of 64); `crc32` only reads the line just loaded; only the declared registers
-        // (and flags) change.
+        // of 64); `crc32` only reads the line just stored to `dst`; only the declared
+        // registers (and flags) change.
         unsafe {
             core::arch::asm!(
                 "2:",
@@ -822,14 +822,14 @@ mod x86 {
                 "vmovdqu {b}, [{s} + 32]",
                 "vmovdqu [{d}], {a}",
                 "vmovdqu [{d} + 32], {b}",
-                "crc32 {c0}, qword ptr [{s}]",
-                "crc32 {c1}, qword ptr [{s} + 8]",
-                "crc32 {c2}, qword ptr [{s} + 16]",
-                "crc32 {c3}, qword ptr [{s} + 24]",
-                "crc32 {c0}, qword ptr [{s} + 32]",
-                "crc32 {c1}, qword ptr [{s} + 40]",
-                "crc32 {c2}, qword ptr [{s} + 48]",
-                "crc32 {c3}, qword ptr [{s} + 56]",
+                "crc32 {c0}, qword ptr [{d}]",
+                "crc32 {c1}, qword ptr [{d} + 8]",
+                "crc32 {c2}, qword ptr [{d} + 16]",
+                "crc32 {c3}, qword ptr [{d} + 24]",
+                "crc32 {c0}, qword ptr [{d} + 32]",
+                "crc32 {c1}, qword ptr [{d} + 40]",
+                "crc32 {c2}, qword ptr [{d} + 48]",
+                "crc32 {c3}, qword ptr [{d} + 56]",
                 "add {s}, 64",
                 "add {d}, 64",
                 "sub {n}, 64",
@@ -980,7 +980,7 @@ mod x86 {
                 let b = _mm256_loadu_si256(src.add(i + 32).cast());
                 _mm256_storeu_si256(dst.add(i).cast(), a);
                 _mm256_storeu_si256(dst.add(i + 32).cast(), b);
-                crc_line(&mut k, src.add(i));
+                crc_line(&mut k, dst.add(i)); // the copy: the sum is of the bytes returned
             }
             i += 64;
         }
@@ -1002,7 +1002,7 @@ mod x86 {
                 for j in [0, 16, 32, 48] {
                     _mm_storeu_si128(dst.add(i + j).cast(), _mm_loadu_si128(src.add(i + j).cast()));
                 }
-                crc_line(&mut k, src.add(i));
+                crc_line(&mut k, dst.add(i)); // the copy: the sum is of the bytes returned
             }
             i += 64;
         }

@@ -112,8 +112,14 @@ impl Region {
     /// model), at some cost for very short and very long copies. A region this process
     /// alone writes (a writer's, whose lanes publish through the pool's lock) needs it not.
     pub fn shared(mut self) -> Region {
-        self.shared = true;
+        self.set_shared();
         self
+    }
+
+    /// [`Region::shared`] in place (a writer that learns it shares the memory with
+    /// writers in other processes only once it has mapped it).
+    pub fn set_shared(&mut self) {
+        self.shared = true;
     }
 
     /// The store instructions in use.

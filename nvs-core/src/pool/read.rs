@@ -1,6 +1,10 @@
 //! Reads: get, latest, stat, the versions of a name, the names — by any thread, beside
-//! the writers. A read-only pool beside a writer in another process re-checks what it
-//! read against retention reusing segments (see `still_there`).
+//! the writers. Wherever a writer in another process may be writing the media — a
+//! read-only pool beside a live writer, and a writer of some lanes
+//! ([`Pool::open_lanes`]) beside the writers of the others — every read re-checks what
+//! it read against retention reusing segments (see `still_there`), and a name hint must
+//! agree with the name's hash: an object is returned only if the bytes returned are the
+//! bytes of that name and version, else `NotFound` (released) or real damage.
 
 use super::Pool;
 use crate::delta::{self, read::chain_of, read::Chain};
@@ -87,7 +91,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         let id = match (s.index.name_is(&self.media, hint_name, name), space) {
             (Some(hash), Some(space))
-                if space_of(hash) == space && (self.writable || hash == name_key(name, space)) =>
+                if space_of(hash) == space && (!self.others_write() || hash == name_key(name, space)) =>
             {
                 hint_name
             }
@@ -139,10 +143,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let bytes = bytes.ok_or(Error::NotBorrowable)?;
         let kind = self.sb.sum_kind();
         if kind != SumKind::None && payload_sum(kind, self.sb.pool_id, bytes) != e.payload_sum {
+            // Released and reused by a writer in another process: gone, not damaged.
+            if self.others_write() && !self.still_there(&e) {
+                return Err(Error::NotFound);
+            }
             return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
         }
         let r = f(bytes);
-        if !self.writable && !self.still_there(&e) {
+        if self.others_write() && !self.still_there(&e) {
             return Err(Error::NotFound);
         }
         Ok(r)
@@ -225,7 +233,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // A writer in another process released and reused a segment while this reader's
         // index still listed it: the bytes (a parent pointer, a record, the data) may be
         // someone else's, whatever the checks above said.
-        if !self.writable && !chain.iter().all(|&id| self.still_there(&entry(id))) {
+        if self.others_write() && !chain.iter().all(|&id| self.still_there(&entry(id))) {
             return Err(Error::NotFound);
         }
         copied
@@ -273,6 +281,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             at += n as u64;
         }
         h.finish(len)
+    }
+
+    /// May a writer in another process be storing to this pool's media while this one
+    /// reads it? For a read-only pool (a live writer may be working), and for a writer of
+    /// some lanes ([`Pool::open_lanes`]: the other lanes' writer processes release and
+    /// reuse their segments whenever they like); not for the one writer of a whole pool,
+    /// whose retention needs `&mut self` and so never runs beside its own reads.
+    #[inline]
+    pub(crate) fn others_write(&self) -> bool {
+        !self.writable || self.owned.is_some()
     }
 
     /// For a reader beside a writer in another process: is the segment holding `e` still
@@ -366,7 +384,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let off = e.payload_off - format::head_len(name_len, len) + size_of::<ObjectHeader>() as u64;
             self.media.read((off + name_len as u64) as usize, dst);
             // A reader beside a writer in another process: retention may have reused it.
-            if !self.writable && !self.still_there(&e) {
+            if self.others_write() && !self.still_there(&e) {
                 return Err(Error::NotFound);
             }
         }
@@ -440,7 +458,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let n = s.index.name(id);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
-        if !self.writable && name_key(dst, space_of(n.hash)) != n.hash {
+        if self.others_write() && name_key(dst, space_of(n.hash)) != n.hash {
             return &[];
         }
         dst
@@ -473,8 +491,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 // In a read-only pool, a writer's retention may have released and reused
                 // the object's segment (or a delta parent's) since the index was built:
                 // that object is gone, not damaged.
-                let gone =
-                    || !self.writable && !chain.iter().chain([&id]).all(|&c| self.still_there_in(&s, s.index.entry(c)));
+                let gone = || {
+                    self.others_write()
+                        && !chain.iter().chain([&id]).all(|&c| self.still_there_in(&s, s.index.entry(c)))
+                };
                 match verdict {
                     Ok(()) => checked += 1,
                     Err(_) if gone() => {}
