@@ -4,6 +4,8 @@
  * One process is one rank. nvs_init(rank) opens the rank's pool, or creates it:
  *   $NVS_DIR/$NVS_NAME.<rank>.pool   (defaults: NVS_DIR=/dev/shm, NVS_NAME=nvs)
  *   NVS_POOL_SIZE  size of a new pool (default 256M; K, M, G, T suffixes)
+ *   NVS_SEGMENT_SIZE  its segment size (default 1M, less below a 16M pool): a snapshot
+ *                  takes whole segments, so a few MB snapshot wastes under one segment
  *   NVS_DELTA=1    snapshots store only the pages written since the last one (objects
  *                  live in memory the kernel tracks: userfaultfd write-protect, async
  *                  mode, Linux >= 6.7, a descriptor per object). Where the kernel lacks
@@ -11,8 +13,10 @@
  *   NVS_DELTA=mprotect  track with mprotect and a SIGSEGV handler instead (any Linux),
  *                  only when asked for: a system call or another process writing into a
  *                  tracked object fails with EFAULT (read, fread, recv, MPI receives
- *                  into it: read into other memory and copy), and at most 64 objects
- *                  are tracked at once
+ *                  into it: read into other memory and copy), and at most 16384
+ *                  objects are tracked at once. Under either mode the page before and
+ *                  the page after each object read as zeros (a read just outside an
+ *                  array, a 0- vs 1-based port's, does not fault; a write there does)
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
  *                  versions of each object (K >= 1), and tries once more (still full:
  *                  it fails, saying that reclaim ran and what it freed). A follower
@@ -49,9 +53,38 @@
  * its nvs_finalize closes without ending the parent's stream.
  *
  * Fortran: the underscored entry points take their arguments by reference, as
- * gfortran passes them; `alloc` wants a NUL-terminated name (trim(name)//c_null_char).
+ * gfortran passes them. nvs_snapshot_ never reads its argument (it snapshots this
+ * process's rank), as NVStream's did not: `call nvs_snapshot()` with none (GTC) works.
+ * alloc/alloc_ take the name as Fortran passes a character(len=10) through bind(C) or an
+ * implicit interface, blank-padded with no NUL and no length (CM1, GTC): the name is its
+ * bytes up to the first that is not an ASCII letter, digit, `_`, `-` or `.` (a NUL, the
+ * padding, anything else); so 'rain      ' is "rain". A name that fills its declared
+ * length runs on into what follows it unless that is such a byte: add //c_null_char. A
+ * name that cannot be registered (empty, none in 256 bytes, registered already) is an
+ * error on stderr and in nvs_last_error(), and alloc still returns zeroed memory the app
+ * can use, which no snapshot stores (the app carries on, as with NVStream). nvs_free and
+ * nvs_free_ after nvs_finalize do nothing (miniAMR frees after it).
  * Legacy code with implicit interfaces (integer*8 alloc; pointer (p, a);
  * p = alloc(n, 'temp'//char(0)), -fcray-pointer) links to alloc_, which is alloc.
+ *
+ * NVStream's C++ Store API (its readers: nvs::StoreManager::GetInstance, get,
+ * get_with_malloc, put, put_all...) is in nvs/store.h and nvs/store_manager.h. What
+ * differs from NVStream:
+ *   where        NVStream: its own heap files per store id.  nvs: one pool file per rank,
+ *                $NVS_DIR/$NVS_NAME.<rank>.pool; the Store's id "name/rank" maps to
+ *                $NVS_DIR/name.rank.pool, NVS_NAME standing for the name when set (a
+ *                Store reader of a wrapper-written app sets NVS_NAME=nvs, or the app's
+ *                run sets NVS_NAME to the id its NVStream wrapper used, e.g. gtc_store)
+ *   rerun        NVStream: a rerun's versions start again at 1.  nvs: a restarted rank
+ *                appends, its next snapshot is the next version of each object
+ *   size         NVStream: a log that fills exits the process.  nvs: the pool has
+ *                NVS_POOL_SIZE bytes; a full one fails the snapshot (NVS_E_FULL, said
+ *                on stderr with what to do) unless NVS_KEEP reclaims
+ *   versions     NVStream: Store::put(key, v) took any v.  nvs: a name's versions must
+ *                increase (NVS_E_VERSION otherwise)
+ *   crash        NVStream: no recovery check, no checksums.  nvs: a snapshot is durable
+ *                and whole (all objects or none) when nvs_snapshot returns
+ *   delta        NVStream: mprotect only.  nvs: NVS_DELTA=1 (userfaultfd), or mprotect
  * The module in nvs.f90 declares them with iso_c_binding.
  */
 #ifndef NVSTREAM_H

@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,8 @@ struct Rank {
     objects: BTreeMap<u64, Registered>,
     by_ptr: HashMap<usize, u64>,
     by_name: HashMap<Vec<u8>, u64>,
+    /// Memory of Fortran `alloc`s whose name was refused: the app's, no snapshot's.
+    unstored: HashMap<usize, Mem>,
     next: u64,
     /// How objects are tracked: `None` stores every object in full.
     delta: Option<TrackerKind>,
@@ -105,6 +108,9 @@ struct Stats {
 }
 
 static RANK: Mutex<Option<Rank>> = Mutex::new(None);
+
+/// A rank was finalized in this process: `nvs_free` of what it had registered is a no-op.
+static FINALIZED: AtomicBool = AtomicBool::new(false);
 
 /// What the last `nvs_init` said when it failed (`None` after one that succeeded):
 /// calls made without a rank repeat it. Locked after `RANK`.
@@ -262,6 +268,7 @@ fn open_rank(proc_id: c_int) -> Res<Rank> {
         objects: BTreeMap::new(),
         by_ptr: HashMap::new(),
         by_name: HashMap::new(),
+        unstored: HashMap::new(),
         next: 0,
         delta,
         keep,
@@ -286,7 +293,11 @@ fn open_or_create(path: &Path) -> Res<FilePool> {
         } else {
             let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
             let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
-            match FilePool::create(path, size, &CreateOptions::new()) {
+            let segment = match setting("NVS_SEGMENT_SIZE") {
+                Some(s) => parse_size(&s).ok_or_else(|| arg(format!("NVS_SEGMENT_SIZE={s} is not a size")))?,
+                None => default_segment(size),
+            };
+            match FilePool::create(path, size, &CreateOptions::new().segment_len(segment)) {
                 Err(nvs_std::Error::Exists { .. }) => FilePool::open(path, Access::ReadWrite),
                 created => created,
             }
@@ -299,6 +310,16 @@ fn open_or_create(path: &Path) -> Res<FilePool> {
             r => return Ok(r?),
         }
     }
+}
+
+/// A rank's segment size: 1 MiB, or less in a pool under 16 MiB (at least 16 segments,
+/// each a power of two of 4 KiB or more). A snapshot larger than a segment takes a span of
+/// whole segments, and the next one starts in a new segment: with nvs's default for other
+/// pools (1/16 of the pool: 16 MiB in 256 MiB) a 4.8 MB CM1 snapshot wasted most of a
+/// segment; in 1 MiB segments it wastes less than 1 MiB.
+fn default_segment(pool_bytes: u64) -> u64 {
+    let sixteenth = (pool_bytes / 16).max(4096);
+    (1u64 << 20).min(1 << (63 - sixteenth.leading_zeros()))
 }
 
 /// `e`, from opening `path`, may be a creation under way in another process: the file
@@ -379,12 +400,7 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
             }
         })?)
     } else {
-        let layout =
-            Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-            .ok_or_else(|| Fail { status: NVS_E_OTHER, msg: format!("out of memory for {n} bytes") })?;
-        Mem::Plain { ptr, layout }
+        plain(n)?
     };
     let ptr = mem.ptr();
     let key = rank.next;
@@ -395,10 +411,38 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
     Ok(ptr.cast())
 }
 
-fn free(ptr: *mut c_void) -> Res {
+/// Zeroed memory for `n` bytes that no snapshot stores (a Fortran `alloc` whose name was
+/// refused), freed by `nvs_free` or `nvs_finalize`.
+fn alloc_unstored(n: usize) -> Res<*mut c_void> {
     let mut r = rank_lock();
     let rank = r.as_mut().ok_or_else(no_rank)?;
+    let mut mem = plain(n)?;
+    let ptr = mem.ptr();
+    rank.unstored.insert(ptr as usize, mem);
+    Ok(ptr.cast())
+}
+
+/// Plain zeroed heap memory for `n` bytes, 64-byte aligned.
+fn plain(n: usize) -> Res<Mem> {
+    let layout = Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+    // SAFETY: the layout has a non-zero size.
+    let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+        .ok_or_else(|| Fail { status: NVS_E_OTHER, msg: format!("out of memory for {n} bytes") })?;
+    Ok(Mem::Plain { ptr, layout })
+}
+
+fn free(ptr: *mut c_void) -> Res {
+    let mut r = rank_lock();
     if ptr.is_null() {
+        return Ok(());
+    }
+    let Some(rank) = r.as_mut() else {
+        // After nvs_finalize (which freed every registration: miniAMR frees each object
+        // after it) there is nothing left to free: a no-op, as in NVStream. Before any
+        // nvs_init no pointer can be one nvs_alloc returned.
+        return if FINALIZED.load(Ordering::Relaxed) { Ok(()) } else { Err(no_rank()) };
+    };
+    if rank.unstored.remove(&(ptr as usize)).is_some() {
         return Ok(());
     }
     let key = rank.by_ptr.remove(&(ptr as usize)).ok_or_else(|| arg("the pointer is not one nvs_alloc returned"))?;
@@ -430,6 +474,17 @@ fn snapshot(proc_id: c_int) -> Res {
                 let f = Fail::from(e);
                 let msg = format!(
                     "{} (NVS_KEEP={keep}: reclaim ran and freed {n} segments, all it could while every object keeps its {keep} newest versions)",
+                    f.msg
+                );
+                return Err(Fail { status: f.status, msg });
+            }
+            (Err(e), None, _) if is_full(&e) => {
+                let f = Fail::from(e);
+                let bytes = rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+                let msg = format!(
+                    "{} (a snapshot of this rank holds {bytes} bytes of objects: create the pool larger, \
+                     NVS_POOL_SIZE, or set NVS_KEEP=K to keep only the K newest versions of each object; \
+                     nvs info --stats POOL shows where the room went)",
                     f.msg
                 );
                 return Err(Fail { status: f.status, msg });
@@ -490,6 +545,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<Vec<u64>> {
 fn finalize() -> Res {
     let mut r = rank_lock();
     let rank = r.take().ok_or_else(no_rank)?;
+    FINALIZED.store(true, Ordering::Relaxed);
     if rank.print_stats {
         let s = &rank.stats;
         let how = match rank.delta {
@@ -570,21 +626,74 @@ pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
     }
 }
 
-/// `nvs_alloc` for Fortran: `n` by reference; `s` NUL-terminated (`trim(name)//c_null_char`).
+/// `nvs_alloc` for Fortran: `n` by reference; the name as Fortran passes it
+/// ([`fortran_name`]: up to its first byte that is not a letter, digit, `_`, `-`, `.`).
+/// A name that cannot be registered (none, a duplicate) does not crash the app: the
+/// error is printed and memory returned, which snapshots do not store.
 ///
 /// # Safety
-/// `n` is valid for a read; `s` is a NUL-terminated string.
+/// `n` is valid for a read; `s` is readable up to its name's end ([`fortran_name`]), at
+/// most 256 bytes.
 #[no_mangle]
 pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void {
-    // SAFETY: the caller's promise for `n`.
-    match unsafe { n.as_ref() } {
-        // SAFETY: the caller's promise for `s`.
-        Some(n) => unsafe { nvs_alloc(*n, s) },
-        None => {
-            wrap("alloc", || Err(arg("n is NULL")));
-            std::ptr::null_mut()
+    let mut out = std::ptr::null_mut();
+    wrap("alloc", || {
+        // SAFETY: the caller's promise.
+        let n = unsafe { n.as_ref() }.ok_or_else(|| arg("n is NULL"))?;
+        let n = usize::try_from(*n).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+        // SAFETY: the caller's promise.
+        let named = unsafe { fortran_name(s) }.and_then(|name| alloc_named(n, name));
+        match named {
+            Ok(p) => out = p,
+            // A name that cannot be stored (none, a duplicate) must not crash the app on
+            // its first use of a NULL array, as NVStream carried on: memory it can use,
+            // which snapshots do not store, and the error on stderr.
+            Err(f) if f.status == NVS_E_ARG => {
+                out = alloc_unstored(n).map_err(|_| Fail { status: f.status, msg: f.msg.clone() })?;
+                let msg = format!("{}: the memory is returned, but snapshots do not store it", f.msg);
+                return Err(Fail { status: f.status, msg });
+            }
+            Err(f) => return Err(f),
         }
+        Ok(())
+    });
+    out
+}
+
+/// A name from Fortran: its bytes up to the first that is not an ASCII letter, digit,
+/// `_`, `-` or `.` (a NUL, the blank padding, a control byte, anything else). Fortran
+/// pads a `character(len=10)` name with blanks and, through `bind(C)` or an implicit
+/// interface, passes no NUL and no length (CM1, GTC): the name ended at the first NUL,
+/// the bytes after the blanks ran on into the stack (`rain      ,000`), and even a clean
+/// name kept its blanks (`nvs get POOL rain` found nothing). A name that fills its whole
+/// declared length is followed by whatever lies after it: ended by these rules, or by a
+/// `//c_null_char` the caller adds. At most `NVS_NAME_MAX` bytes are a name; none in
+/// 256 bytes, or an empty one, is refused (`NVS_E_ARG`).
+///
+/// # Safety
+/// `s` is NULL, or readable up to its end (as the name's rule above finds it), at most
+/// 256 bytes.
+unsafe fn fortran_name<'a>(s: *const c_char) -> Res<&'a [u8]> {
+    if s.is_null() {
+        return Err(arg("name is NULL"));
     }
+    let mut len = 0;
+    let in_name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    // SAFETY: the caller's promise: every byte read is at or before the name's end.
+    while len <= nvs_core::NAME_MAX && in_name(unsafe { *s.add(len) } as u8) {
+        len += 1;
+    }
+    if len > nvs_core::NAME_MAX {
+        return Err(arg(format!(
+            "a Fortran name with no end (a byte other than a letter, digit, _, - or .) in its first {} bytes",
+            nvs_core::NAME_MAX + 1
+        )));
+    }
+    if len == 0 {
+        return Err(arg("an empty Fortran name (its first byte is not a letter, digit, _, - or .)"));
+    }
+    // SAFETY: `len` bytes just read.
+    Ok(unsafe { std::slice::from_raw_parts(s.cast::<u8>(), len) })
 }
 
 /// `alloc` as gfortran names it for code with implicit interfaces
@@ -604,19 +713,18 @@ pub extern "C" fn nvs_free_(ptr: *mut c_void) {
     nvs_free(ptr)
 }
 
-/// `nvs_snapshot` for Fortran (argument by reference).
-///
-/// # Safety
-/// `proc_id` is valid for a read.
+/// `nvs_snapshot` for Fortran: a snapshot of this process's rank. Its argument is never
+/// read, as NVStream never read it: codes call `call nvs_snapshot()` with no argument
+/// (GTC), and gfortran then passes whatever a register holds.
 #[no_mangle]
-pub unsafe extern "C" fn nvs_snapshot_(proc_id: *mut c_int) {
-    // SAFETY: the caller's promise.
-    match unsafe { proc_id.as_ref() } {
-        Some(id) => nvs_snapshot(*id),
-        None => {
-            wrap("nvs_snapshot_", || Err(arg("proc_id is NULL")));
-        }
-    }
+pub extern "C" fn nvs_snapshot_(_proc_id: *mut c_int) {
+    wrap("nvs_snapshot_", || {
+        let mut r = rank_lock();
+        let rank = r.as_mut().ok_or_else(no_rank)?;
+        let id = rank.id;
+        drop(r);
+        snapshot(id)
+    });
 }
 
 /// `nvs_finalize` for Fortran.
@@ -627,7 +735,7 @@ pub extern "C" fn nvs_finalize_() -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_flag, parse_size};
+    use super::{default_segment, parse_flag, parse_size};
 
     #[test]
     fn flags() {
@@ -640,6 +748,14 @@ mod tests {
         for bad in ["2", "y", "enable", "", "o"] {
             assert_eq!(parse_flag(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn default_segments() {
+        assert_eq!(default_segment(256 << 20), 1 << 20);
+        assert_eq!(default_segment(8 << 20), 512 << 10);
+        assert_eq!(default_segment(10 << 20), 512 << 10, "a power of two not above 1/16");
+        assert_eq!(default_segment(4096), 4096);
     }
 
     #[test]

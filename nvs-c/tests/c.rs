@@ -167,3 +167,27 @@ fn c_call_from_a_signal_handler_is_refused_not_hung() {
     let text = run_in_scratch("signal.c");
     assert!(text.contains("none hung"), "{text}");
 }
+
+/// NVStream's C++ Store API (nvs/store.h) as its microbenchmarks use it: seq_writer then
+/// seq_reader, each a process of its own; a rank instrumented with nvstream.h read back by
+/// pseq_reader through the Store. C++11, warnings as errors, sanitizers on.
+#[test]
+fn cpp_nvstream_store_api() {
+    let tmp = tempfile::tempdir().expect("scratch dir");
+    let bin = tmp.path().join("store");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    compile(&cxx, &["-std=c++11"], "store.cc", &bin);
+    let dir = tmp.path().to_str().expect("utf-8 path");
+    let mut text = String::new();
+    for step in ["seq_writer", "seq_reader", "wrapper", "pseq_reader"] {
+        text += &run(&bin, &[dir, step]);
+    }
+    assert!(text.contains("every version exact") && text.contains("4 versions of 2 objects exact"), "{text}");
+}
+
+/// nvs_free after nvs_finalize (miniAMR frees every object so): silent, no error.
+#[test]
+fn c_nvstream_free_after_finalize_is_silent() {
+    let text = run_in_scratch("freeafter.c");
+    assert!(text.contains("silent"), "{text}");
+}

@@ -83,8 +83,10 @@ impl fmt::Display for TrackerKind {
     }
 }
 
-/// How many `Mprotect` buffers can be tracked at once in one process.
-pub const MPROTECT_CAPACITY: usize = 64;
+/// How many `Mprotect` buffers can be tracked at once in one process (CM1 registers 94
+/// objects, miniAMR thousands per rank). The fault handler looks only at the slots up to
+/// the highest one ever used.
+pub const MPROTECT_CAPACITY: usize = 16384;
 
 // ---------------------------------------------------------------------------------------
 // Kernel ABI (include/uapi/linux/userfaultfd.h and include/uapi/linux/fs.h). The libc
@@ -227,10 +229,13 @@ fn errno_name(e: i32) -> &'static str {
     }
 }
 
-/// A mapping of `map_len` read-write bytes between two `PROT_NONE` guard pages. The guard
-/// pages keep the buffer's VMAs from merging with neighbouring mappings, so making the
-/// whole buffer writable never has to split a VMA outside it (see the Mprotect overflow
-/// path).
+/// A mapping of `map_len` read-write bytes between two read-only guard pages. The guard
+/// pages keep the buffer's VMAs from merging with neighbouring mappings (the buffer's
+/// pages are `MADV_NOHUGEPAGE`, the guards not), so making the whole buffer writable
+/// never has to split a VMA outside it (see the Mprotect overflow path). They are
+/// readable (zeros) so that a read a little before or after the buffer — a Fortran port's
+/// off-by-one, harmless on `malloc`'d memory — does not fault, as it did when they were
+/// `PROT_NONE` (GTC reads 4 bytes before `zonali`); a write there still does.
 struct Mapping {
     base: NonNull<u8>,
     map_len: usize,
@@ -258,8 +263,8 @@ impl Mapping {
         // SAFETY: both guard pages and the interior lie inside the mapping just made, which
         // nothing else references yet.
         let rc = unsafe {
-            libc::mprotect(outer.cast(), ps, libc::PROT_NONE)
-                | libc::mprotect(outer.add(ps + map_len).cast(), ps, libc::PROT_NONE)
+            libc::mprotect(outer.cast(), ps, libc::PROT_READ)
+                | libc::mprotect(outer.add(ps + map_len).cast(), ps, libc::PROT_READ)
         };
         let rc = if rc == 0 {
             // SAFETY: as above. Advice only; failing it (no THP support) is harmless.
@@ -638,6 +643,10 @@ impl Slot {
 
 static SLOTS: [Slot; MPROTECT_CAPACITY] = [const { Slot::new() }; MPROTECT_CAPACITY];
 
+/// One past the highest slot ever taken: the handler scans `SLOTS[..SLOTS_USED]`. Raised
+/// before a slot is filled in, never lowered (freed slots are taken again lowest first).
+static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
+
 /// The SIGSEGV disposition found when ours was installed: handler address, flags, and
 /// the kernel's part of its `sa_mask` (Linux masks are 64 bits; glibc's `sigset_t` keeps
 /// them in its first 8 bytes).
@@ -690,6 +699,7 @@ fn mprotect_setup(map: &Mapping) -> io::Result<Backend> {
     let bitmap: Box<[AtomicU64]> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
     for (i, slot) in SLOTS.iter().enumerate() {
         if slot.state.compare_exchange(FREE, BUSY, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            SLOTS_USED.fetch_max(i + 1, Ordering::SeqCst);
             slot.start.store(map.addr(), Ordering::SeqCst);
             slot.len.store(map.map_len, Ordering::SeqCst);
             slot.bitmap.store(bitmap.as_ptr() as *mut AtomicU64, Ordering::SeqCst);
@@ -775,7 +785,8 @@ unsafe fn handle_fault(info: *mut libc::siginfo_t) -> bool {
         return false; // sent by kill/raise/sigqueue, not a fault
     }
     let ps = PAGE_SIZE.load(Ordering::Relaxed);
-    for slot in SLOTS.iter() {
+    let used = SLOTS_USED.load(Ordering::Acquire).min(MPROTECT_CAPACITY);
+    for slot in &SLOTS[..used] {
         // Cheap filter first (no read-modify-write for slots that cannot match). A buffer
         // is registered before it is ever protected, so a fault in it finds its slot.
         if slot.state.load(Ordering::Relaxed) != ACTIVE {

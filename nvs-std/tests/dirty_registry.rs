@@ -37,7 +37,7 @@ fn registry_full_is_a_clear_error() {
         take(b);
     }
     for (i, b) in bufs.iter_mut().enumerate() {
-        b[i] = 1;
+        b[i % ps()] = 1;
     }
     for b in &mut bufs {
         assert_eq!(take(b), vec![(0, ps() as u64)]);
