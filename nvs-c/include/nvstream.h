@@ -4,8 +4,10 @@
  * One process is one rank. nvs_init(rank) opens the rank's pool, or creates it:
  *   $NVS_DIR/$NVS_NAME.<rank>.pool   (defaults: NVS_DIR=/dev/shm, NVS_NAME=nvs)
  *   NVS_POOL_SIZE  size of a new pool (default 256M; K, M, G, T suffixes)
- *   NVS_SEGMENT_SIZE  its segment size (default 1M, less below a 16M pool): a snapshot
- *                  takes whole segments, so a few MB snapshot wastes under one segment
+ *   NVS_SEGMENT_SIZE  its segment size (default without NVS_DELTA 1M, less below a 16M
+ *                  pool: a snapshot takes whole segments, so one of a few MB wastes under
+ *                  one segment; with NVS_DELTA 1/16 of the pool, as a delta's parent
+ *                  must lie in the current segment)
  *   NVS_DELTA=1    snapshots store only the pages written since the last one (objects
  *                  live in memory the kernel tracks: userfaultfd write-protect, async
  *                  mode, Linux >= 6.7, a descriptor per object). Where the kernel lacks

@@ -256,7 +256,7 @@ fn open_rank(proc_id: c_int) -> Res<Rank> {
     };
     let delta = delta_mode()?;
     let stats = flag("NVS_STATS")?;
-    let pool = open_or_create(&pool_path(proc_id))?;
+    let pool = open_or_create(&pool_path(proc_id), delta.is_some())?;
     if delta == Some(TrackerKind::UffdWpAsync) {
         // Each tracked object holds a userfaultfd: thousands of objects need more than
         // the usual soft limit of 1024 descriptors.
@@ -285,7 +285,7 @@ fn open_rank(proc_id: c_int) -> Res<Rank> {
 /// before formatting it (a file system without `O_TMPFILE`), an open can come too early
 /// (the file still empty, before its creator locked it, or removed again by a creation
 /// that lost its lock to this open): it tries again, for up to a second.
-fn open_or_create(path: &Path) -> Res<FilePool> {
+fn open_or_create(path: &Path, delta: bool) -> Res<FilePool> {
     let mut tries = 0;
     loop {
         let r = if path.exists() {
@@ -294,10 +294,14 @@ fn open_or_create(path: &Path) -> Res<FilePool> {
             let size_s = setting("NVS_POOL_SIZE").unwrap_or_else(|| "256M".into());
             let size = parse_size(&size_s).ok_or_else(|| arg(format!("NVS_POOL_SIZE={size_s} is not a size")))?;
             let segment = match setting("NVS_SEGMENT_SIZE") {
-                Some(s) => parse_size(&s).ok_or_else(|| arg(format!("NVS_SEGMENT_SIZE={s} is not a size")))?,
-                None => default_segment(size),
+                Some(s) => Some(parse_size(&s).ok_or_else(|| arg(format!("NVS_SEGMENT_SIZE={s} is not a size")))?),
+                // A delta's parent must lie in the lane's current segment: deltas want the
+                // general default's large segments.
+                None => (!delta).then(|| default_segment(size)),
             };
-            match FilePool::create(path, size, &CreateOptions::new().segment_len(segment)) {
+            let mut opts = CreateOptions::new();
+            opts.segment_len = segment;
+            match FilePool::create(path, size, &opts) {
                 Err(nvs_std::Error::Exists { .. }) => FilePool::open(path, Access::ReadWrite),
                 created => created,
             }
@@ -312,11 +316,12 @@ fn open_or_create(path: &Path) -> Res<FilePool> {
     }
 }
 
-/// A rank's segment size: 1 MiB, or less in a pool under 16 MiB (at least 16 segments,
-/// each a power of two of 4 KiB or more). A snapshot larger than a segment takes a span of
-/// whole segments, and the next one starts in a new segment: with nvs's default for other
-/// pools (1/16 of the pool: 16 MiB in 256 MiB) a 4.8 MB CM1 snapshot wasted most of a
-/// segment; in 1 MiB segments it wastes less than 1 MiB.
+/// A rank's segment size without deltas: 1 MiB, or less in a pool under 16 MiB (at least
+/// 16 segments, each a power of two of 4 KiB or more). A snapshot larger than a segment
+/// takes a span of whole segments, and the next one starts in a new segment: with nvs's
+/// default for other pools (1/16 of the pool) a 4.8 MB CM1 snapshot wasted most of a
+/// segment; in 1 MiB segments it wastes less than 1 MiB. With deltas (whose parent must
+/// be in the lane's current segment) the general default stays.
 fn default_segment(pool_bytes: u64) -> u64 {
     let sixteenth = (pool_bytes / 16).max(4096);
     (1u64 << 20).min(1 << (63 - sixteenth.leading_zeros()))
