@@ -12,13 +12,19 @@
  *
  * Signals: no call is async-signal-safe. A call made on a thread that is already inside
  * a call on the same handle (a signal handler that interrupted it: "checkpoint on
- * SIGTERM") returns NVS_E_BUSY at once, without allocating, instead of waiting for ever
- * for a lock its own thread holds; set a flag in the handler and call nvs after it.
+ * SIGTERM"; also through a call on another handle or its callback) returns NVS_E_BUSY at
+ * once, without allocating, instead of waiting for ever for a lock its own thread holds;
+ * set a flag in the handler and call nvs after it.
  *
  * fork: a child that fork() makes of a process with open pools may read them (gets,
  * nvs_pool_refresh, followers): it takes no lock of its parent's. Its puts, reclaims and
  * lane takes are NVS_E_BUSY with nothing written; its nvs_pool_close and
- * nvs_pool_close_detached write nothing, free the handle and return NVS_OK.
+ * nvs_pool_close_detached write nothing, free the handle and return NVS_OK (whatever the
+ * parent's other threads were doing). Where another thread of the parent was inside a
+ * call on the pool at the fork, the pool's state is half-changed in the child: calls on
+ * it are NVS_E_BUSY at once (open the pool again in the child). Fork with fork(): a child
+ * made by a raw clone or syscall(SYS_fork), which runs no atfork handler, is not seen as
+ * one.
  *
  * Link with -lnvs (libnvs.so), or libnvs.a plus -lpthread -ldl -lm.
  */

@@ -46,8 +46,10 @@ thread_local! {
     /// A message that needs no memory of its own: when set, it is the last error (a
     /// refused re-entry sets it, in a signal handler where allocating could deadlock).
     static LAST_STATIC: Cell<Option<&'static CStr>> = const { Cell::new(None) };
-    /// The handle this thread is inside a call on (0: none), see [`enter`].
-    static INSIDE: Cell<usize> = const { Cell::new(0) };
+    /// The handles this thread is inside a call on (0: a free place), see [`enter`]:
+    /// every one, not only the latest, as a signal handler (or a callback) may reach a
+    /// handle through a call on another.
+    static INSIDE: [Cell<usize>; ENTERED_MAX] = const { [const { Cell::new(0) }; ENTERED_MAX] };
     /// The last refusal was a re-entry ([`enter`]): [`guard`] reports it with no allocation.
     static REENTERED: Cell<bool> = const { Cell::new(false) };
 }
@@ -63,36 +65,65 @@ pub extern "C" fn nvs_last_error() -> *const c_char {
     LAST.with(|l| l.try_borrow().map_or(c"".as_ptr(), |m| m.as_ptr()))
 }
 
+/// Calls on distinct handles one thread can be inside at once (a call, a signal handler's
+/// call inside it, another's inside that...); one more is refused as a re-entry.
+const ENTERED_MAX: usize = 8;
+
 /// This thread inside a call on one handle, until dropped ([`enter`]).
 pub(crate) struct Entered(usize);
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        INSIDE.with(|c| c.set(self.0));
+        leave(self.0);
     }
+}
+
+/// Forget that this thread is inside a call on `key`.
+fn leave(key: usize) {
+    INSIDE.with(|slots| {
+        if let Some(s) = slots.iter().find(|s| s.get() == key) {
+            s.set(0)
+        }
+    });
 }
 
 /// Enter a call on the handle `key` (its address). A thread already inside a call on it
-/// — a signal handler that interrupted that call, the "checkpoint on SIGTERM" pattern —
-/// is refused with `NVS_E_BUSY` at once, without allocating: it would otherwise wait
-/// for ever for a lock its own thread holds, or write through state the interrupted call
-/// is changing. Take it before the handle's lock; drop it after.
+/// — a signal handler that interrupted that call (the "checkpoint on SIGTERM" pattern),
+/// directly or through a call on another handle or a callback — is refused with
+/// `NVS_E_BUSY` at once, without allocating: it would otherwise wait for ever for a lock
+/// its own thread holds, or write through state the interrupted call is changing. Take it
+/// before the handle's lock; drop it after. (A handler that interrupts this between its
+/// look and its mark, and returns, leaves the places as it found them.)
 pub(crate) fn enter(key: usize) -> Res<Entered> {
-    let prev = INSIDE.with(Cell::get);
-    if prev == key {
+    let busy = || {
         REENTERED.with(|r| r.set(true));
-        return Err(Fail { status: NVS_E_BUSY, msg: String::new() });
-    }
-    INSIDE.with(|c| c.set(key));
-    Ok(Entered(prev))
+        Err(Fail { status: NVS_E_BUSY, msg: String::new() })
+    };
+    INSIDE.with(|slots| {
+        if slots.iter().any(|s| s.get() == key) {
+            return busy();
+        }
+        match slots.iter().find(|s| s.get() == 0) {
+            Some(s) => {
+                s.set(key);
+                Ok(Entered(key))
+            }
+            None => busy(), // calls nested ENTERED_MAX deep: handlers in handlers
+        }
+    })
 }
 
-/// Run a caller's callback from inside a call: it may call nvs on the same handle (the
-/// call holds no lock meanwhile), so for its duration this thread is not inside one.
-pub(crate) fn outside<T>(f: impl FnOnce() -> T) -> T {
-    let prev = INSIDE.with(|c| c.replace(0));
+/// Run a caller's callback from inside a call on `key`: it may call nvs on that handle
+/// (the call holds no lock of it meanwhile), so for its duration this thread is not inside
+/// `key` — but still inside every other handle it entered.
+pub(crate) fn outside<T>(key: usize, f: impl FnOnce() -> T) -> T {
+    leave(key);
     let r = f();
-    INSIDE.with(|c| c.set(prev));
+    INSIDE.with(|slots| {
+        if let Some(s) = slots.iter().find(|s| s.get() == 0) {
+            s.set(key)
+        }
+    });
     r
 }
 

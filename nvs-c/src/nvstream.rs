@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -124,11 +124,29 @@ fn no_rank() -> Fail {
     }
 }
 
-fn rank_lock() -> std::sync::MutexGuard<'static, Option<Rank>> {
+fn rank_lock() -> Res<std::sync::MutexGuard<'static, Option<Rank>>> {
+    // In a `fork` child, a thread of the parent that was inside a call at the fork holds
+    // the lock for ever (it does not exist here): refused, never waited for.
+    if nvs_std::fork_generation() != LOCK_BORN.load(Ordering::Relaxed) {
+        return match RANK.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(Fail {
+                status: NVS_E_BUSY,
+                msg: "another thread of the process this one was forked from was inside an nvs call at the fork: \
+                      this child cannot use the rank (nothing was done)"
+                    .into(),
+            }),
+        };
+    }
     // A panic inside a call (caught at the boundary) leaves the state as consistent as
     // the pool's own: every field is updated after the call it follows succeeded.
-    RANK.lock().unwrap_or_else(|e| e.into_inner())
+    Ok(RANK.lock().unwrap_or_else(|e| e.into_inner()))
 }
+
+/// The fork generation of the process whose threads take [`RANK`]'s lock (the first to
+/// call, and every `nvs_init` after).
+static LOCK_BORN: AtomicU64 = AtomicU64::new(0);
 
 /// A variable naming a place (`NVS_DIR`, `NVS_NAME`), as it is; unset or empty is `None`.
 fn env(name: &str) -> Option<String> {
@@ -226,7 +244,9 @@ fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
 }
 
 fn init(proc_id: c_int) -> Res {
-    let mut r = rank_lock();
+    // This process's threads take the rank's lock from now on (see rank_lock).
+    LOCK_BORN.store(nvs_std::fork_generation(), Ordering::Relaxed);
+    let mut r = rank_lock()?;
     if let Some(rank) = r.as_ref() {
         return Err(Fail {
             status: NVS_E_BUSY,
@@ -382,7 +402,7 @@ fn raise_fd_limit() {
 }
 
 fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
-    let mut r = rank_lock();
+    let mut r = rank_lock()?;
     let rank = r.as_mut().ok_or_else(no_rank)?;
     if name.is_empty() || name.len() > nvs_core::NAME_MAX {
         return Err(arg(format!("a name of {} bytes (1 to {} allowed)", name.len(), nvs_core::NAME_MAX)));
@@ -419,7 +439,7 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
 /// Zeroed memory for `n` bytes that no snapshot stores (a Fortran `alloc` whose name was
 /// refused), freed by `nvs_free` or `nvs_finalize`.
 fn alloc_unstored(n: usize) -> Res<*mut c_void> {
-    let mut r = rank_lock();
+    let mut r = rank_lock()?;
     let rank = r.as_mut().ok_or_else(no_rank)?;
     let mut mem = plain(n)?;
     let ptr = mem.ptr();
@@ -437,7 +457,7 @@ fn plain(n: usize) -> Res<Mem> {
 }
 
 fn free(ptr: *mut c_void) -> Res {
-    let mut r = rank_lock();
+    let mut r = rank_lock()?;
     if ptr.is_null() {
         return Ok(());
     }
@@ -458,7 +478,7 @@ fn free(ptr: *mut c_void) -> Res {
 }
 
 fn snapshot(proc_id: c_int) -> Res {
-    let mut r = rank_lock();
+    let mut r = rank_lock()?;
     let rank = r.as_mut().ok_or_else(no_rank)?;
     if rank.id != proc_id {
         return Err(arg(format!("this process is rank {}, not {proc_id}", rank.id)));
@@ -548,7 +568,7 @@ fn put_all(rank: &mut Rank) -> nvs_std::Result<Vec<u64>> {
 }
 
 fn finalize() -> Res {
-    let mut r = rank_lock();
+    let mut r = rank_lock()?;
     let rank = r.take().ok_or_else(no_rank)?;
     FINALIZED.store(true, Ordering::Relaxed);
     if rank.print_stats {
@@ -724,7 +744,7 @@ pub extern "C" fn nvs_free_(ptr: *mut c_void) {
 #[no_mangle]
 pub extern "C" fn nvs_snapshot_(_proc_id: *mut c_int) {
     wrap("nvs_snapshot_", || {
-        let mut r = rank_lock();
+        let mut r = rank_lock()?;
         let rank = r.as_mut().ok_or_else(no_rank)?;
         let id = rank.id;
         drop(r);

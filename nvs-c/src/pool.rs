@@ -43,6 +43,10 @@ pub struct nvs_pool {
     /// a close refuses while any is, even one still waiting for the lock that the close
     /// could take first.
     calls: AtomicUsize,
+    /// The fork generation it was opened in ([`nvs_std::fork_generation`]): in a child
+    /// `fork` made, no other thread of the parent exists, and a lock one of them held at
+    /// the fork stays taken for ever.
+    born: u64,
 }
 
 /// A call inside a pool handle, counted in [`nvs_pool::calls`] until it is dropped, its
@@ -191,12 +195,21 @@ impl nvs_pool {
             pool: UnsafeCell::new(pool),
             lanes: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
+            born: nvs_std::fork_generation(),
         }))
+    }
+
+    /// Is this process a `fork` of the one that opened the pool?
+    fn forked(&self) -> bool {
+        nvs_std::fork_generation() != self.born
     }
 
     /// The pool for reading (and for lane takes), with its read guard.
     fn shared(&self) -> Res<(RwLockReadGuard<'_, ()>, &FilePool)> {
-        let g = self.lock.read().map_err(|_| poisoned())?;
+        let g = match self.forked() {
+            false => self.lock.read().map_err(|_| poisoned())?,
+            true => self.lock.try_read().map_err(held_at_fork)?,
+        };
         // SAFETY: a read guard is held, so no `&mut` exists (see `exclusive`).
         Ok((g, unsafe { &*self.pool.get() }))
     }
@@ -205,7 +218,10 @@ impl nvs_pool {
     // `&mut` from `&self`: the write guard returned with it makes it the only reference.
     #[allow(clippy::mut_from_ref)]
     fn exclusive(&self) -> Res<Option<(RwLockWriteGuard<'_, ()>, &mut FilePool)>> {
-        let g = self.lock.write().map_err(|_| poisoned())?;
+        let g = match self.forked() {
+            false => self.lock.write().map_err(|_| poisoned())?,
+            true => self.lock.try_write().map_err(held_at_fork)?,
+        };
         if self.lanes.load(Ordering::Acquire) != 0 {
             return Ok(None);
         }
@@ -244,6 +260,21 @@ fn in_use() -> Fail {
     Fail {
         status: NVS_E_BUSY,
         msg: "another thread is inside a call on this pool: close it once no other thread uses it".into(),
+    }
+}
+
+/// In a `fork` child, the pool's lock is taken (`WouldBlock`): by a thread of the parent
+/// that was inside a call at the fork, and exists no more (waiting would wait for ever).
+fn held_at_fork<E>(e: std::sync::TryLockError<E>) -> Fail {
+    match e {
+        std::sync::TryLockError::Poisoned(_) => poisoned(),
+        std::sync::TryLockError::WouldBlock => Fail {
+            status: NVS_E_BUSY,
+            msg: "another thread of the process this one was forked from was inside a call on this pool at the \
+                  fork: the pool's state is theirs, half-changed, and this child cannot use it (open the pool \
+                  again here; nvs_pool_close frees this handle)"
+                .into(),
+        },
     }
 }
 
@@ -429,6 +460,15 @@ unsafe fn close(pool: *mut nvs_pool, what: &str, detach: bool) -> i32 {
         let entered = enter(pool as usize)?;
         // SAFETY: the caller's promise.
         let p = unsafe { &*pool };
+        if p.forked() {
+            // A fork child: the parent's other threads (whose calls and lane handles the
+            // counts below may still show) do not exist here. Close writes nothing.
+            drop(entered);
+            // SAFETY: the caller gives the handle up; no other thread of this process
+            // can be using it.
+            let fp = unsafe { Box::from_raw(pool) }.pool.into_inner();
+            return Ok(fp.close()?);
+        }
         // A call of another thread inside the handle (or waiting for it) would use it
         // after it is freed: refused, not waited for (a waiter would too).
         let g = p.lock.try_write().map_err(|e| match e {
@@ -1081,7 +1121,7 @@ unsafe fn names_of(pool: *const nvs_pool, lane: Option<u32>, cb: nvs_name_fn, ct
         let mut z = name;
         z.push(0);
         // SAFETY: a NUL-terminated name; the caller's promise for `cb` and `ctx`.
-        if outside(|| unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) }) != 0 {
+        if outside(pool as usize, || unsafe { cb(z.as_ptr().cast(), len, latest, versions, ctx) }) != 0 {
             break;
         }
     }

@@ -191,3 +191,11 @@ fn c_nvstream_free_after_finalize_is_silent() {
     let text = run_in_scratch("freeafter.c");
     assert!(text.contains("silent"), "{text}");
 }
+
+/// Fork children of a process whose other thread is inside a put: a get refused at once
+/// (or the bytes), never a hang; the close always NVS_OK.
+#[test]
+fn c_fork_child_beside_a_busy_thread() {
+    let text = run_in_scratch_with("fork.c", &["thread"]);
+    assert!(text.contains("none hung"), "{text}");
+}

@@ -11,7 +11,9 @@ use std::sync::Once;
 /// How many `fork`s separate this process from the one that first asked: a
 /// `pthread_atfork` child handler, installed at the first call, counts them. (An atomic
 /// load, asked before every write, where `getpid`, a system call, would cost each put.)
-pub(crate) fn generation() -> u64 {
+/// A child made without the C library's `fork` (a raw `clone` or `syscall(SYS_fork)`,
+/// which run no atfork handler) is not seen as one.
+pub fn generation() -> u64 {
     static FORKS: AtomicU64 = AtomicU64::new(0);
     static WATCH: Once = Once::new();
     extern "C" fn in_child() {

@@ -44,6 +44,7 @@ mod pool;
 pub use durability::{Backing, Durability};
 pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};
+pub use fork::generation as fork_generation;
 pub use media::MappedMedia;
 pub use meta::{Element, Meta};
 pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};

@@ -3,7 +3,8 @@
  * re-entry named in nvs_last_error, where it used to wait for ever for a lock its own
  * thread held. A helper thread signals the main thread every 100 us while the main thread
  * puts, gets (nvs.h) and snapshots (nvstream.h) 16 MiB objects, until the handler has
- * been refused inside each kind of call; an alarm ends the process if anything hangs.
+ * been refused inside each kind of call — also when the handler reaches the pool through
+ * another pool's nvs_names callback (a guard of the latest handle only missed that); an alarm ends the process if anything hangs.
  * Calls of the handler that found the thread outside nvs succeed. argv[1]: a scratch
  * directory. */
 #include <pthread.h>
@@ -19,18 +20,32 @@
 
 enum { BIG = 16 << 20 };
 
-static struct nvs_pool *pool;
-static volatile sig_atomic_t mode; /* 0: put, 1: get, 2: snapshot, 3: the handler does nothing */
+static struct nvs_pool *pool, *other_pool;
+/* 0: put, 1: get, 2: snapshot, 3: the handler does nothing, 4: the handler lists another
+ * pool's names, whose callback puts to `pool` (the re-entry is one call away) */
+static volatile sig_atomic_t mode;
 static volatile sig_atomic_t refused, refused_all, done_ok, other, named;
 static pthread_t main_thread;
 static volatile int stop;
+
+static volatile int cb_rc;
 static char small[64], got[64];
+
+static int put_from_callback(const char *name, size_t len, uint64_t latest, uint32_t versions, void *ctx) {
+  (void)name, (void)len, (void)latest, (void)versions, (void)ctx;
+  cb_rc = nvs_put(pool, 0, "small", small, sizeof small, NULL);
+  return 1;
+}
 
 static void handler(int sig) {
   (void)sig;
   int rc;
   if (mode == 3) return;
-  if (mode == 2) {
+  if (mode == 4) {
+    cb_rc = NVS_E_OTHER;
+    rc = nvs_names(other_pool, put_from_callback, NULL);
+    if (rc == NVS_OK) rc = cb_rc;
+  } else if (mode == 2) {
     nvs_snapshot(0);
     const char *e = nvs_last_error();
     rc = *e == 0 ? NVS_OK : strstr(e, "inside a call") ? NVS_E_BUSY : NVS_E_OTHER;
@@ -72,6 +87,10 @@ int main(int argc, char **argv) {
   OK(nvs_put(pool, 0, "big", big, sizeof big, NULL));
   CHECK(setenv("NVS_DIR", argv[1], 1) == 0 && setenv("NVS_POOL_SIZE", "512M", 1) == 0);
   CHECK(setenv("NVS_KEEP", "1", 1) == 0);
+  char other_path[4096];
+  snprintf(other_path, sizeof other_path, "%s/other.pool", argv[1]);
+  OK(nvs_pool_create(other_path, 8 << 20, NULL, &other_pool));
+  OK(nvs_put(other_pool, 0, "listed", "x", 1, NULL));
   OK(nvs_init(0));
   char *obj = nvs_alloc(BIG, "grid");
   CHECK(obj != NULL);
@@ -83,15 +102,15 @@ int main(int argc, char **argv) {
   main_thread = pthread_self();
   pthread_t t;
   CHECK(pthread_create(&t, NULL, signaller, NULL) == 0);
-  const char *what[3] = {"nvs_put", "nvs_get", "nvs_snapshot"};
-  for (int m = 0; m < 3; m++) {
+  const char *what[4] = {"nvs_put", "nvs_get", "nvs_snapshot", "nvs_put (through another pool's callback)"};
+  for (int m = 0; m < 4; m++) {
     refused = 0;
-    mode = m;
+    mode = m == 3 ? 4 : m;
     int calls = 0;
     while (refused == 0 && calls < 2000) {
       calls++;
       int rc = NVS_OK;
-      if (m == 0) {
+      if (m == 0 || m == 3) {
         rc = nvs_put(pool, 1, "big", big, sizeof big, NULL);
       } else if (m == 1) {
         size_t n = 0;
@@ -103,7 +122,7 @@ int main(int argc, char **argv) {
       if (rc == NVS_E_FULL) { /* the pool is a ring for this test */
         mode = 3;
         OK(nvs_reclaim(pool, 1, NULL));
-        mode = m;
+        mode = m == 3 ? 4 : m;
       } else {
         OK(rc);
       }
@@ -119,6 +138,7 @@ int main(int argc, char **argv) {
   CHECK(other == 0);
   CHECK(named == refused_all);
   OK(nvs_finalize());
+  OK(nvs_pool_close(other_pool));
   OK(nvs_pool_close(pool));
   printf("signal: every refused call named the re-entry; none hung\n");
   return 0;
