@@ -79,7 +79,7 @@ impl std::hash::Hash for State {
 }
 
 /// One recorded event of a trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// A store of one whole word (index `word`): `nt` for non-temporal.
     Store { thread: u32, word: u32, value: u64, nt: bool },

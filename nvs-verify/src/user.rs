@@ -16,8 +16,9 @@
 //!    workload had acknowledged (said to be durable, [`Run::ack`]) before the crash.
 //!
 //! The first violation stops the check; its [`Failure::repro`] is one line
-//! (`NVS_CHECK_REPRO=point:choices`) that, set in the environment of the same program,
-//! makes [`check`] run that one image only. Such a check never passes
+//! (`NVS_CHECK_REPRO=NAME@POINT:CHOICES#FINGERPRINT`) that, set in the environment of the
+//! same program, makes the check named NAME ([`Setup::name`]) run that one image only
+//! (other checks run whole; a repro of another trace is an error). Such a check never passes
 //! ([`Report::passed`] is false, and the report says that only the one image was
 //! checked): a leftover `NVS_CHECK_REPRO` cannot turn a test suite green.
 //!
@@ -38,8 +39,18 @@
 //!         _ => Ok(()),
 //!     },
 //! );
-//! assert!(report.failure.is_none());
+//! // The one green: a check that could not run, ran incomplete or checked one image is
+//! // not a pass (`report.failure.is_none()` would be true of those too).
+//! assert!(report.passed(), "{report}");
 //! ```
+//!
+//! The workload runs twice and must store the same bytes both times (a `HashMap`'s order
+//! would not: the check refuses it, naming where the runs part). A violation is told in
+//! the workload's words: its operations that had returned, the one in flight, those not
+//! started, the acknowledgements owed and what the restart code returned, then the
+//! repro line. Restart code can be shared between production and the check by writing it
+//! over `nvs_core::Pool<M, X>` for any media `M` (your production pool is a
+//! `Pool<MappedMedia, HeapMemory>`, the check's a [`CrashPool`]).
 
 use crate::check::{oracle, panic_message, read_all, Recovered, BUDGET};
 use crate::workload::{present, Issued};
@@ -77,6 +88,9 @@ pub struct Setup {
     /// never ends, objects of many MiB: each word stored is an event) stops with an error
     /// in the report instead of running out of memory.
     pub max_events: usize,
+    /// The check's name, which its repros carry: [`REPRO_VAR`] set to a repro of another
+    /// check leaves this one whole (one that names none narrows every check).
+    pub name: String,
 }
 
 /// The default [`Setup::max_events`]: about a 16 MiB object, or tens of thousands of
@@ -93,7 +107,12 @@ impl Setup {
         let mut options = FormatOptions::new(0x5EED_C4EC);
         options.segment_len = Some(4096);
         options.lanes_max = 4;
-        Setup { media_len, options, budget: BUDGET, only: None, max_events: MAX_EVENTS }
+        Setup { media_len, options, budget: BUDGET, only: None, max_events: MAX_EVENTS, name: "check".into() }
+    }
+
+    /// [`Setup::new`], named `name` (its repros name it: see [`Setup::name`]).
+    pub fn named(media_len: usize, name: &str) -> Setup {
+        Setup { name: name.into(), ..Setup::new(media_len) }
     }
 }
 
@@ -200,13 +219,22 @@ pub struct Failure {
     pub choices: Vec<usize>,
     /// What went wrong: nvs's contract, your restart code, or your predicate.
     pub message: String,
+    /// The crash in your workload's words: each of its operations returned, in flight or
+    /// not started when the power went, the acknowledgements owed, and what your restart
+    /// code returned (see [`Report`]'s Display).
+    pub story: String,
+    /// The check's name ([`Setup::name`]) and the fingerprint of the workload's trace:
+    /// a repro runs only in that check, and only against that trace.
+    pub check: String,
+    /// See [`Failure::check`].
+    pub fingerprint: u64,
 }
 
 impl Failure {
     /// One line that reproduces this image alone: set it in the environment of the same
-    /// program.
+    /// program (`NVS_CHECK_REPRO=NAME@POINT:CHOICES#FINGERPRINT`).
     pub fn repro(&self) -> String {
-        format!("{REPRO_VAR}={}", Failure::spec(self.point, &self.choices))
+        format!("{REPRO_VAR}={}@{}#{:016x}", self.check, Failure::spec(self.point, &self.choices), self.fingerprint)
     }
 
     /// `point:choice,choice,...`, as [`REPRO_VAR`] takes it.
@@ -216,8 +244,10 @@ impl Failure {
     }
 }
 
-/// What a check did.
+/// What a check did. Its one green is [`Report::passed`]: `failure.is_none()` is also
+/// true of a check that could not run (an error), was incomplete, or checked one image.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use = "a check passed only if Report::passed() says so: assert!(report.passed(), \"{report}\")"]
 pub struct Report {
     /// Trace events the workload made (stores, flushes, fences).
     pub events: usize,
@@ -250,20 +280,22 @@ impl Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} events, {} crash points, {} crash images", self.events, self.points, self.states)?;
-        if self.incomplete > 0 {
-            write!(
-                f,
-                ", {} points incomplete (budget: raise Setup::budget, or use fewer words per unit)",
-                self.incomplete
-            )?;
-        }
         match (&self.error, &self.failure) {
             (Some(e), _) => write!(f, ": ERROR: {e}")?,
             (None, None) if self.only.is_some() => write!(f, ": no violation in this one image")?,
+            (None, None) if self.incomplete > 0 => write!(f, ": no violation in the images explored")?,
             (None, None) => write!(f, ": no violation")?,
             (None, Some(x)) => {
-                write!(f, ": VIOLATION at crash point {}: {}\n  repro: {}", x.point, x.message, x.repro())?
+                write!(f, ": VIOLATION at crash point {}: {}\n{}  repro: {}", x.point, x.message, x.story, x.repro())?
             }
+        }
+        if self.incomplete > 0 {
+            write!(
+                f,
+                "\n  NOT A PASS: {} crash points not explored whole (budget: raise Setup::budget, or use fewer \
+                 words per unit)",
+                self.incomplete
+            )?;
         }
         if let Some(only) = &self.only {
             let how =
@@ -278,16 +310,23 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// Run `workload` once, crash it at every crash point, and at every image recover,
-/// check nvs's contract, run `restart` on the recovered pool and `predicate` on its
-/// result and on the acknowledgements made before the crash (module docs).
+/// Run `workload`, crash it at every crash point, and at every image recover, check
+/// nvs's contract, run `restart` on the recovered pool and `predicate` on its result and
+/// on the acknowledgements made before the crash (module docs).
 ///
-/// With [`Setup::only`], or else [`REPRO_VAR`] set (`point:choices`), only that image is
-/// checked, and the report does not pass whatever that image does ([`Report::only`]);
-/// choices that do not fit the image (too many, too few, out of range) are an error.
-pub fn check<A, R>(
+/// The workload runs twice, on two fresh pools, and must make the same stores both times:
+/// a check explores the crash images of one run, so a workload whose stores depend on
+/// anything but its code (a `HashMap`'s order, the clock, unseeded randomness) would pass
+/// or fail by chance, and its repros would name images of another run. Runs that differ
+/// are an error naming the first operation where they part.
+///
+/// With [`Setup::only`], or else [`REPRO_VAR`] set to a repro of this check
+/// (`NAME@POINT:CHOICES#FINGERPRINT`), only that image is checked, and the report does not
+/// pass whatever that image does ([`Report::only`]); choices that do not fit the image, or
+/// a fingerprint of another trace, are an error.
+pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
     setup: &Setup,
-    workload: impl FnOnce(&mut Run<'_, A>) -> Result<(), String>,
+    mut workload: impl FnMut(&mut Run<'_, A>) -> Result<(), String>,
     restart: impl Fn(&CrashPool<'_>) -> Result<R, String>,
     predicate: impl Fn(&R, &[A]) -> Result<(), String>,
 ) -> Report {
@@ -298,38 +337,36 @@ pub fn check<A, R>(
             format!("media length {} is not a multiple of 8 bytes (the simulator's word)", setup.media_len),
         );
     }
-    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
-    let pool = match Pool::format(&media, setup.options, HeapMemory::new()) {
-        Ok(p) => p,
-        Err(e) => return fail(report, format!("format: {e}")),
+    let first = match record(setup, &mut workload) {
+        Ok(r) => r,
+        Err(e) => return fail(report, e),
     };
-    let format_end = media.point();
-    let mut run = Run { pool, media: &media, issued: Vec::new(), acks: Vec::new(), max_events: setup.max_events };
-    match catch_unwind(AssertUnwindSafe(|| workload(&mut run))) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return fail(report, format!("the workload failed: {e}")),
-        Err(p) => match p.downcast_ref::<TooLong>() {
-            Some(TooLong(n)) => {
-                let message = format!(
-                    "the workload made more than {} trace events and operations (word stores, \
-                     flushes, fences, puts; {n} when it was stopped): every crash point of the \
-                     trace is explored and the trace is held in memory; shorten the workload, use \
-                     smaller objects, or raise Setup::max_events",
-                    setup.max_events
-                );
-                return fail(report, message);
+    let events = first.media.events();
+    match record(setup, &mut workload) {
+        Ok(second) => {
+            if let Some(why) = parted(&events, &second.media.events(), &first.issued) {
+                return fail(report, why);
             }
-            None => return fail(report, format!("the workload panicked: {}", panic_message(&p))),
-        },
+        }
+        Err(e) => return fail(report, format!("the workload's second run (runs must be alike): {e}")),
     }
-    let Run { issued, acks, .. } = run;
+    let Recorded { media, format_end, issued, acks } = first;
+    let fingerprint = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        events.hash(&mut h);
+        h.finish()
+    };
     let (ack_points, acks): (Vec<usize>, Vec<A>) = acks.into_iter().unzip();
-    let events = media.events();
     report.events = events.len();
+    // What the restart code returned in the image being checked (for a failure's story).
+    let restarted_last = std::sync::Mutex::new(String::new());
     // The image after any crash point: nvs's contract, the user's restart, the user's
     // predicate on the acknowledgements made before the crash.
     let one = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser| -> Result<(), String> {
         let view = CrashView::new(state.clone(), ch.clone());
+        let said = |what: String| *restarted_last.lock().unwrap_or_else(|e| e.into_inner()) = what;
+        said("(the crash image was refused before it ran)".into());
         let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
             let pool = Pool::open_read_only(&view, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
             let rec: Recovered = read_all(&pool)?;
@@ -338,9 +375,17 @@ pub fn check<A, R>(
             }
             oracle(&issued, point, &Recovered::default(), &rec).map_err(|e| format!("nvs's contract: {e}"))?;
             let restarted = match catch_unwind(AssertUnwindSafe(|| restart(&pool))) {
-                Ok(r) => r.map_err(|e| format!("the restart code failed: {e}"))?,
-                Err(p) => return Err(format!("the restart code panicked: {}", panic_message(&p))),
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    said(format!("failed: {e}"));
+                    return Err(format!("the restart code failed: {e}"));
+                }
+                Err(p) => {
+                    said("panicked".into());
+                    return Err(format!("the restart code panicked: {}", panic_message(&p)));
+                }
             };
+            said(format!("{restarted:?}"));
             // Acknowledgements are recorded in trace order: those made before the crash
             // are a prefix.
             let owed = ack_points.partition_point(|&at| at <= point);
@@ -351,18 +396,43 @@ pub fn check<A, R>(
             Err(p) => Err(format!("panicked: {}", panic_message(&p))),
         }
     };
+    let failure = |point: usize, choices: Vec<usize>, message: String| {
+        let restarted = restarted_last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let owed = ack_points.partition_point(|&at| at <= point);
+        let story = story(&issued, point, &acks[..owed], &restarted);
+        Failure { point, choices, message, story, check: setup.name.clone(), fingerprint }
+    };
     let only = match (&setup.only, std::env::var(REPRO_VAR)) {
         (Some((point, choices)), _) => {
             report.only = Some(format!("Setup::only = {}", Failure::spec(*point, choices)));
             Some((*point, choices.clone()))
         }
-        (None, Ok(spec)) => {
-            report.only = Some(format!("{REPRO_VAR}={spec}"));
-            match parse_repro(&spec) {
-                Some(only) => Some(only),
-                None => return fail(report, format!("{REPRO_VAR}={spec}: expected POINT:CHOICE,CHOICE,...")),
+        (None, Ok(spec)) => match parse_repro(&spec) {
+            // Another check's repro: this one runs whole.
+            Some(r) if r.check.as_deref().is_some_and(|c| c != setup.name) => None,
+            Some(r) => {
+                report.only = Some(format!("{REPRO_VAR}={spec}"));
+                if r.fingerprint.is_some_and(|f| f != fingerprint) {
+                    return fail(
+                        report,
+                        format!(
+                            "the repro was made from another run of the workload (trace {:016x}, this run's \
+                             {fingerprint:016x}): the code changed since, or it does not store the same bytes \
+                             each time",
+                            r.fingerprint.unwrap_or(0)
+                        ),
+                    );
+                }
+                Some((r.point, r.choices))
             }
-        }
+            None => {
+                report.only = Some(format!("{REPRO_VAR}={spec}"));
+                return fail(
+                    report,
+                    format!("{REPRO_VAR}={spec}: expected [NAME@]POINT:CHOICE,CHOICE,...[#FINGERPRINT]"),
+                );
+            }
+        },
         (None, Err(_)) => None,
     };
     let points: Vec<usize> = fence_points(&events).into_iter().filter(|&p| p >= format_end).collect();
@@ -406,7 +476,7 @@ pub fn check<A, R>(
                 );
             }
             Ok(()) => {}
-            Err(message) => report.failure = Some(Failure { point, choices, message }),
+            Err(message) => report.failure = Some(failure(point, choices, message)),
         }
         report.points = 1;
         report.states = 1;
@@ -424,12 +494,123 @@ pub fn check<A, R>(
             }
             Verdict::Fail { runs, choices, message } => {
                 report.states += runs;
-                report.failure = Some(Failure { point, choices, message });
+                report.failure = Some(failure(point, choices, message));
                 return report;
             }
         }
     }
     report
+}
+
+/// One run of a workload, on a fresh pool.
+struct Recorded<A> {
+    media: SimMedia,
+    format_end: usize,
+    issued: Vec<Issued>,
+    acks: Vec<(usize, A)>,
+}
+
+/// Run `workload` on a fresh pool, recording it; an error says why no image can be checked.
+fn record<A>(
+    setup: &Setup,
+    workload: &mut impl FnMut(&mut Run<'_, A>) -> Result<(), String>,
+) -> Result<Recorded<A>, String> {
+    let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
+    let pool = Pool::format(&media, setup.options, HeapMemory::new()).map_err(|e| format!("format: {e}"))?;
+    let format_end = media.point();
+    let mut run = Run { pool, media: &media, issued: Vec::new(), acks: Vec::new(), max_events: setup.max_events };
+    match catch_unwind(AssertUnwindSafe(|| workload(&mut run))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(format!("the workload failed: {e}")),
+        Err(p) => match p.downcast_ref::<TooLong>() {
+            Some(TooLong(n)) => {
+                return Err(format!(
+                    "the workload made more than {} trace events and operations (word stores, \
+                     flushes, fences, puts; {n} when it was stopped): every crash point of the \
+                     trace is explored and the trace is held in memory; shorten the workload, use \
+                     smaller objects, or raise Setup::max_events",
+                    setup.max_events
+                ))
+            }
+            None => return Err(format!("the workload panicked: {}", panic_message(&p))),
+        },
+    }
+    let Run { pool, issued, acks, .. } = run;
+    drop(pool);
+    Ok(Recorded { media, format_end, issued, acks })
+}
+
+/// Where two runs of a workload part, in its words (`None`: they are alike).
+fn parted(a: &[nvs_sim::Event], b: &[nvs_sim::Event], issued: &[Issued]) -> Option<String> {
+    let at = match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => i,
+        None if a.len() == b.len() => return None,
+        None => a.len().min(b.len()),
+    };
+    let op = issued.iter().rposition(|o| o.start <= at);
+    let what = match op {
+        Some(i) => format!("in operation {i}, {}", describe(&issued[i])),
+        None => "before its first operation".into(),
+    };
+    Some(format!(
+        "the workload is not deterministic: its second run stored other bytes than its first (trace event {at}, \
+         {what}). A check explores the crash images of one run, so every run must make the same puts in the same \
+         order with the same bytes: iterate a BTreeMap or a sorted list, not a HashMap; seed any randomness; \
+         keep the clock out"
+    ))
+}
+
+/// An operation, as the workload wrote it.
+fn describe(o: &Issued) -> String {
+    let show = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
+    if o.close {
+        return format!("close_lane({})", o.lane);
+    }
+    if o.lane == u32::MAX {
+        return format!("reclaim (released {} versions)", o.released.len());
+    }
+    match o.objects.as_slice() {
+        [] => format!("a put on lane {} that was refused", o.lane),
+        [(n, v, b)] => format!("put(lane {}, \"{}\") -> v{v}, {} bytes", o.lane, show(n), b.len()),
+        many => {
+            let names: Vec<String> = many.iter().take(4).map(|(n, v, _)| format!("\"{}\" v{v}", show(n))).collect();
+            let more = if many.len() > 4 { format!(", ... {} in all", many.len()) } else { String::new() };
+            format!("put_batch(lane {}, {}{more})", o.lane, names.join(", "))
+        }
+    }
+}
+
+/// A crash at `point` told in the workload's words: which operations had returned, which
+/// was in flight, how many had not started, the acknowledgements owed, what the restart
+/// code returned.
+fn story<A: std::fmt::Debug>(issued: &[Issued], point: usize, owed: &[A], restarted: &str) -> String {
+    const SHOWN: usize = 8;
+    let mut s = String::from("  your workload when the power went:\n");
+    let started: Vec<&Issued> = issued.iter().filter(|o| o.start < point).collect();
+    let skip = started.len().saturating_sub(SHOWN);
+    if skip > 0 {
+        s += &format!("    operations 0..{skip}: returned\n");
+    }
+    for o in &started[skip..] {
+        let state = match o.ack {
+            Some(a) if a <= point => "returned",
+            None if o.objects.is_empty() && !o.close && o.lane != u32::MAX => "returned an error",
+            _ => "IN FLIGHT (the crash fell inside it)",
+        };
+        s += &format!("    operation {}: {} — {state}\n", o.op, describe(o));
+    }
+    let later = issued.len() - started.len();
+    if later > 0 {
+        s += &format!("    {later} operations not started\n");
+    }
+    match owed.last() {
+        None => s += "  acknowledged before the crash (run.ack): nothing\n",
+        Some(last) => {
+            s += &format!("  acknowledged before the crash (run.ack): {} times, the last {last:?}\n", owed.len())
+        }
+    }
+    s += &format!("  your restart code returned: {restarted}\n");
+    s
 }
 
 /// What the explorer says of a choice the run cannot make (a repro of another run).
@@ -440,9 +621,26 @@ fn fail(mut report: Report, message: String) -> Report {
     report
 }
 
-/// `POINT:CHOICE,CHOICE,...` (no choices: `POINT:`).
-fn parse_repro(spec: &str) -> Option<(usize, Vec<usize>)> {
-    let (point, choices) = spec.trim().split_once(':')?;
+/// A repro, as [`REPRO_VAR`] holds it.
+struct Repro {
+    check: Option<String>,
+    point: usize,
+    choices: Vec<usize>,
+    fingerprint: Option<u64>,
+}
+
+/// `[NAME@]POINT:CHOICE,CHOICE,...[#FINGERPRINT]` (no choices: `POINT:`).
+fn parse_repro(spec: &str) -> Option<Repro> {
+    let spec = spec.trim();
+    let (check, rest) = match spec.rsplit_once('@') {
+        Some((c, r)) => (Some(c.to_string()), r),
+        None => (None, spec),
+    };
+    let (rest, fingerprint) = match rest.split_once('#') {
+        Some((r, f)) => (r, Some(u64::from_str_radix(f.trim(), 16).ok()?)),
+        None => (rest, None),
+    };
+    let (point, choices) = rest.split_once(':')?;
     let choices = choices.split(',').filter(|c| !c.is_empty()).map(|c| c.trim().parse().ok()).collect::<Option<_>>()?;
-    Some((point.trim().parse().ok()?, choices))
+    Some(Repro { check, point: point.trim().parse().ok()?, choices, fingerprint })
 }

@@ -68,7 +68,13 @@ fn an_ordering_bug_is_caught_and_its_repro_reproduces_it() {
     let r = run(&setup, true, false);
     let f = r.failure.clone().unwrap_or_else(|| panic!("the seeded bug was not caught: {r}"));
     assert!(f.message.contains("the restart code failed"), "{r}");
-    assert!(f.repro().starts_with(&format!("NVS_CHECK_REPRO={}:", f.point)), "{}", f.repro());
+    assert!(f.repro().starts_with(&format!("NVS_CHECK_REPRO=check@{}:", f.point)), "{}", f.repro());
+    // Told in the workload's words: its operations, the one in flight, what was owed and
+    // what the restart code returned, then the repro.
+    assert!(f.story.contains("operation 0: put(lane 1, \"done\") -> v1") && f.story.contains("IN FLIGHT"), "{r}");
+    assert!(f.story.contains("your restart code returned: failed: a v1"), "{r}");
+    let shown = r.to_string();
+    assert!(shown.contains(&f.story) && shown.contains(&f.repro()), "{shown}");
     // The repro alone: the same failure, one image.
     let alone = run(&Setup { only: Some((f.point, f.choices.clone())), ..setup.clone() }, true, false);
     assert_eq!((alone.points, alone.states), (1, 1));
@@ -138,4 +144,38 @@ fn a_workload_past_its_event_bound_stops_with_an_error() {
         |_: &u64, _: &[u64]| Ok(()),
     );
     assert!(big.error.as_deref().unwrap_or_default().contains("smaller objects"), "{big}");
+}
+
+/// A workload whose runs store other bytes (here: its puts' order flips between runs, as
+/// a HashMap's iteration order may) is refused, naming the operation where the runs part;
+/// it used to pass or fail by chance, and its repros named images of another run.
+#[test]
+fn a_nondeterministic_workload_is_refused_naming_where_its_runs_part() {
+    let mut runs = 0;
+    let r = check(
+        &Setup::new(32 << 10),
+        |run: &mut Run<'_, u64>| {
+            runs += 1;
+            let order: [&[u8]; 2] = if runs == 1 { [b"x", b"y"] } else { [b"y", b"x"] };
+            for name in order {
+                run.put(0, name, b"12345678").map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        },
+        |_pool| Ok(()),
+        |_: &(), _: &[u64]| Ok(()),
+    );
+    let e = r.error.clone().unwrap_or_else(|| panic!("a nondeterministic workload was checked: {r}"));
+    assert!(e.contains("not deterministic") && e.contains("operation 0, put(lane 0, \"x\")"), "{e}");
+    assert!(!r.passed() && runs == 2);
+}
+
+/// A check whose crash points ran out of budget is not a pass, and says so in capitals
+/// (it used to end with "no violation", which reads as one).
+#[test]
+fn an_incomplete_check_says_not_a_pass() {
+    let setup = Setup { budget: 1, ..Setup::new(32 << 10) };
+    let r = run(&setup, false, false);
+    assert!(r.incomplete > 0 && r.failure.is_none() && !r.passed(), "{r}");
+    assert!(r.to_string().contains(&format!("NOT A PASS: {} crash points not explored", r.incomplete)), "{r}");
 }

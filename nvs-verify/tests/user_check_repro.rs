@@ -100,6 +100,15 @@ fn a_repro_in_the_environment_checks_one_image_and_never_passes() {
     let r = with_repro("1:", false);
     assert!(r.error.as_deref().is_some_and(|e| e.contains("not one this check crashes at")), "{r}");
     let r = with_repro("10:0,x", false);
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("expected POINT:CHOICE")), "{r}");
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("expected [NAME@]POINT:CHOICE")), "{r}");
+    assert!(!r.passed());
+
+    // A repro names its check: another check runs whole (and passes on its own merits).
+    let other = with_repro(&format!("another {good}"), false);
+    assert!(other.passed() && other.only.is_none(), "{other}");
+    // And its trace: a repro of another run (here a fingerprint changed) is an error.
+    let (at, _) = good.rsplit_once('#').unwrap_or_else(|| panic!("no fingerprint in {good}"));
+    let r = with_repro(&format!("{at}#0123456789abcdef"), false);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("another run of the workload")), "{r}");
     assert!(!r.passed());
 }
