@@ -139,6 +139,21 @@ impl<'m, A> Run<'m, A> {
         r
     }
 
+    /// Put one object as nvs-core describes it — with metadata ([`Object::meta`]), an
+    /// explicit version, parts, or as a delta against an earlier version
+    /// ([`Object::delta`]) — recorded with its whole bytes (what a get must return).
+    pub fn put_object(&mut self, lane: u32, object: Object<'_>) -> nvs_core::Result<Put> {
+        let start = self.media.point();
+        let (name, bytes) = (object.name().to_vec(), object.parts().concat());
+        let r = self.pool.put(lane, object);
+        let objects = match &r {
+            Ok(put) => vec![(name, put.version, bytes)],
+            Err(_) => Vec::new(),
+        };
+        self.record(lane, start, r.is_ok(), objects);
+        r
+    }
+
     /// Put every `(name, bytes)` in one commit on `lane`; their versions, in order.
     pub fn put_batch(&mut self, lane: u32, objects: &[(&[u8], &[u8])]) -> nvs_core::Result<Vec<u64>> {
         let start = self.media.point();
