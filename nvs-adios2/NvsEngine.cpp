@@ -264,7 +264,8 @@ NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode 
     m_PoolPath = Param("PoolPath", "");
     if (m_PoolPath.empty())
         throw std::invalid_argument("nvs engine: the parameter PoolPath is required (the pool "
-                                    "file; the engine does not see the name given to Open)");
+                                    "file; the engine does not see the name given to Open: two "
+                                    "outputs need two PoolPaths)");
     m_EndStream = ParseBool("EndStream", Param("EndStream", "true"));
     m_Timeout = ParseSeconds("Timeout", Param("Timeout", "-1"));
     m_OpenTimeout = ParseSeconds("OpenTimeout", Param("OpenTimeout", "60"));
@@ -326,18 +327,50 @@ void NvsEngine::OpenWriter()
         // Write starts a new stream, as BP5 replaces its output: the new pool is made
         // beside the old one and renamed over it, so a Write that fails (no room, a bad
         // size) leaves the old pool as it was. Followers of the old file see it replaced.
+        // Never under a live writer of it (another rank of this job writing the same
+        // output, another engine of this process, another run): its steps would go on into
+        // a file no name reaches any more, silently lost. Its writer's locks (nvs's: OFD
+        // write locks on the pool's first bytes) are taken here until the new pool is in
+        // place, so two Writes cannot replace each other's either.
+        const int held = ::open(m_PoolPath.c_str(), O_RDWR | O_CLOEXEC);
+        struct flock fl;
+        std::memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = 0;
+        fl.l_len = 64 + 256; // the writer's byte and every lane's (nvs-std's locks)
+        if (held < 0 || ::fcntl(held, F_OFD_SETLK, &fl) != 0)
+        {
+            const int e = errno;
+            if (held >= 0)
+                ::close(held);
+            if (e == EAGAIN || e == EACCES)
+                throw std::runtime_error(
+                    "nvs engine: Write: " + m_PoolPath +
+                    " is being written by a live writer (another rank of this job writing the same "
+                    "output, another engine or another run): refused, nothing changed. Each writer "
+                    "process needs its own pool (PoolPath); several "
+                    "ranks writing one output are not supported by this engine yet (BP5 does it)");
+            throw std::runtime_error("nvs engine: Write: cannot open " + m_PoolPath + " to replace it: " +
+                                     std::strerror(e));
+        }
         const std::string fresh = m_PoolPath + ".nvs-new-" + std::to_string(::getpid());
         rc = nvs_pool_create(fresh.c_str(), size, nullptr, &m_Pool);
         if (rc != NVS_OK)
+        {
+            ::close(held);
             Fail("create " + m_PoolPath, rc);
+        }
         rc = nvs_pool_close(m_Pool);
         m_Pool = nullptr;
         if (rc != NVS_OK || ::rename(fresh.c_str(), m_PoolPath.c_str()) != 0)
         {
             const std::string why = rc != NVS_OK ? nvs_last_error() : std::strerror(errno);
             ::unlink(fresh.c_str());
+            ::close(held);
             throw std::runtime_error("nvs engine: Write: cannot replace " + m_PoolPath + ": " + why);
         }
+        ::close(held);
     }
     else if (m_OpenMode == adios2::Mode::Write && exists && !S_ISCHR(st.st_mode))
         throw std::invalid_argument("nvs engine: Write: " + m_PoolPath +
@@ -365,6 +398,10 @@ void NvsEngine::OpenWriter()
     else
     {
         rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
+        if (rc != NVS_OK && ::stat(m_PoolPath.c_str(), &st) == 0)
+            Fail("create " + m_PoolPath + " (another writer created it meanwhile: another rank of "
+                 "this job writing the same output? each writer process needs its own PoolPath)",
+                 rc);
         if (rc != NVS_OK)
             Fail("create " + m_PoolPath, rc);
     }
@@ -592,6 +629,14 @@ void NvsEngine::EndStep()
         m_Order.clear();
         return;
     }
+    // Attributes are not stored (yet): a reader would never see them.
+    if (!m_IO.AvailableAttributes().empty())
+        throw std::invalid_argument("nvs engine: the IO defines " +
+                                    std::to_string(m_IO.AvailableAttributes().size()) +
+                                    " attribute(s) (first: " + m_IO.AvailableAttributes().begin()->first +
+                                    "): attributes are not stored by this engine yet, and a reader "
+                                    "would not see them; nothing of step " + std::to_string(m_Step) +
+                                    " was committed");
     // one batch: every variable of the step, then the step's index; one commit
     const uint64_t version = m_Step + 1;
     std::vector<std::string> metas;
@@ -662,6 +707,11 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
         throw std::logic_error("nvs engine: Put outside BeginStep/EndStep");
     const std::string name = variable.Name();
     CheckName(name);
+    if (!variable.Operations().empty())
+        throw std::invalid_argument("nvs engine: variable " + name + " has " +
+                                    std::to_string(variable.Operations().size()) +
+                                    " operator(s) (compression): not supported (nvs stores the "
+                                    "values as they are); remove them for this engine");
     adios2::Dims shape = variable.Shape();
     adios2::Dims start = variable.Start();
     adios2::Dims count = variable.Count();

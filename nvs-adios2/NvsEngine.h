@@ -10,7 +10,7 @@
  * Modes: Write starts a new pool (an existing file at PoolPath is replaced, as BP5
  * replaces its output: the new pool is made beside it and renamed over it, so a Write
  * that fails leaves the old pool whole; a reader of the old one gets an error saying it
- * was replaced); Append opens the pool (or creates it) and continues after the last
+ * was replaced; never while a live writer holds it: refused); Append opens the pool (or creates it) and continues after the last
  * committed step; Read follows the pool as a stream.
  *
  * Parameters (engine type="Plugin", PluginName="nvs", PluginLibrary="nvs_adios2"),
@@ -26,9 +26,11 @@
  *                (default 60; negative or inf: as long as it takes); a file that is
  *                there and is not a pool is an error at once
  *
- * Not offered: span puts and several blocks of a local array in one step (errors), and
- * memory selections on Put, which the plugin interface does not show an engine (a Put
- * with one stores the buffer as if it had none; readers' memory selections are refused).
+ * Not offered: span puts, several blocks of a local array in one step, operators (errors
+ * at the Put), attributes (an error at EndStep: not stored), several writer processes of
+ * one pool (a Write or Append over a pool a live writer holds is refused). Memory
+ * selections and a block selection made after a box selection are not shown to a plugin
+ * engine by the plugin interface (2.12): a Put or Get with one acts as if it had none.
  * AvailableVariables lists every variable the stream has had, not only the current
  * step's (a Get of one the step lacks is an error naming the step).
  */

@@ -366,6 +366,46 @@ int main(int argc, char **argv)
         r.Close();
     });
 
+    Case("a Write over a pool a live writer holds is refused; the writer's steps are kept", [] {
+        // Four ranks of one job writing one output each did this: the last rename won,
+        // the others went on writing into files no name reached (one rank's data stored).
+        const std::string p = Path("held.nvs");
+        adios2::ADIOS a;
+        adios2::IO io = NvsIO(a, p);
+        auto v = io.DefineVariable<double>("x", {4}, {0}, {4});
+        adios2::Engine w = io.Open(p, adios2::Mode::Write);
+        for (size_t s = 0; s < 2; ++s)
+        {
+            std::vector<double> d(4, double(s));
+            w.BeginStep();
+            w.Put(v, d.data(), adios2::Mode::Sync);
+            w.EndStep();
+        }
+        Throws("live writer", [&] { WriteSteps(p, 1, adios2::Mode::Write); });
+        std::vector<double> d(4, 2.0);
+        w.BeginStep();
+        w.Put(v, d.data(), adios2::Mode::Sync);
+        w.EndStep();
+        w.Close();
+        Require(CountSteps(p) == 3, "the live writer's steps were not all kept");
+    });
+
+    Case("attributes are refused at EndStep (a reader would not see them), nothing committed", [] {
+        const std::string p = Path("attrs.nvs");
+        WriteSteps(p, 1, adios2::Mode::Write);
+        adios2::ADIOS a;
+        adios2::IO io = NvsIO(a, p);
+        io.DefineAttribute<std::string>("units", "K");
+        auto v = io.DefineVariable<double>("x", {4}, {0}, {4});
+        adios2::Engine w = io.Open(p, adios2::Mode::Append);
+        std::vector<double> d(4, 1.0);
+        w.BeginStep();
+        w.Put(v, d.data(), adios2::Mode::Sync);
+        Throws("attributes are not stored", [&] { w.EndStep(); });
+        w.Close();
+        Require(CountSteps(p) == 1, "a step with attributes was committed");
+    });
+
     if (g_failed)
     {
         std::printf("misuse: %d case(s) FAILED\n", g_failed);

@@ -16,9 +16,7 @@
  *                  only when asked for: a system call or another process writing into a
  *                  tracked object fails with EFAULT (read, fread, recv, MPI receives
  *                  into it: read into other memory and copy), and at most 16384
- *                  objects are tracked at once. Under either mode the page before and
- *                  the page after each object read as zeros (a read just outside an
- *                  array, a 0- vs 1-based port's, does not fault; a write there does)
+ *                  objects are tracked at once
  *   NVS_KEEP=K     a snapshot that finds the pool full reclaims, keeping the K newest
  *                  versions of each object (K >= 1), and tries once more (still full:
  *                  it fails, saying that reclaim ran and what it freed). A follower
@@ -67,7 +65,10 @@
  * name that cannot be registered (empty, none in 256 bytes, registered already) is an
  * error on stderr and in nvs_last_error(), and alloc still returns zeroed memory the app
  * can use, which no snapshot stores (the app carries on, as with NVStream). nvs_free and
- * nvs_free_ after nvs_finalize do nothing (miniAMR frees after it).
+ * nvs_free_ after nvs_finalize do nothing (miniAMR frees after it). Each object has
+ * padding around it (64 bytes, a page under NVS_DELTA), as malloc'd memory has slack: a
+ * read or write just outside an array (a 0- vs 1-based port's: GTC's chargei writes
+ * zonali(0)) lands there, untracked and never stored, instead of faulting.
  * Legacy code with implicit interfaces (integer*8 alloc; pointer (p, a);
  * p = alloc(n, 'temp'//char(0)), -fcray-pointer) links to alloc_, which is alloc.
  *

@@ -41,8 +41,9 @@ use std::time::{Duration, Instant};
 
 /// One registered object's memory.
 enum Mem {
-    /// Plain zeroed heap memory, 64-byte aligned.
-    Plain { ptr: NonNull<u8>, layout: Layout },
+    /// Plain zeroed heap memory ([`plain`]): the object is [`PAD`] bytes into it,
+    /// 64-byte aligned.
+    Plain { base: NonNull<u8>, layout: Layout },
     /// OS-tracked memory (`NVS_DELTA=1` with uffd-wp, or `NVS_DELTA=mprotect`).
     Tracked(TrackedBuf),
 }
@@ -55,7 +56,8 @@ unsafe impl Send for Mem {}
 impl Mem {
     fn ptr(&mut self) -> *mut u8 {
         match self {
-            Mem::Plain { ptr, .. } => ptr.as_ptr(),
+            // SAFETY: `PAD` bytes into the allocation, which has `PAD` more after the object.
+            Mem::Plain { base, .. } => unsafe { base.as_ptr().add(PAD) },
             Mem::Tracked(b) => b.as_mut_ptr(),
         }
     }
@@ -63,9 +65,9 @@ impl Mem {
 
 impl Drop for Mem {
     fn drop(&mut self) {
-        if let Mem::Plain { ptr, layout } = self {
+        if let Mem::Plain { base, layout } = self {
             // SAFETY: allocated with this layout by `alloc_zeroed`, freed once.
-            unsafe { std::alloc::dealloc(ptr.as_ptr(), *layout) }
+            unsafe { std::alloc::dealloc(base.as_ptr(), *layout) }
         }
     }
 }
@@ -447,13 +449,21 @@ fn alloc_unstored(n: usize) -> Res<*mut c_void> {
     Ok(ptr.cast())
 }
 
-/// Plain zeroed heap memory for `n` bytes, 64-byte aligned.
+/// Bytes of zeroed padding before and after each plain object: a Fortran port's
+/// off-by-one (GTC's `chargei` writes `zonali(0)`, 4 bytes before the array) lands there,
+/// as it did harmlessly in NVStream's `malloc`'d memory, instead of in the allocator's
+/// bookkeeping (a crash at the free).
+const PAD: usize = 64;
+
+/// Plain zeroed heap memory for `n` bytes, 64-byte aligned, with [`PAD`] bytes around it.
 fn plain(n: usize) -> Res<Mem> {
-    let layout = Layout::from_size_align(n.max(1), 64).map_err(|_| arg(format!("{n} bytes cannot be allocated")))?;
+    let too_large = || arg(format!("{n} bytes cannot be allocated"));
+    let size = n.checked_add(2 * PAD).ok_or_else(too_large)?;
+    let layout = Layout::from_size_align(size, 64).map_err(|_| too_large())?;
     // SAFETY: the layout has a non-zero size.
-    let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+    let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
         .ok_or_else(|| Fail { status: NVS_E_OTHER, msg: format!("out of memory for {n} bytes") })?;
-    Ok(Mem::Plain { ptr, layout })
+    Ok(Mem::Plain { base, layout })
 }
 
 fn free(ptr: *mut c_void) -> Res {
@@ -500,6 +510,17 @@ fn snapshot(proc_id: c_int) -> Res {
                 let msg = format!(
                     "{} (NVS_KEEP={keep}: reclaim ran and freed {n} segments, all it could while every object keeps its {keep} newest versions)",
                     f.msg
+                );
+                return Err(Fail { status: f.status, msg });
+            }
+            (Err(e), _, _) if matches!(e.core(), Some(nvs_core::Error::TooLarge { .. })) => {
+                let f = Fail::from(e);
+                let bytes = rank.objects.values().map(|o| o.len as u64).sum::<u64>();
+                let msg = format!(
+                    "{} (that is this rank's whole snapshot: {} objects, {bytes} bytes, one commit; create the \
+                     pool larger: NVS_POOL_SIZE)",
+                    f.msg,
+                    rank.objects.len()
                 );
                 return Err(Fail { status: f.status, msg });
             }

@@ -229,13 +229,14 @@ fn errno_name(e: i32) -> &'static str {
     }
 }
 
-/// A mapping of `map_len` read-write bytes between two read-only guard pages. The guard
-/// pages keep the buffer's VMAs from merging with neighbouring mappings (the buffer's
-/// pages are `MADV_NOHUGEPAGE`, the guards not), so making the whole buffer writable
-/// never has to split a VMA outside it (see the Mprotect overflow path). They are
-/// readable (zeros) so that a read a little before or after the buffer — a Fortran port's
-/// off-by-one, harmless on `malloc`'d memory — does not fault, as it did when they were
-/// `PROT_NONE` (GTC reads 4 bytes before `zonali`); a write there still does.
+/// A mapping of `map_len` read-write bytes between two pages of padding. The padding
+/// keeps the buffer's VMAs from merging with neighbouring mappings (the buffer's pages
+/// are `MADV_NOHUGEPAGE`, the padding's not), so making the whole buffer writable never
+/// has to split a VMA outside it (see the Mprotect overflow path). The padding is plain
+/// memory, untracked: a read or write a little before or after the buffer — a Fortran
+/// port's off-by-one, harmless on `malloc`'d memory — lands there, as it did in NVStream,
+/// where it died of SIGSEGV when the pages were `PROT_NONE` guards (GTC's `chargei`
+/// writes `zonali(0)`, 4 bytes before the array).
 struct Mapping {
     base: NonNull<u8>,
     map_len: usize,
@@ -260,25 +261,12 @@ impl Mapping {
             return Err(os_err("mmap", errno()));
         }
         let outer = p as *mut u8;
-        // SAFETY: both guard pages and the interior lie inside the mapping just made, which
-        // nothing else references yet.
-        let rc = unsafe {
-            libc::mprotect(outer.cast(), ps, libc::PROT_READ)
-                | libc::mprotect(outer.add(ps + map_len).cast(), ps, libc::PROT_READ)
-        };
-        let rc = if rc == 0 {
-            // SAFETY: as above. Advice only; failing it (no THP support) is harmless.
-            unsafe { libc::madvise(outer.add(ps).cast(), map_len, libc::MADV_NOHUGEPAGE) };
-            0
-        } else {
-            errno()
-        };
+        // SAFETY: the interior lies inside the mapping just made, which nothing else
+        // references yet. Advice only: failing it (no THP support) costs a VMA merge with
+        // the padding, inside this mapping.
+        unsafe { libc::madvise(outer.add(ps).cast(), map_len, libc::MADV_NOHUGEPAGE) };
         // SAFETY: mmap returned a non-null pointer; the interior starts one page in.
-        let m = Mapping { base: unsafe { NonNull::new_unchecked(outer.add(ps)) }, map_len };
-        if rc != 0 {
-            return Err(os_err("mprotect of a guard page", rc));
-        }
-        Ok(m)
+        Ok(Mapping { base: unsafe { NonNull::new_unchecked(outer.add(ps)) }, map_len })
     }
 
     fn addr(&self) -> usize {
@@ -289,7 +277,7 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         let ps = page_size();
-        // SAFETY: unmaps exactly the mapping made in `new` (guards included); the buffer's
+        // SAFETY: unmaps exactly the mapping made in `new` (padding included); the buffer's
         // owner is being dropped, so no reference into it remains.
         unsafe { libc::munmap(self.base.as_ptr().sub(ps).cast(), self.map_len + 2 * ps) };
     }

@@ -1,7 +1,8 @@
 ! NVStream's applications, by their shapes, unchanged Fortran calling the wrapper:
 ! - GTC: alloc through a bind(C) interface taking character(kind=c_char) :: varname(10),
 !   so the name arrives blank-padded with no NUL and no length; `call nvs_snapshot()`
-!   with no argument; a read one element before an array (a 0- vs 1-based port).
+!   with no argument; a read and a write one element before an array (chargei's
+!   zonali(0), a 0- vs 1-based port).
 ! - CM1: 120 registered objects (more than NVS_DELTA=mprotect used to track: 64).
 ! - miniAMR: nvs_free of every object after nvs_finalize (a silent no-op).
 ! Then check (apps_check.f90, through the nvs module) reads every version of every object
@@ -51,6 +52,7 @@ program apps
         end do
      end do
      s = s + objs(1)%v(below)
+     objs(1)%v(below) = -1d0
      call nvs_snapshot()
   end do
   if (nvs_finalize() /= 0) stop 3
@@ -60,5 +62,5 @@ program apps
   call check(nobj, n, steps)
   if (s == 12345.678d0) print *, "(an unlikely value read before the first array)"
   print '(a, i0, a, i0, a)', "fortran (apps' shapes): ", nobj, " objects x ", steps, &
-       " snapshots read back exact (and the element before the first array read)"
+       " snapshots read back exact (the element before the first array read and written)"
 end program apps

@@ -181,7 +181,15 @@ class PoolStore : public Store {
 
   /* The object's length; a reader beside a live writer refreshes once if it finds none. */
   ErrorCode length(const std::string &key, uint64_t version, size_t *len) {
-    if (pool_ == NULL) return STORE_NOT_FOUND;
+    if (pool_ == NULL && nvs_pool_open(path_.c_str(), NVS_OPEN_READ_ONLY, &pool_) != NVS_OK) {
+      pool_ = NULL;
+      if (!said_missing_) /* once: a reader that does not check its gets still learns why */
+        std::fprintf(stderr, "nvs: store %s: no pool at %s (%s): a rank's pool is $NVS_DIR/<name>.<rank>.pool, "
+                     "NVS_NAME standing for the name; set it as the writer did\n",
+                     id_.c_str(), path_.c_str(), nvs_last_error());
+      said_missing_ = true;
+      return STORE_NOT_FOUND;
+    }
     int rc = nvs_get(pool_, key.c_str(), version, NULL, 0, len);
     if (rc == NVS_E_NOT_FOUND && !writable_ && nvs_pool_refresh(pool_) == NVS_OK)
       rc = nvs_get(pool_, key.c_str(), version, NULL, 0, len);
@@ -207,6 +215,7 @@ class PoolStore : public Store {
   std::string id_, path_;
   nvs_pool *pool_;
   bool writable_;
+  bool said_missing_ = false;
   std::map<std::string, Obj> objs_;
   std::map<void *, std::string> by_addr_;
   uint64_t puts_ = 0, bytes_ = 0, gets_ = 0, got_ = 0;
