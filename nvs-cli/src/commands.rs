@@ -38,12 +38,14 @@ pub fn create(pool: &Path, size: u64, opts: CreateOptions) -> Result<(), CliErro
 }
 
 #[allow(clippy::too_many_arguments)] // one per `nvs put` option
+#[allow(clippy::too_many_arguments)] // the command's options, as clap gives them
 pub fn put(
     pool: &Path,
     name: &OsStr,
     file: Option<&Path>,
     lane: Option<u32>,
     version: Option<u64>,
+    reopen: bool,
     delta: bool,
     meta: &[String],
     durability: Option<Durability>,
@@ -58,8 +60,15 @@ pub fn put(
     // The input is opened before the pool: opening a FIFO waits for its writer, and must
     // not do so while holding the pool's writer lock.
     let input = open_input(file)?;
-    let (mut p, lane) = open_to_put(pool, lane, durability)?;
     let name = name.as_bytes();
+    let (mut p, lane) = open_to_put(pool, name, lane, durability)?;
+    if !reopen && p.lane_info(lane).is_some_and(|i| i.closed) {
+        return Err(CliError::Usage(format!(
+            "{}: lane {lane}'s stream was ended (nvs close, or its writer's close), and its followers saw the \
+             end: --reopen starts it again",
+            pool.display()
+        )));
+    }
     let bytes = read_input(input, p.max_object_bytes(name.len()))?;
     // A spinner while a big mapped input is stored (a read one had its bar already).
     let spin = (matches!(bytes, Input::Mapped(_)) && bytes.len() as u64 >= PROGRESS_MIN)
@@ -78,22 +87,62 @@ pub fn put(
     committed(pool, name, v)
 }
 
-/// Open `pool` to put on `lane`: in a pool with lane names, that lane alone (`None`: the
-/// lowest free one, named on stderr), beside writers of other lanes in other processes;
-/// otherwise as the pool's one writer (lane 0 by default).
-fn open_to_put(pool: &Path, lane: Option<u32>, d: Option<Durability>) -> Result<(FilePool, u32), CliError> {
-    match FilePool::open_lanes_with(pool, lane.as_ref().map(std::slice::from_ref), d) {
-        Ok(p) => {
-            let owned = p.owned_lanes().and_then(|o| o.first().copied()).unwrap_or(0);
-            if lane.is_none() {
-                eprintln_note(&format!("lane {owned}"));
+/// Open `pool` to put `name` on `lane`: in a pool with lane names, that lane alone, beside
+/// writers of other lanes in other processes — by default the lane that holds `name`
+/// already, lane 0 for a new one (a producer's series stays on one lane: `nvs put` took
+/// the lowest free lane, and two producers of one name got the same versions twice, on
+/// two lanes); a name several lanes hold needs `--lane`. Otherwise as the pool's one
+/// writer (lane 0 by default).
+fn open_to_put(
+    pool: &Path,
+    name: &[u8],
+    lane: Option<u32>,
+    d: Option<Durability>,
+) -> Result<(FilePool, u32), CliError> {
+    // Without --lane: the name's lane (lane 0 for a new name), waited for while another
+    // `nvs put` writes it (each is brief; one reading a pipe for longer is an error after
+    // LANE_WAIT, naming the lock).
+    let (lane, wait) = match lane {
+        Some(l) => (l, false),
+        None => (lane_holding(pool, name)?.unwrap_or(0), true),
+    };
+    let deadline = std::time::Instant::now() + LANE_WAIT;
+    loop {
+        match FilePool::open_lanes_with(pool, Some(&[lane]), d) {
+            Ok(p) => return Ok((p, lane)),
+            Err(e) if e.core() == Some(nvs_core::Error::NeedsLaneNames) => {
+                return Ok((FilePool::open_with(pool, Access::ReadWrite, d)?, lane))
             }
-            Ok((p, owned))
+            Err(nvs_std::Error::Locked { held: nvs_std::Held::Lane(_), .. })
+                if wait && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) if e.core() == Some(nvs_core::Error::NeedsLaneNames) => {
-            Ok((FilePool::open_with(pool, Access::ReadWrite, d)?, lane.unwrap_or(0)))
-        }
-        Err(e) => Err(e.into()),
+    }
+}
+
+/// How long `nvs put` without `--lane` waits for its name's lane, in a pool with lane
+/// names, while another process writes it.
+const LANE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// In a pool with lane names, the one lane holding `name` (`None`: none holds it, or the
+/// pool has no lane names); several: a usage error naming them.
+fn lane_holding(pool: &Path, name: &[u8]) -> Result<Option<u32>, CliError> {
+    let Ok(r) = FilePool::open(pool, Access::ReadOnly) else { return Ok(None) }; // the put says why
+    if !r.layout().lane_names {
+        return Ok(None);
+    }
+    let holders: Vec<u32> = (0..r.layout().lanes_max).filter(|&l| r.latest_on(l, name).is_ok()).collect();
+    match holders.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => Err(CliError::Usage(format!(
+            "{}: lanes {many:?} each hold {}: name one with --lane",
+            pool.display(),
+            nvs_std::show_name(name)
+        ))),
     }
 }
 
@@ -497,7 +546,7 @@ pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<
 /// `close`: an end-of-stream marker on `lane`.
 pub fn close(pool: &Path, lane: u32, durability: Option<Durability>) -> Result<(), CliError> {
     // In a pool with lane names, that lane alone, beside writers of the others.
-    let (mut p, lane) = open_to_put(pool, Some(lane), durability)?;
+    let (mut p, lane) = open_to_put(pool, b"", Some(lane), durability)?;
     p.close_lane(lane)?;
     stdout(&format!("{}: lane {lane} closed\n", pool.display()))
 }
@@ -507,7 +556,7 @@ pub fn close(pool: &Path, lane: u32, durability: Option<Durability>) -> Result<(
 /// other lanes).
 pub fn reclaim(pool: &Path, keep: u32, lane: Option<u32>, durability: Option<Durability>) -> Result<(), CliError> {
     let mut p = match lane {
-        Some(l) => open_to_put(pool, Some(l), durability)?.0,
+        Some(l) => open_to_put(pool, b"", Some(l), durability)?.0,
         None => FilePool::open_with(pool, Access::ReadWrite, durability)?,
     };
     if lane.is_some() && !p.layout().lane_names {

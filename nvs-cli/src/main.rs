@@ -85,13 +85,18 @@ enum Command {
         name: OsString,
         /// Input file; `-` or nothing reads stdin.
         file: Option<PathBuf>,
-        /// Writer lane (default 0; in a pool with lane names, the lowest lane no other
-        /// process is writing, named on stderr).
+        /// Writer lane (default 0; in a pool with lane names, the lane that holds NAME
+        /// already, waited for while another process writes it, lane 0 for a new NAME;
+        /// a NAME several lanes hold needs --lane).
         #[arg(long)]
         lane: Option<u32>,
         /// Explicit version (must exceed the latest).
         #[arg(long)]
         version: Option<u64>,
+        /// Put on a lane whose stream was ended (`nvs close`, a writer's close): its
+        /// followers saw the end, and this starts it again. Without it such a put is refused.
+        #[arg(long)]
+        reopen: bool,
         /// Store only the 4 KiB chunks that differ from the latest version (a delta),
         /// when that saves enough; prints the version and what was stored.
         #[arg(long, conflicts_with = "version")]
@@ -426,8 +431,8 @@ fn main() -> ExitCode {
                 .lane_names(lane_names);
             commands::create(&pool, size, nvs_std::CreateOptions { segment_len: segment_size, durability: d, ..opts })
         }
-        Command::Put { pool, name, file, lane, version, delta, meta } => {
-            commands::put(&pool, &name, file.as_deref(), lane, version, delta, &meta, d)
+        Command::Put { pool, name, file, lane, version, reopen, delta, meta } => {
+            commands::put(&pool, &name, file.as_deref(), lane, version, reopen, delta, &meta, d)
         }
         Command::Get { pool, name, version, lane, output } => {
             commands::get(&pool, &name, version, lane, output.as_deref(), d)

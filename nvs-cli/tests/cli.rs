@@ -476,3 +476,42 @@ fn put_with_metadata() {
     let json = stdout(&nvs(&["ls", "--json", s(&pool)]));
     assert!(json.contains(r#""meta":"dtype=<f8\nshape=2,3\n""#), "{json}");
 }
+
+/// A put on a lane whose stream was ended is refused unless `--reopen` (it silently
+/// reopened a stream whose followers had seen its end).
+#[test]
+fn a_put_after_close_needs_reopen() {
+    let dir = tmp();
+    let pool = dir.path().join("c.pool");
+    create(&pool, &[]);
+    assert_eq!(code(&nvs_stdin(&["put", s(&pool), "x"], b"1")), 0);
+    assert_eq!(code(&nvs(&["close", s(&pool), "--lane", "0"])), 0);
+    let err = assert_fails(&nvs_stdin(&["put", s(&pool), "x"], b"2"), 2);
+    assert!(err.contains("lane 0's stream was ended") && err.contains("--reopen"), "{err}");
+    assert_eq!(nvs(&["get", s(&pool), "x"]).stdout, b"1", "nothing was put");
+    let o = nvs_stdin(&["put", s(&pool), "x", "--reopen"], b"2");
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "2"), "{}", stderr(&o));
+}
+
+/// In a pool with lane names, a producer's series stays on its lane: `nvs put` without
+/// `--lane` takes the lane holding the name (two producers of one name used to get the
+/// same versions twice, on two lanes), refuses a name several lanes hold, and prints
+/// nothing on stderr when it succeeds (it printed "nvs: lane 0", shaped like an error).
+#[test]
+fn a_put_on_a_lane_names_pool_keeps_a_name_on_its_lane() {
+    let dir = tmp();
+    let pool = dir.path().join("l.pool");
+    create(&pool, &["--lane-names"]);
+    for v in 1..=3 {
+        let o = nvs_stdin(&["put", s(&pool), "x"], b"a");
+        assert_eq!((code(&o), stdout(&o).trim(), stderr(&o)), (0, v.to_string().as_str(), String::new()));
+    }
+    let o = nvs_stdin(&["put", s(&pool), "y", "--lane", "1"], b"b");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = nvs_stdin(&["put", s(&pool), "y"], b"b");
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "2"), "y stays on lane 1: {}", stderr(&o));
+    let o = nvs_stdin(&["put", s(&pool), "x", "--lane", "1"], b"c");
+    assert_eq!((code(&o), stdout(&o).trim()), (0, "1"), "{}", stderr(&o));
+    let err = assert_fails(&nvs_stdin(&["put", s(&pool), "x"], b"d"), 2);
+    assert!(err.contains("lanes [0, 1] each hold x") && err.contains("--lane"), "{err}");
+}

@@ -404,6 +404,21 @@ impl Pool {
         Ok(put.version)
     }
 
+    /// Retention: release the oldest segments whose objects all have at least `keep`
+    /// newer versions (`keep` >= 1: the newest version of every name stays); returns how
+    /// many segments were freed. A writer that streams for ever calls it now and then (a
+    /// full pool raises `nvs.Error`: "pool full"); followers skip the versions it released
+    /// before they read them.
+    fn reclaim(&mut self, py: Python<'_>, keep: u32) -> PyResult<u32> {
+        if keep == 0 {
+            return Err(PyValueError::new_err(
+                "reclaim(keep=0) would release the newest version of every name: keep >= 1",
+            ));
+        }
+        let pool = self.open_pool_mut(py)?;
+        py.detach(|| pool.reclaim(keep)).map_err(|e| err(py, e))
+    }
+
     /// End the stream of `lane` (a follower sees end of stream once every lane is closed).
     fn close_lane(&mut self, py: Python<'_>, lane: u32) -> PyResult<()> {
         self.open_pool_mut(py)?.close_lane(lane).map_err(|e| err(py, e))

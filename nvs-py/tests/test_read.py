@@ -103,9 +103,15 @@ def test_put_array_round_trips_dtype_and_shape(pool_path):
         assert p.meta("f8") == {"units": "K", "dtype": "<f8", "shape": "2,3,4"}
         assert p.meta("scalar")["shape"] == ""
         assert not p.get_array("f8").flags.writeable
-        # The caller's dtype and shape win over the metadata.
-        assert p.get_array("f8", dtype="<f4").shape == (48,)
+        # The caller's shape wins over the metadata; a dtype contradicting the stored one is
+        # refused, naming it (it reinterpreted the bytes: "float64" on >f8 gave 3.14e-319).
         assert p.get_array("i4", shape=(2, 5))[1, 4] == 4
+        assert p.get_array("f8", dtype="<f8").shape == (2, 3, 4)
+        for other in ("<f4", "float64" if np.dtype("float64").str != "<f8" else ">f8", "i8"):
+            with pytest.raises(nvs.Error, match="stored as dtype <f8"):
+                p.get_array("f8", dtype=other)
+        with pytest.raises(nvs.Error, match="stored as dtype >i2"):
+            p.get_array("be", dtype="float64")
 
 
 def test_caller_dtype_and_shape_without_metadata(pool_path):
@@ -301,3 +307,27 @@ def test_lane_reads_in_a_pool_of_one_name_space(pool_path):
             p.get("a", 2, lane=0)
         assert p.names(lane=1) == ["a"]
         assert p.names(lane=2) == []
+
+
+def test_a_writer_reclaims_and_streams_for_ever(pool_path):
+    """Retention from Python (it had none: a writer had to close, run `nvs reclaim`, reopen,
+    and its followers saw it gone each time): a full pool, reclaim(keep=1), go on."""
+    nvs.create(pool_path, 1 << 20, segment=4096).close()
+    reclaims = 0
+    with nvs.open(pool_path, write=True) as w:
+        for step in range(1, 3001):
+            try:
+                assert w.put("x", step.to_bytes(8, "little") * 100) == step
+            except nvs.Error as e:
+                assert "full" in str(e), e
+                assert w.reclaim(1) > 0
+                reclaims += 1
+                assert w.put("x", step.to_bytes(8, "little") * 100) == step
+        kept = w.versions("x")
+        assert kept[-1] == 3000 and len(kept) < 3000 and reclaims > 0
+        assert w.get("x", 3000) == (3000).to_bytes(8, "little") * 100
+        with pytest.raises(ValueError, match="keep >= 1"):
+            w.reclaim(0)
+    with nvs.open(pool_path) as r:
+        with pytest.raises(nvs.Error):
+            r.reclaim(1)  # a reader never writes

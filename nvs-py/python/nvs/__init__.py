@@ -44,6 +44,11 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
         dt = numpy.dtype(dtype)
     except TypeError as e:
         raise Error(f"{what}: dtype {dtype!r} is not a numpy dtype ({e})") from None
+    # A dtype that contradicts the stored one would reinterpret the bytes (float64 read
+    # from >f8 data gives 3.14e-319): refused, naming what is stored.
+    if meta_dtype is not None and not _same_dtype(dt, meta_dtype):
+        raise Error(f"{what} is stored as dtype {meta_dtype}, not {dt.str}: pass dtype={meta_dtype!r} or none "
+                    f"(to reinterpret the bytes on purpose: numpy.frombuffer(pool.get(...), {dt.str!r}))")
     if dt.itemsize == 0 or len(data) % dt.itemsize:
         raise Error(f"{what}: {len(data)} bytes are not a whole number of {dt.str} ({dt.itemsize} bytes)")
     if shape is None and "shape" in meta and meta_dtype is not None and _same_dtype(dt, meta_dtype):
@@ -92,8 +97,9 @@ class Pool(_nvs.Pool):
         """Version `version` (the latest if None) of `name` as a numpy array: its dtype
         and shape from the object's metadata (``dtype=<f8``, ``shape=3,4``) unless given
         here (the metadata's shape goes with its dtype: another dtype without a shape
-        gives one dimension); no shape at all: one dimension. The array is read-only (it views the bytes a get
-        returned): ``.copy()`` it to write."""
+        gives one dimension); no shape at all: one dimension. A dtype other than the stored
+        one is refused (it would reinterpret the bytes). The array is read-only (it views
+        the bytes a get returned): ``.copy()`` it to write."""
         if version is None:
             version = self.latest(name, lane)
         meta = self.meta(name, version, lane)
