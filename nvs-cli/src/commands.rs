@@ -38,7 +38,6 @@ pub fn create(pool: &Path, size: u64, opts: CreateOptions) -> Result<(), CliErro
 }
 
 #[allow(clippy::too_many_arguments)] // one per `nvs put` option
-#[allow(clippy::too_many_arguments)] // the command's options, as clap gives them
 pub fn put(
     pool: &Path,
     name: &OsStr,
