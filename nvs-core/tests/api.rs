@@ -472,3 +472,27 @@ fn detach_lane_marks_a_clean_exit() {
     let pool = open(&mut ram).unwrap();
     assert_eq!(pool.lane_info(0), Some(nvs_core::LaneInfo { units: 4, closed: true, detached: false }));
 }
+
+/// Formatting again with the same explicit pool id, over a pool whose superblock was
+/// wiped (damage past recognition: no earlier id to derive a new one from), brings none
+/// of the old objects back: an id that a segment header on the media carries is never
+/// taken (the old objects came back as the new pool's).
+#[test]
+fn reformat_with_the_same_id_over_a_wiped_superblock_brings_nothing_back() {
+    let mut ram = Ram::new(1 << 20, 0);
+    let mut o = FormatOptions::new(0xC0FFEE);
+    o.segment_len = Some(64 << 10);
+    {
+        let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+        for v in 1..=20u64 {
+            pool.put(0, Object::new(b"old", &v.to_le_bytes())).unwrap();
+        }
+    }
+    ram.bytes_mut()[..4096].fill(0); // the superblock wiped
+    let fresh = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+    assert_ne!(fresh.layout().pool_id, 0xC0FFEE, "the id the old segments carry");
+    drop(fresh);
+    let pool = open(&mut ram).unwrap();
+    assert_eq!(pool.latest("old"), Err(Error::NotFound), "an old object came back");
+    assert_eq!(pool.names().count(), 0);
+}

@@ -182,6 +182,20 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
             }
         }
+        // A superblock damaged past recognition (or wiped) names no earlier id, yet that
+        // pool's segments may still lie here: formatting again with its explicit id would
+        // bring its objects back. An id that any segment header here carries is never
+        // taken (one word read per segment; a few tries at most, bounded).
+        for attempt in 0..8u64 {
+            let taken = (0..g.segment_count).any(|i| {
+                let off = format::DATA_OFF + i as u64 * g.segment_len + 8; // SegmentHeader::pool_id
+                media.load_word(off as usize) == pool_id
+            });
+            if !taken {
+                break;
+            }
+            pool_id = format::hash::mix(&[pool_id, attempt, 0x5EED]);
+        }
         let mut sb = Superblock {
             magic: SUPERBLOCK_MAGIC,
             format_version: FORMAT_VERSION,
