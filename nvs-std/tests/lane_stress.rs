@@ -20,7 +20,8 @@ const SEGMENT: u64 = 16 << 10;
 /// The bytes of `name` version `v` on `lane`: which is which can be told from them. Every
 /// 40th version is a span (larger than a segment).
 fn content(lane: u32, name: u64, v: u64) -> Vec<u8> {
-    let len = if v % 40 == 0 { 2 * SEGMENT as usize + 1000 } else { 16 + ((v * 131 + name * 71) % 900) as usize };
+    let len =
+        if v.is_multiple_of(40) { 2 * SEGMENT as usize + 1000 } else { 16 + ((v * 131 + name * 71) % 900) as usize };
     (0..len).map(|i| (i as u64 * 7 + name * 101 + v * 13 + lane as u64 * 29) as u8).collect()
 }
 
@@ -108,11 +109,11 @@ fn writer(path: &str, lane: u32, until: Instant) -> Seen {
         next[name as usize] = v;
         seen.puts += 1;
         k += 1;
-        if k % 7 == 0 {
+        if k.is_multiple_of(7) {
             p.reclaim(1).expect("reclaim");
             seen.reclaims += 1;
         }
-        if k % 5 == 0 {
+        if k.is_multiple_of(5) {
             p.refresh().expect("refresh");
             seen.read_lanes(&p, (0..WRITERS).filter(|&l| l != lane));
         }
