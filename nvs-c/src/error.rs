@@ -211,7 +211,7 @@ fn core_status(e: &nvs_core::Error) -> i32 {
         C::Full | C::Fragmented { .. } | C::IndexFull { .. } => NVS_E_FULL,
         C::TooLarge { .. } | C::NameTooLong { .. } | C::MetaTooLong { .. } | C::BatchSize { .. } => NVS_E_TOO_LARGE,
         C::Corrupted { .. } | C::NotFormatted | C::UnsupportedVersion { .. } => NVS_E_CORRUPT,
-        C::LaneBusy { .. } | C::LaneNotOwned { .. } => NVS_E_BUSY,
+        C::LaneBusy { .. } | C::LaneNotOwned { .. } | C::ClaimLockTimeout { .. } => NVS_E_BUSY,
         C::ReadOnly | C::OldFormat { .. } => NVS_E_READ_ONLY,
         C::VersionNotIncreasing { .. } => NVS_E_VERSION,
         C::DeltaRanges { .. } | C::ChangesInconsistent => NVS_E_DELTA,

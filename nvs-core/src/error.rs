@@ -58,6 +58,16 @@ pub enum Error {
     },
     /// Names are 1..=[`crate::NAME_MAX`] bytes; an empty name is refused.
     NameEmpty,
+    /// Another writer process of the pool held its claim lock (segment claims and
+    /// releases) for `waited_ms` and still does — stopped (SIGSTOP, a debugger) or stuck;
+    /// a writer that dies lets go at once. Nothing was claimed, released or changed: try
+    /// again, or end that process (`holder_pid`, where the platform can tell; 0 if not).
+    ClaimLockTimeout {
+        /// How long the operation waited.
+        waited_ms: u64,
+        /// The process holding the lock (0: unknown).
+        holder_pid: u32,
+    },
     /// No such name, or no such version of it.
     NotFound,
     /// The buffer is smaller than the object; `needed_bytes` is its size.
@@ -231,6 +241,13 @@ impl fmt::Display for Error {
                 write!(f, "name of {len_bytes} bytes is too long (at most {})", crate::limits::NAME_MAX)
             }
             Error::NameEmpty => write!(f, "empty name"),
+            Error::ClaimLockTimeout { waited_ms, holder_pid } => {
+                write!(f, "another writer process of the pool has held its claim lock for {waited_ms} ms")?;
+                if holder_pid != 0 {
+                    write!(f, " (process {holder_pid})")?;
+                }
+                write!(f, ", stopped or stuck: nothing was claimed or changed; try again, or end that process")
+            }
             Error::NotFound => write!(f, "no such object"),
             Error::BufferTooSmall { needed_bytes } => write!(f, "buffer too small: object is {needed_bytes} bytes"),
             Error::VersionNotIncreasing { latest: u64::MAX, given: u64::MAX } => {

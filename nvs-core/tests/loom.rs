@@ -73,10 +73,11 @@ impl Media for Shared {
     fn fence(&self) {
         fence(Ordering::SeqCst);
     }
-    fn lock_claims(&self) {
+    fn lock_claims(&self) -> nvs_core::Result<()> {
         while self.0.claims.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             loom::thread::yield_now();
         }
+        Ok(())
     }
     fn unlock_claims(&self) {
         self.0.claims.store(false, Ordering::Release);

@@ -48,10 +48,11 @@ impl Media for Shared<'_> {
     fn fence(&self) {
         self.region.fence()
     }
-    fn lock_claims(&self) {
+    fn lock_claims(&self) -> nvs_core::Result<()> {
         while self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             std::hint::spin_loop();
         }
+        Ok(())
     }
     fn unlock_claims(&self) {
         self.lock.store(false, Ordering::Release);

@@ -55,16 +55,6 @@ pub fn try_lock(file: &File, start: i64, len: i64) -> std::io::Result<bool> {
     }
 }
 
-/// Take a write lock on `start .. start + len`, waiting for it.
-pub fn lock_wait(file: &File, start: i64, len: i64) -> std::io::Result<()> {
-    loop {
-        match fcntl(file, libc::F_OFD_SETLKW, &mut ofd(libc::F_WRLCK, start, len)) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
-}
-
 /// Drop this description's locks on `start .. start + len`.
 pub fn unlock(file: &File, start: i64, len: i64) -> std::io::Result<()> {
     fcntl(file, libc::F_OFD_SETLK, &mut ofd(libc::F_UNLCK, start, len))
@@ -75,4 +65,32 @@ pub fn unlock(file: &File, start: i64, len: i64) -> std::io::Result<()> {
 pub fn held(file: &File, start: i64, len: i64) -> bool {
     let mut fl = ofd(libc::F_RDLCK, start, len);
     fcntl(file, libc::F_OFD_GETLK, &mut fl).is_ok() && fl.l_type != libc::F_UNLCK as libc::c_short
+}
+
+/// The process holding an OFD write lock on byte `at` of `file`, as far as `/proc` tells
+/// (OFD locks report no owner through `fcntl` or `/proc/locks`: each process's
+/// `/proc/PID/fdinfo` lists the locks of its descriptions); 0 if none is found.
+pub fn holder(file: &File, at: i64) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = file.metadata() else { return 0 };
+    let (dev, ino) = (meta.dev(), meta.ino());
+    // "fe:00:10010854": major:minor:inode, as fdinfo prints them (major, minor in hex).
+    let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
+    let id = format!("{major:02x}:{minor:02x}:{ino}");
+    let range = format!(" {at} {at}");
+    let Ok(procs) = std::fs::read_dir("/proc") else { return 0 };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else { continue };
+        for fd in fds.flatten() {
+            let Ok(info) = std::fs::read_to_string(fd.path()) else { continue };
+            if info
+                .lines()
+                .any(|l| l.contains("OFDLCK") && l.contains("WRITE") && l.contains(&id) && l.ends_with(&range))
+            {
+                return pid;
+            }
+        }
+    }
+    0
 }

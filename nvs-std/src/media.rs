@@ -56,6 +56,18 @@ pub struct MappedMedia {
     claims: Option<Claims>,
 }
 
+/// How long a writer waits for the claim lock another writer process holds before the
+/// operation fails ([`nvs_core::Error::ClaimLockTimeout`]): `NVS_CLAIM_WAIT_MS`, default
+/// 10 s (a claim holds it for microseconds, a recovery of a large pool for a fraction of a
+/// second).
+fn claim_wait() -> std::time::Duration {
+    static WAIT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *WAIT.get_or_init(|| {
+        let ms = std::env::var("NVS_CLAIM_WAIT_MS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(10_000);
+        std::time::Duration::from_millis(ms)
+    })
+}
+
 /// The file a writer of some lanes takes the claim lock on. An OFD lock belongs to the
 /// open file description, which a `fork` child shares with its parent: a child taking
 /// the lock through it would succeed while the parent holds it, and its unlock would
@@ -526,13 +538,28 @@ impl Media for MappedMedia {
         self.dirtied(off, len);
     }
 
-    fn lock_claims(&self) {
-        if let Some(c) = &self.claims {
-            // A writer that cannot exclude the others' claims must not claim: a
-            // collision would lose committed objects. (The kernel refuses only when out
-            // of lock records; a fork child, when it cannot open the file again.)
-            if let Err(e) = c.with_file(|f| crate::locks::lock_wait(f, crate::locks::CLAIMS, 1)) {
-                panic!("nvs: cannot take the pool's claim lock: {e}");
+    fn lock_claims(&self) -> nvs_core::Result<()> {
+        let Some(c) = &self.claims else { return Ok(()) };
+        // A writer that cannot exclude the others' claims must not claim: a collision
+        // would lose committed objects. (The kernel refuses only when out of lock records;
+        // a fork child, when it cannot open the file again.) A holder that died has let
+        // go; one stopped is waited for CLAIM_WAIT, then the operation fails unchanged.
+        let start = std::time::Instant::now();
+        let limit = claim_wait();
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
+            match c.with_file(|f| crate::locks::try_lock(f, crate::locks::CLAIMS, 1)) {
+                Ok(true) => return Ok(()),
+                Ok(false) if start.elapsed() < limit => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(2));
+                }
+                Ok(false) => {
+                    let holder_pid = c.with_file(|f| Ok(crate::locks::holder(f, crate::locks::CLAIMS))).unwrap_or(0);
+                    let waited_ms = start.elapsed().as_millis() as u64;
+                    return Err(nvs_core::Error::ClaimLockTimeout { waited_ms, holder_pid });
+                }
+                Err(e) => panic!("nvs: cannot take the pool's claim lock: {e}"),
             }
         }
     }

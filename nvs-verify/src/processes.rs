@@ -186,8 +186,9 @@ impl Media for Tap<'_> {
         self.media.fence();
         self.unfenced.lock().unwrap()[self.me].clear();
     }
-    fn lock_claims(&self) {
-        self.locked.set(true)
+    fn lock_claims(&self) -> nvs_core::Result<()> {
+        self.locked.set(true);
+        Ok(())
     }
     fn unlock_claims(&self) {
         self.locked.set(false)

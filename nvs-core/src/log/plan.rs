@@ -323,7 +323,7 @@ impl<M: Media> Writer<'_, M> {
             // processes' segments as their headers say now, then the claim, fenced before
             // the lock goes — the next claimer reads this header whole.
             Some(owned) => {
-                let _lock = ClaimLock::take(self.media);
+                let _lock = ClaimLock::take(self.media)?;
                 if !mutant::on(Mutant::RescanSkipped) {
                     segments::rescan(self.media, self.sb, segs, &owned);
                 }

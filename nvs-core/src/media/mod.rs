@@ -127,8 +127,13 @@ pub trait Media {
     /// other processes write ([`crate::Pool::open_lanes`]) takes it, around each claim,
     /// release and recovery. Not a store: the simulator sees none, and a media with one
     /// writer process needs nothing (the default). A lock that dies with its holder (a
-    /// kernel-held file lock) keeps a killed writer from blocking the others.
-    fn lock_claims(&self) {}
+    /// kernel-held file lock) keeps a killed writer from blocking the others; one that
+    /// is stopped (SIGSTOP, a debugger) is waited for a while, then the operation that
+    /// needed the lock fails with [`crate::Error::ClaimLockTimeout`], having changed
+    /// nothing.
+    fn lock_claims(&self) -> crate::Result<()> {
+        Ok(())
+    }
 
     /// Release the claim lock ([`Media::lock_claims`]).
     fn unlock_claims(&self) {}
@@ -152,9 +157,9 @@ pub trait Media {
 pub(crate) struct ClaimLock<'m, M: Media>(&'m M);
 
 impl<'m, M: Media> ClaimLock<'m, M> {
-    pub fn take(media: &'m M) -> Self {
-        media.lock_claims();
-        ClaimLock(media)
+    pub fn take(media: &'m M) -> crate::Result<Self> {
+        media.lock_claims()?;
+        Ok(ClaimLock(media))
     }
 }
 
@@ -204,7 +209,7 @@ impl<M: Media + ?Sized> Media for &M {
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)
     }
-    fn lock_claims(&self) {
+    fn lock_claims(&self) -> crate::Result<()> {
         (**self).lock_claims()
     }
     fn unlock_claims(&self) {

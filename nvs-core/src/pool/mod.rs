@@ -334,7 +334,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             // Beside other writer processes, under the claim lock: their claims and
             // releases wait meanwhile, so the segment headers hold still while this
             // reads them.
-            if self.caught_up && self.catch_up_once(Some(&owned)) {
+            if self.caught_up && self.catch_up_once(Some(&owned))? {
                 self.catch_ups += 1;
                 return Ok(());
             }
@@ -342,7 +342,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             let mut all = [Lane::default(); LANES_MAX as usize];
             let lanes = &mut all[..self.sb.lanes_max as usize];
             let r = {
-                let _lock = ClaimLock::take(&self.media);
+                let _lock = ClaimLock::take(&self.media)?;
                 let shared = self.shared.get_mut();
                 recover(&self.media, &self.sb, &mut shared.index, lanes).map(|stats| shared.stats = stats)
             };
@@ -351,7 +351,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             self.install_lanes(lanes);
             return Ok(());
         }
-        if !self.writable && self.caught_up && self.catch_up_once(None) {
+        if !self.writable && self.caught_up && self.catch_up_once(None)? {
             self.catch_ups += 1;
             return Ok(());
         }
@@ -387,8 +387,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// A catch-up ([`Pool::refresh`]): of every lane for a reader, of the other
     /// processes' lanes for a writer of `owned` lanes (under the claim lock); false if it
-    /// gave up (the state is then to be recovered).
-    fn catch_up_once(&mut self, owned: Option<&LaneSet>) -> bool {
+    /// gave up (the state is then to be recovered); an error if the claim lock was not had.
+    fn catch_up_once(&mut self, owned: Option<&LaneSet>) -> Result<bool> {
         let mut all = [Lane::default(); LANES_MAX as usize];
         let lanes = &mut all[..self.sb.lanes_max as usize];
         for (l, cell) in lanes.iter_mut().zip(self.lanes.iter_mut()) {
@@ -399,7 +399,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let r = match owned {
             None => catch_up(media, sb, index, lanes, stats),
             Some(owned) => {
-                let _lock = ClaimLock::take(media);
+                // A claim lock not had in time is the caller's error, not a reason to
+                // recover (which would wait for it again).
+                let _lock = ClaimLock::take(media)?;
                 catch_up_others(media, sb, index, lanes, stats, owned)
             }
         };
@@ -407,9 +409,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             Ok(stats) => {
                 shared.stats = stats;
                 self.install_lanes(lanes);
-                true
+                Ok(true)
             }
-            Err(_) => false,
+            Err(_) => Ok(false),
         }
     }
 
@@ -543,7 +545,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
         let owned = self.owned;
         let ours = |lane: u32| owned.is_none_or(|o| o.has(lane));
-        let _lock = owned.map(|_| ClaimLock::take(&self.media));
+        let _lock = owned.map(|_| ClaimLock::take(&self.media)).transpose()?;
         segments::invalidate_released(&self.media, &self.sb, segs, newest_first, ours);
         Ok(())
     }

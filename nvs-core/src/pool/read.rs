@@ -144,7 +144,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         let kind = self.sb.sum_kind();
         if kind != SumKind::None && payload_sum(kind, self.sb.pool_id, bytes) != e.payload_sum {
             // Released and reused by a writer in another process: gone, not damaged.
-            if self.others_write() && !self.still_there(&e) {
+            if self.others_write() && (!self.still_there(&e) || self.span_releasing(&e)) {
                 return Err(Error::NotFound);
             }
             return Err(Error::Corrupted { offset: e.payload_off, kind: CorruptKind::PayloadChecksum });
@@ -236,6 +236,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if self.others_write() && !chain.iter().all(|&id| self.still_there(&entry(id))) {
             return Err(Error::NotFound);
         }
+        if self.others_write()
+            && matches!(copied, Err(Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. }))
+            && chain.iter().any(|&id| self.span_releasing(&entry(id)))
+        {
+            return Err(Error::NotFound);
+        }
         copied
     }
 
@@ -300,6 +306,26 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn still_there(&self, e: &Entry) -> bool {
         let s = self.shared.read();
         self.still_there_in(&s, e)
+    }
+
+    /// For a reader beside a writer in another process whose copy of `e` failed its
+    /// checksum: is `e`'s unit a span being released? Retention zeroes the first line of
+    /// each segment a span covers (payload bytes until then) before it invalidates the
+    /// span's head header, so a copy made meanwhile finds the head still there and zeros
+    /// in the payload: released, not damaged. A committed span's covered first lines are
+    /// never all zero where the checksum fails for no other reason, so a zeroed one on
+    /// this path is a release under way (or done, by a writer killed before the head).
+    fn span_releasing(&self, e: &Entry) -> bool {
+        let s = self.shared.read();
+        let seg = |off: u64| ((off - self.sb.data_off) / self.sb.segment_len) as u32;
+        let Some(slot) = s.index.segments_ref().get(seg(e.payload_off - 1) as usize).copied() else { return false };
+        let last = seg(e.payload_off + e.stored_bytes.max(1) - 1).min(self.sb.segment_count - 1);
+        crate::sync::fence_acquire();
+        (slot.head + 1..=last).any(|i| {
+            let mut line = [0u8; 64];
+            self.media.read(self.sb.segment_off(i) as usize, &mut line);
+            line == [0u8; 64]
+        })
     }
 
     /// [`Self::still_there`] with the shared state already read-locked.
