@@ -184,12 +184,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         }
         // A superblock damaged past recognition (or wiped) names no earlier id, yet that
         // pool's segments may still lie here: formatting again with its explicit id would
-        // bring its objects back. An id that any segment header here carries is never
-        // taken (one word read per segment; a few tries at most, bounded).
+        // bring its objects back. An id that a segment header here carries (its magic
+        // word, then the id) is never taken (two words read per segment; a few tries at
+        // most, bounded).
         for attempt in 0..8u64 {
             let taken = (0..g.segment_count).any(|i| {
-                let off = format::DATA_OFF + i as u64 * g.segment_len + 8; // SegmentHeader::pool_id
-                media.load_word(off as usize) == pool_id
+                let off = (format::DATA_OFF + i as u64 * g.segment_len) as usize; // SegmentHeader
+                media.load_word(off) == format::SEGMENT_MAGIC && media.load_word(off + 8) == pool_id
             });
             if !taken {
                 break;
