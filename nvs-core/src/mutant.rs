@@ -50,7 +50,7 @@ mutants! {
     RetentionDropsDeltaBases => "retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'";
     JoinUnfenced => "join_unfenced", "taking a lane claims its segment but does not fence it (the join is not durable)";
     RescanSkipped => "rescan_skipped", "a claim beside writers in other processes does not re-read their segment headers first";
-    ClaimUnfencedAtUnlock => "claim_unfenced_at_unlock", "a claim beside writers in other processes is not fenced before the claim lock goes";
+    ClaimUnfenced => "claim_unfenced", "a segment claim is not fenced (before its first unit's stores, nor before the claim lock goes)";
     SpanHeaderOfOne => "span_header_of_one", "a claim of several segments records a span of 1 (the segments it covers look free)";
     SumMissesLastWord => "sum_misses_last_word", "the payload checksum fused into the copy leaves out a partial last word";
     PayloadSumUnchecked => "payload_sum_unchecked", "a get does not verify the payload checksum";

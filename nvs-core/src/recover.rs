@@ -5,8 +5,7 @@
 //! | what recovery finds                                   | decision                         |
 //! |-------------------------------------------------------|----------------------------------|
 //! | segment header: bad magic/checksum/pool id/lane       | segment is free                  |
-//! | free segment, header once whole (magic, pool id ±1 B, |                                  |
-//! |   checksum ≠ 0), its first unit committed for this    |                                  |
+//! | free segment whose first unit is committed for this   |                                  |
 //! |   pool with seq ≥ its lane's next seq (pass 4)        | `Corrupted(LostSegment)`         |
 //! | valid header, chain_seq continues its lane's chain    | segment belongs to the lane      |
 //! | valid header, gap or duplicate in its lane's chain    | `Corrupted(SegmentChain)`        |
@@ -33,7 +32,7 @@ use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LANES_MAX, LINE, NAME_MAX};
 use crate::index::{name_key, Entry, Full, Index, IndexMemory, InsertError, NONE};
 use crate::log::lane::Lane;
-use crate::log::segments::{self, SegSlot, FREE, ONCE_WHOLE, RELEASED};
+use crate::log::segments::{self, SegSlot, FREE, RELEASED};
 use crate::log::LaneSet;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
@@ -166,8 +165,8 @@ const CLAIMS_MAX: usize = 64;
 /// with recovery's own walk ([`walk_segment`]), into the segments its writer chained
 /// since. It gives up when anything is not as a recovery of the same media would find it
 /// on its plain path: the superblock changed; a known segment's header is gone or
-/// different (released, reused, damaged); a free one's header changed in any other way
-/// than a valid claim (pass 4 would look at it again); a new segment is not the next of
+/// different (released, reused, damaged); a free one holds a committed unit its lane
+/// did not reach (pass 4 would report it); a new segment is not the next of
 /// its lane's chain, or starts at another sequence; a truncate unit (retention: a
 /// recovery would forget entries); a name first used on a lane below the newest name's
 /// (a recovery would order the names differently); any error (corruption, a duplicate,
@@ -201,7 +200,11 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
             continue;
         }
         let Some(h) = h else {
-            if format::segment_once_whole(media, sb, i as u32) != (view.chain_seq == ONCE_WHOLE) {
+            // Pass 4 would read its first unit: one committed that its lane's walk did
+            // not reach (damage, or a claim and release since) is for a recovery to judge.
+            let (start, end) = (sb.segment_off(i as u32) + LINE, sb.data_off + count as u64 * sb.segment_len);
+            let next = |l: u32| lanes.get(l as usize).map_or(0, |x| x.next_seq);
+            if format::decode_unit_anywhere(media, sb, start, end, |l, seq| seq >= next(l)).is_some() {
                 return Err(UNSURE);
             }
             i += 1;
@@ -474,9 +477,7 @@ fn read_segment_headers<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &mu
     while i < count {
         let Some(h) = format::decode_segment(media, sb, i as u32) else {
             if let Some(slot) = segs.get_mut(i) {
-                // A free segment whose header was once stored whole: pass 4 looks in it.
-                let once_whole = format::segment_once_whole(media, sb, i as u32);
-                *slot = SegSlot { chain_seq: if once_whole { ONCE_WHOLE } else { 0 }, ..SegSlot::free(i as u32) };
+                *slot = SegSlot::free(i as u32);
             }
             i += 1;
             continue;
@@ -596,15 +597,17 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
 /// Pass 4 (R3c): a segment recovery found free must not hold a committed unit of a lane
 /// at or past that lane's next seq (0 for a lane with no segment). Ownership is proven
 /// twice, by the segment header and by the self-validating units in the segment; when
-/// the header fails its checks (damage) and the segment was its lane's last, or only,
-/// one, nothing else notices (a lost middle or head segment is R4), and the lane would
-/// silently hand out the lost units' sequence numbers and versions again.
+/// the header is damaged (any number of its bytes, or its whole line zeroed) and the
+/// segment was its lane's last, or only, one, nothing else notices (a lost middle or
+/// head segment is R4), and the lane would silently hand out the lost units' sequence
+/// numbers and versions again.
 ///
-/// Only segments whose header was once stored whole are looked into (pass 1 marks them:
-/// [`format::segment_once_whole`]), and only the unit at the segment's data start is
-/// read: a lane's first unit in a segment is always there. No legitimate state trips
-/// this, since a unit commits only after its segment header was fenced (DESIGN.md, put step 2), so a free segment holding a
-/// committed unit had a valid header that was then zeroed or never was this pool's:
+/// Every free segment is looked into, and only the unit at its data start: a lane's
+/// first unit in a segment is always there, and it lies in the page of the header pass 1
+/// read. Its commit word is read first, so fresh space costs one word. No legitimate
+/// state trips this, since a unit commits only after its segment header was fenced
+/// (DESIGN.md, put step 2), so a free segment holding a committed unit had a valid header
+/// that was then zeroed or never was this pool's:
 /// - released by retention: its header is zeroed only after the lane's truncate unit
 ///   committed in a later segment, so its units' seqs are below the lane's next;
 /// - reused by another lane and released again: the same, for that lane;
@@ -614,20 +617,21 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
 /// - an earlier pool's bytes: another pool id, so neither checksum nor commit word match;
 /// - a unit half-overwritten by a later one: its words no longer hash to its commit word.
 ///
-/// A read-only open beside a writer can see a segment free in pass 1 and its first unit
-/// committed here; its header changed meanwhile, so `Pool::refresh` looks again.
+/// A reader beside writer processes can see a segment free in pass 1 and its first unit
+/// committed here: its header is valid by then, so it is read again before the verdict.
 fn lost_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot], lanes: &[Lane]) -> Result<()> {
     if mutant::on(Mutant::FreeSegmentsUnchecked) {
         return Ok(());
     }
     let next = |lane: u32| lanes.get(lane as usize).map_or(0, |l| l.next_seq);
-    // Only segments whose header was once stored whole (pass 1 marked them).
-    for s in segs.iter().filter(|s| s.lane == FREE && s.chain_seq == ONCE_WHOLE) {
+    for s in segs.iter().filter(|s| s.lane == FREE) {
         let seg_off = sb.segment_off(s.index);
         let start = seg_off + LINE;
         // The segment may have been a span's head: its unit may run to the pool's end.
         let end = sb.data_off + sb.segment_count as u64 * sb.segment_len;
-        if format::decode_unit_anywhere(media, sb, start, end, |l, seq| seq >= next(l)).is_some() {
+        if format::decode_unit_anywhere(media, sb, start, end, |l, seq| seq >= next(l)).is_some()
+            && format::decode_segment(media, sb, s.index).is_none()
+        {
             return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::LostSegment });
         }
     }

@@ -6,9 +6,12 @@
 //! segment header owns and their objects, exactly as the decoders recovery uses read
 //! them (every check in FORMAT.md applies), but where recovery stops at the first damage
 //! with [`Error::Corrupted`], the walk reports it as an [`Item::Damage`] and goes on:
-//! - a segment whose header fails its checks but was once stored whole (see FORMAT.md)
-//!   is looked into: if a committed unit of this pool starts its data, its lane's units
-//!   are walked from there ([`SegmentState::Damaged`]);
+//! - a segment whose header fails its checks (any number of damaged bytes, a zeroed
+//!   line) is damaged if a committed unit of this pool starts its data that retention
+//!   did not release — its seq at or past the lowest `first_seq` of its lane's segments
+//!   with valid headers (any seq, if the lane has none) — or if its header is this
+//!   pool's but for a damaged byte; its lane's units are walked from there
+//!   ([`SegmentState::Damaged`]);
 //! - a committed unit whose header fails its checksum or bounds cannot be trusted for
 //!   its length: the walk looks line by line for the lane's next unit (the next `seq`,
 //!   whose commit word binds pool id, lane and seq) and resumes there;
@@ -16,8 +19,10 @@
 //!   checked), the walk resumes at the next unit.
 //!
 //! It does not tie segments into chains, and it reads what retention released but did
-//! not yet invalidate; a segment whose header was zeroed (free, released) is not looked
-//! into. Payloads are read only when asked ([`Walker::payload`], [`Walker::rebuild`]).
+//! not yet invalidate. Released segments (zeroed headers, units older than their lane's
+//! segments) are free. A lost header of a lane's oldest segment looks the same (its
+//! units are older than the lane's next segment): recovery (`nvs check`) reports that
+//! one, from the lane's truncate units, but the walk does not read its units. Payloads are read only when asked ([`Walker::payload`], [`Walker::rebuild`]).
 //! It reads only, through the [`Media`] trait, and never allocates.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 
@@ -26,6 +31,7 @@ use crate::error::{CorruptKind, Error, Result};
 use crate::format::sum::Summer;
 use crate::format::{self, Superblock, UnitSlot, LINE, META_MAX, NAME_MAX};
 use crate::index::Entry;
+use crate::limits::LANES_MAX;
 use crate::media::Media;
 use crate::pool::Layout;
 
@@ -43,9 +49,10 @@ pub enum SegmentState {
         /// How many consecutive segments the header owns (1, or more for a span).
         span: u64,
     },
-    /// No valid header, and none that was once stored whole: free space.
+    /// No valid header, and nothing committed the lane has not released: free space.
     Free,
-    /// The header fails its checks although it was once stored whole (damage). If a
+    /// The header fails its checks, and the segment holds committed units its lane did
+    /// not release, or the header is this pool's but for a damaged byte (damage). If a
     /// committed unit starts the segment's data, `unit` is its `(lane, seq)` and the
     /// walk reads the lane's units from there.
     Damaged {
@@ -220,6 +227,23 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
         let (sb, media) = (&self.sb, self.media);
         let count = sb.segment_count;
         let pool_end = sb.data_off + count as u64 * sb.segment_len;
+        // Each lane's lowest first_seq among its valid headers: units below it were
+        // released (or its oldest segment's header is lost, see the module docs).
+        let mut released_below = [u64::MAX; LANES_MAX as usize];
+        let mut i = 0u32;
+        while i < count {
+            match format::decode_segment(media, sb, i) {
+                Some(h) => {
+                    if let Some(m) = released_below.get_mut(h.lane as usize) {
+                        *m = (*m).min(h.first_seq);
+                    }
+                    i = i.saturating_add(h.span as u32);
+                }
+                None => i += 1,
+            }
+        }
+        let unreleased =
+            |lane: u32, seq: u64| released_below.get(lane as usize).is_some_and(|&m| m == u64::MAX || seq >= m);
         let mut i = 0u32;
         while i < count {
             let off = sb.segment_off(i);
@@ -234,13 +258,16 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                 i = i.saturating_add(span as u32);
                 continue;
             }
-            if !format::segment_once_whole(media, sb, i) {
+            // A damaged header's span is unknown: its units may run to the pool's end.
+            let once_whole = format::segment_once_whole(media, sb, i);
+            let first = format::decode_unit_anywhere(media, sb, off + LINE, pool_end, |l, seq| {
+                once_whole || unreleased(l, seq)
+            });
+            if first.is_none() && !once_whole {
                 visit(seg(SegmentState::Free));
                 i += 1;
                 continue;
             }
-            // A damaged header: its span is unknown, so its units may run to the pool's end.
-            let first = format::decode_unit_anywhere(media, sb, off + LINE, pool_end, |_, _| true);
             visit(seg(SegmentState::Damaged { unit: first.map(|u| (u.lane, u.seq)) }));
             let units_end = match first {
                 Some(u) => self.walk_units(u.lane, u.seq, off + LINE, pool_end, visit),

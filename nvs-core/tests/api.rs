@@ -496,3 +496,29 @@ fn reformat_with_the_same_id_over_a_wiped_superblock_brings_nothing_back() {
     assert_eq!(pool.latest("old"), Err(Error::NotFound), "an old object came back");
     assert_eq!(pool.names().count(), 0);
 }
+
+/// The same with every segment header wiped too (the old units still at their
+/// segments' data starts): the old id is still not taken, so the new pool neither brings
+/// them back nor reads them as its own lost segments.
+#[test]
+fn reformat_with_the_same_id_over_wiped_headers_opens_empty() {
+    let mut ram = Ram::new(1 << 20, 0);
+    let mut o = FormatOptions::new(0xC0FFEE);
+    o.segment_len = Some(64 << 10);
+    {
+        let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+        for v in 1..=12u64 {
+            pool.put(0, Object::new(b"old", &[v as u8; 40_000])).unwrap();
+        }
+    }
+    ram.bytes_mut()[..4096].fill(0); // the superblock wiped
+    for seg in (4096..1 << 20).step_by(64 << 10) {
+        ram.bytes_mut()[seg..seg + 64].fill(0); // and every segment header
+    }
+    let fresh = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
+    assert_ne!(fresh.layout().pool_id, 0xC0FFEE, "the id the old units carry");
+    drop(fresh);
+    let mut pool = open(&mut ram).unwrap();
+    assert_eq!(pool.names().count(), 0);
+    assert_eq!(pool.put(0, Object::new(b"new", b"x")).map(|p| p.version), Ok(1));
+}

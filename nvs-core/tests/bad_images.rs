@@ -299,3 +299,57 @@ fn a_damaged_unit_header_before_the_newest_is_never_silent() {
     assert_eq!(damage, Some((off, CorruptKind::SequenceGap, Some(off + h.unit_len))));
     assert_eq!(walked, units.len() - 1, "every other unit still walked");
 }
+
+/// A span whose payload is made of valid unit headers of this very pool (a pool file
+/// stored in a pool), one at every line: never read as units — not while the span
+/// lives, not once retention released it, and not under a claim of one of its segments
+/// that a crash tore. (A release zeroed only a covered segment's first line: its data
+/// start kept a payload line, which recovery read as a committed unit there, "lost".)
+#[test]
+#[cfg_attr(miri, ignore = "pool logic: too slow under miri")]
+fn a_payload_of_this_pools_unit_headers_is_never_read_as_one() {
+    use nvs_core::internals::format::{commit_word, UnitHeader, UNIT_END_OF_STREAM};
+    let mut ram = Ram::new(4096 + 8 * 4096, 0);
+    let mut pool = format(&mut ram, 4096);
+    let pool_id = pool.layout().pool_id;
+    let mut h = UnitHeader {
+        commit: 0,
+        seq: 1 << 20,
+        unit_len: 64,
+        object_count: 0,
+        lane: 0,
+        flags: UNIT_END_OF_STREAM,
+        reserved: [0; 2],
+        checksum: 0,
+    };
+    h.checksum = h.compute_checksum(pool_id);
+    h.commit = commit_word(pool_id, 0, h.seq, h.checksum);
+    let payload = bytemuck::bytes_of(&h).repeat(3 * 4096 / 64);
+    pool.put(0, Object::new(b"small", b"x")).unwrap();
+    pool.put(0, Object::new(b"pool", &payload)).unwrap(); // a span of segments 1..=4
+    drop(pool);
+    let pool = open(&mut ram).unwrap();
+    let mut back = vec![0u8; payload.len()];
+    assert_eq!(pool.get(b"pool", 1, &mut back), Ok(payload.len()));
+    assert_eq!(back, payload);
+    drop(pool);
+
+    let mut pool = open(&mut ram).unwrap();
+    pool.put(0, Object::new(b"small", &[b'y'; 3900])).unwrap(); // past the span's room: segment 5
+    pool.put(0, Object::new(b"pool", b"z")).unwrap();
+    assert!(pool.reclaim(1).unwrap() > 0);
+    drop(pool);
+    let pool = open(&mut ram).expect("the released span's payload read as a lost segment");
+    assert_eq!(pool.latest(b"pool"), Ok(2));
+    drop(pool);
+
+    // A claim of covered segment 2 torn by a crash: its magic and pool id words persisted.
+    let seg2 = 4096 + 2 * 4096;
+    ram.bytes_mut()[seg2..seg2 + 8].copy_from_slice(&nvs_core::internals::format::SEGMENT_MAGIC.to_le_bytes());
+    ram.bytes_mut()[seg2 + 8..seg2 + 16].copy_from_slice(&pool_id.to_le_bytes());
+    let mut pool = open(&mut ram).expect("a torn claim over a released span's payload");
+    assert_eq!(pool.latest(b"small"), Ok(2));
+    for v in 3..12u64 {
+        assert_eq!(pool.put(0, Object::new(b"small", &[v as u8; 1000])).map(|p| p.version), Ok(v));
+    }
+}

@@ -250,6 +250,23 @@ fn forgeries(bytes: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// Damage to more than one byte of the segment header at `start` of `bytes`, as the
+/// changed bytes of each image: two bytes flipped (magic and pool id; two of the
+/// magic), the checksum word zeroed, the whole line zeroed, and the line overwritten
+/// with garbage. The header is lost in each: its segment's committed units must still
+/// be reported, or lose nothing.
+fn segment_damage(bytes: &[u8], start: usize) -> Vec<Vec<(usize, u8)>> {
+    let flip = |at: usize| (at, bytes[at] ^ 0x10);
+    let line = |f: fn(usize) -> u8| (start..start + 64).map(|at| (at, f(at))).collect::<Vec<_>>();
+    vec![
+        vec![flip(start), flip(start + 8)],
+        vec![flip(start), flip(start + 1)],
+        (start + 56..start + 64).map(|at| (at, 0)).collect(),
+        line(|_| 0),
+        line(|at| (at as u8).wrapping_mul(37) ^ 0xA5),
+    ]
+}
+
 /// What the damage check found.
 #[derive(Debug, Default)]
 pub struct DamageReport {
@@ -285,9 +302,18 @@ pub fn check_damage(workloads: &[Workload], headers_only: &[Workload], stop_earl
         let bytes = trace.media.volatile_bytes();
         let end = trace.media.point();
         for (start, len, meta) in metadata(&trace.media).into_iter().filter(|m| m.2 == Meta::Segment || !only_headers) {
-            for at in start..start + len {
+            // Every byte flipped alone; a segment header also loses more at once.
+            let flips = (start..start + len).map(|at| vec![(at, bytes[at] ^ 0x10)]);
+            let wider = match meta {
+                Meta::Segment => segment_damage(&bytes, start),
+                _ => vec![],
+            };
+            for changes in flips.chain(wider) {
+                let at = changes[0].0;
                 let mut img = bytes.clone();
-                img[at] ^= 0x10;
+                for &(b, v) in &changes {
+                    img[b] = v;
+                }
                 r.images += 1;
                 r.header_images += u64::from(meta == Meta::Segment);
                 r.unit_images += u64::from(meta == Meta::Unit);
@@ -300,9 +326,9 @@ pub fn check_damage(workloads: &[Workload], headers_only: &[Workload], stop_earl
                     Ok(rec) => oracle(&trace.issued, end, &Recovered::default(), &rec)
                         .err()
                         .filter(|e| !allowed_loss(e, meta != Meta::Other))
-                        .map(|e| format!("flip at byte {at}{what}: {e}")),
+                        .map(|e| format!("{} at byte {at}{what}: {e}", damage_name(changes.len()))),
                     Err(e) if clear_error(&e) => None,
-                    Err(e) => Some(format!("flip at byte {at}: {e}")),
+                    Err(e) => Some(format!("{} at byte {at}: {e}", damage_name(changes.len()))),
                 };
                 if let Some(message) = verdict {
                     r.failures.push(Failure { workload: w.id.clone(), point: at, choices: vec![], message });
@@ -334,4 +360,12 @@ pub fn check_damage(workloads: &[Workload], headers_only: &[Workload], stop_earl
     }
     r.time = t.elapsed();
     r
+}
+
+/// How a damaged image is named in a failure: by the bytes it changed.
+fn damage_name(bytes: usize) -> String {
+    match bytes {
+        1 => "flip".to_string(),
+        n => format!("{n} bytes damaged"),
+    }
 }

@@ -67,7 +67,7 @@ pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::PayloadSumUnchecked, PAYLOAD_DAMAGE),
     (Mutant::EndNotProbed, DAMAGE),
     (Mutant::RescanSkipped, "two-writers"),
-    (Mutant::ClaimUnfencedAtUnlock, "two-writers"),
+    (Mutant::ClaimUnfenced, "two-writers"),
     (Mutant::OthersTailSkipped, "two-writers"),
     (Mutant::SpanHeaderOfOne, "span"),
     (Mutant::SumMissesLastWord, "delta-checksum"),

@@ -87,14 +87,13 @@ pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> 
     valid.then_some(SegmentHeader { span: h.span.max(1), ..h })
 }
 
-/// Whether segment `i`'s (invalid) header was once stored whole and then damaged: only
-/// such a header can hide a committed unit (a unit commits only after its header is
-/// durable). Its magic and pool id words are then this pool's but for a damaged byte, and
-/// its checksum word is not 0. Not so: fresh space and released segments (zeroed
-/// headers), an earlier pool's segments (another id: its units cannot match anyway), and
-/// most claims a crash tore (a claim zeroes a non-zero header first, so a word that did
-/// not persist is 0). Reads the magic word (as [`decode_segment`] just did), and the
-/// other two only when it is within a byte of the magic.
+/// Whether segment `i`'s (invalid) header is recognisably this pool's, damaged: its
+/// magic and pool id words this pool's but for one byte, its checksum word not 0. Fresh
+/// and released segments (zeroed headers), an earlier pool's, and most claims a crash
+/// tore (a claim zeroes a non-zero header first) are not. Recovery does not need it (it
+/// looks into every free segment); `nvs dump` and `salvage` walk such a segment's units
+/// even when retention released them. Reads the magic word, and the other two only when
+/// it is within a byte of the magic.
 pub fn segment_once_whole<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> bool {
     let off = sb.segment_off(i) as usize;
     let bytes_off = |w: u64, want: u64| (w ^ want).to_le_bytes().iter().filter(|&&b| b != 0).count();
@@ -199,9 +198,9 @@ fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bo
 /// DESIGN.md). Valid means what it means for [`decode_unit`], with the unit's own lane
 /// and seq in place of the expected ones: the commit word equals `commit_word(pool_id,
 /// lane, seq, checksum)` of its own fields, the checksum matches, the lane is below
-/// `lanes_max` and the lengths are in bounds. The seq and lane words are read first, so
-/// a unit `wanted` refuses (the usual case: a released segment's old units) costs two
-/// words.
+/// `lanes_max` and the lengths are in bounds. The commit word is read first (0: fresh
+/// space, one word), then the seq and lane words, so a unit `wanted` refuses (the usual
+/// case: a released segment's old units) costs three words.
 pub fn decode_unit_anywhere<M: Media + ?Sized>(
     media: &M,
     sb: &Superblock,
@@ -212,12 +211,15 @@ pub fn decode_unit_anywhere<M: Media + ?Sized>(
     if off + size_of::<UnitHeader>() as u64 > seg_end {
         return None;
     }
+    let commit = media.load_word(off as usize);
+    if commit == 0 {
+        return None;
+    }
     let seq = media.load_word(off as usize + offset_of!(UnitHeader, seq));
     let lane = (media.load_word(off as usize + offset_of!(UnitHeader, object_count)) >> 32) as u32;
     if lane >= sb.lanes_max || !wanted(lane, seq) {
         return None;
     }
-    let commit = media.load_word(off as usize);
     let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
     if commit != commit_word(sb.pool_id, lane, seq, checksum) {
         return None;

@@ -320,18 +320,14 @@ impl<M: Media> Writer<'_, M> {
         let l = match self.owned {
             None => segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?,
             // Beside writers in other processes: under the claim lock, the other
-            // processes' segments as their headers say now, then the claim, fenced before
-            // the lock goes — the next claimer reads this header whole.
+            // processes' segments as their headers say now, then the claim (fenced: the
+            // next claimer reads this header whole).
             Some(owned) => {
                 let _lock = ClaimLock::take(self.media)?;
                 if !mutant::on(Mutant::RescanSkipped) {
                     segments::rescan(self.media, self.sb, segs, &owned);
                 }
-                let l = segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?;
-                if !mutant::on(Mutant::ClaimUnfencedAtUnlock) {
-                    self.media.fence();
-                }
-                l
+                segments::claim(self.media, self.sb, segs, alloc_cursor, lane, old, span)?
             }
         };
         if !old.active {

@@ -15,11 +15,6 @@ use core::mem::size_of;
 /// `SegSlot::lane` of a free segment.
 pub const FREE: u32 = u32::MAX;
 
-/// `SegSlot::chain_seq` of a free segment (as recovery leaves it) whose header was once
-/// stored whole ([`crate::format::segment_once_whole`]): recovery's pass 4 looks into it
-/// for lost committed units. Any other free segment has 0 there.
-pub const ONCE_WHOLE: u64 = 1;
-
 /// `SegSlot::first_seq` of a segment that retention released but whose header is still
 /// valid on the media (a writer invalidates it before the segment is reused).
 pub const RELEASED: u64 = u64::MAX;
@@ -48,9 +43,8 @@ fn find_free(segs: &[SegSlot], cursor: u32, span: u32) -> Result<u32> {
 
 /// Claim `span` consecutive free segments of `segs` (the pool's slots, in index order),
 /// searching from `cursor`, as the next in `lane`'s chain after `old`: one header, at
-/// the first, owns them all (1 for a plain segment). The header is stored but not
-/// fenced: the caller's unit, written next by this thread, fences it with its own
-/// stores, before its commit word.
+/// the first, owns them all (1 for a plain segment). The header is stored and fenced
+/// before the caller stores anything in the segment.
 pub(crate) fn claim<M: Media>(
     media: &M,
     sb: &Superblock,
@@ -112,13 +106,20 @@ pub(crate) fn claim<M: Media>(
     if zeroed {
         media.fence();
     }
-    // No fence of its own: the claim is made only while planning a unit, as its last
-    // step, and the unit's first fence (before its commit word, by this same thread)
-    // makes the header durable before anything in the segment can count.
+    // Fenced before the caller's unit stores anything in the segment: a crash can then
+    // leave the header torn only over what the segment held before (zeros, or a released
+    // segment's old units), never over bytes of the new unit. Recovery reads the unit at
+    // the data start of every segment it finds free (a committed one there means a lost
+    // header), so a torn header over a span's payload could show it user bytes as a
+    // unit, and over a half-stored first unit would make the crash checker branch on
+    // every word of it. One fence per segment claimed.
     if mutant::on(Mutant::SegmentHeaderUnfenced) {
         media.store(seg_off as usize, bytemuck::bytes_of(&h)); // cached, never flushed
     } else {
         media.store_nt(seg_off as usize, bytemuck::bytes_of(&h));
+    }
+    if !mutant::on(Mutant::ClaimUnfenced) {
+        media.fence();
     }
     for k in free..free + span {
         let covered = if k == free { span } else { 0 };
@@ -211,7 +212,11 @@ pub(crate) fn invalidate_released<M: Media>(
         // The whole header, not just its magic: a later claim of this segment rewrites
         // it with NT stores, and a crash that persisted only the new magic word must
         // not leave the old header (old fields, old checksum) valid again.
-        media.store_nt(sb.segment_off(g.index) as usize, &[0u8; 64]);
+        // A span's covered segment also loses the line after (its data start, where a
+        // segment's first unit header lies): once the segment is free, recovery reads
+        // that line as a unit header, and it held the span's payload, user bytes.
+        let zeros = if g.is_covered() { 2 * LINE } else { LINE } as usize;
+        media.store_nt(sb.segment_off(g.index) as usize, &[0u8; 2 * LINE as usize][..zeros]);
         media.fence();
         *g = SegSlot::free(g.index);
     }

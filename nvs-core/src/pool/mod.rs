@@ -182,21 +182,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 pool_id = pool_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
             }
         }
-        // A superblock damaged past recognition (or wiped) names no earlier id, yet that
-        // pool's segments may still lie here: formatting again with its explicit id would
-        // bring its objects back. An id that a segment header here carries (its magic
-        // word, then the id) is never taken (two words read per segment; a few tries at
-        // most, bounded).
-        for attempt in 0..8u64 {
-            let taken = (0..g.segment_count).any(|i| {
-                let off = (format::DATA_OFF + i as u64 * g.segment_len) as usize; // SegmentHeader
-                media.load_word(off) == format::SEGMENT_MAGIC && media.load_word(off + 8) == pool_id
-            });
-            if !taken {
-                break;
-            }
-            pool_id = format::hash::mix(&[pool_id, attempt, 0x5EED]);
-        }
         let mut sb = Superblock {
             magic: SUPERBLOCK_MAGIC,
             format_version: FORMAT_VERSION,
@@ -211,6 +196,26 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             data_off: format::DATA_OFF,
             checksum: 0,
         };
+        // A superblock damaged past recognition (or wiped) names no earlier id, yet that
+        // pool's segments may still lie here: formatting again with its explicit id would
+        // bring its objects back, or (a released segment's units at its data start)
+        // make recovery call the new pool's free segments lost. An id that a segment
+        // header here carries (its magic word, then the id), or that a committed unit at
+        // a segment's data start was committed under, is never taken (a word or two per
+        // segment; a few tries at most, bounded).
+        let pool_end = sb.data_off + g.segment_count as u64 * g.segment_len;
+        for attempt in 0..8u64 {
+            let taken = (0..g.segment_count).any(|i| {
+                let off = sb.segment_off(i);
+                let header = media.load_word(off as usize) == format::SEGMENT_MAGIC
+                    && media.load_word(off as usize + 8) == sb.pool_id;
+                header || format::decode_unit_anywhere(&media, &sb, off + format::LINE, pool_end, |_, _| true).is_some()
+            });
+            if !taken {
+                break;
+            }
+            sb.pool_id = format::hash::mix(&[sb.pool_id, attempt, 0x5EED]);
+        }
         sb.checksum = sb.compute_checksum();
         if mutant::on(Mutant::FormatInOneStore) {
             media.store_nt(0, bytemuck::bytes_of(&sb));
