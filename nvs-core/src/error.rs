@@ -114,6 +114,10 @@ pub enum Error {
     /// The index memory given to the pool is full and cannot grow: `what` ran out
     /// ("entries", "names", "hash table slots", "segment slots", or "entry ids" / "name
     /// ids" at 2^31 - 1) with the index at `entries` objects over `names` names.
+    /// Retention ([`crate::Pool::reclaim`]) frees index room a whole segment at a time
+    /// and never a lane's current segment: an index that fills while its objects lie in
+    /// the lanes' current segments stays full (the message says what to do: more index
+    /// memory, or segments small enough to hold fewer objects than the index).
     IndexFull {
         /// The part that ran out.
         what: &'static str,
@@ -275,7 +279,13 @@ impl fmt::Display for Error {
                  lane_names), so that no two of them take the same version of a name"
             ),
             Error::IndexFull { what, entries, names } => {
-                write!(f, "index memory full: no room for more {what} (at {entries} objects, {names} names)")
+                write!(
+                    f,
+                    "index memory full: no room for more {what} (at {entries} objects, {names} names); \
+                     retention frees room only a whole segment at a time, never a lane's current one: \
+                     reclaim if older segments hold released versions, else give the index more memory \
+                     (a larger FixedMemory, or smaller segments so that reclaim can free one)"
+                )
             }
             Error::BadGeometry { what } => write!(f, "cannot lay out a pool: {what}"),
             Error::DeltaRanges { offset } => write!(

@@ -314,6 +314,42 @@ fn fixed_memory_fills_cleanly() {
     assert_eq!((pool.stats().objects, pool.latest(b"a")), (8, Ok(8)));
 }
 
+/// A fixed-memory index that fills while its objects lie in the lane's current segment
+/// cannot be freed by retention (a whole segment at a time, never the current one): the
+/// refusal says so and what to do. With segments that hold fewer objects than the index,
+/// reclaim keeps it going: 500 puts in 8 entries.
+#[test]
+fn a_full_fixed_index_says_what_frees_it_and_small_segments_keep_it_going() {
+    let mut ram = Ram::new(256 << 10, 0);
+    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
+    let mut o = FormatOptions::new(3);
+    o.segment_len = Some(4096);
+    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    for i in 0..8u8 {
+        pool.put(0, Object::new(b"a", &[i])).unwrap();
+    }
+    assert_eq!(pool.reclaim(1), Ok(0), "everything is in the lane's current segment");
+    let e = pool.put(0, Object::new(b"a", b"z")).unwrap_err();
+    assert!(matches!(e, Error::IndexFull { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("never a lane's current one") && msg.contains("more memory"), "{msg}");
+
+    // 1,500 bytes each: two objects per segment, eight entries.
+    let mut ram = Ram::new(256 << 10, 0);
+    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
+    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    for i in 1..=500u64 {
+        match pool.put(0, Object::new(b"a", &[i as u8; 1500])) {
+            Ok(p) => assert_eq!(p.version, i),
+            Err(Error::IndexFull { .. }) => {
+                assert!(pool.reclaim(1).unwrap() > 0, "put {i}: reclaim freed nothing");
+                assert_eq!(pool.put(0, Object::new(b"a", &[i as u8; 1500])).map(|p| p.version), Ok(i));
+            }
+            Err(e) => panic!("put {i}: {e}"),
+        }
+    }
+}
+
 /// Fill a pool in `FixedMemory<R, N, T, 64>` to exactly its capacity — `names` names, then
 /// more versions until the index refuses — reopen it in the same type, read everything.
 fn fill_and_reopen<const R: usize, const N: usize, const T: usize>(names: usize) {
