@@ -123,7 +123,7 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
                         Some((lane, seq)) => format!("its first unit is lane {lane} seq {seq}: walked from there"),
                         None => "no committed unit at its data start".into(),
                     };
-                    let _ = writeln!(o, "segment {} @{:#x}: DAMAGED header (once whole); {found}", s.index, s.offset);
+                    let _ = writeln!(o, "segment {} @{:#x}: DAMAGED header; {found}", s.index, s.offset);
                 }
                 SegmentState::Free => {}
             }

@@ -48,7 +48,6 @@ mutants! {
     DeltaIgnoresParentLen => "delta_ignores_parent_len", "a delta is planned against a parent of another length";
     FormatInOneStore => "format_in_one_store", "format stores the whole superblock at once (a crash can tear it)";
     RetentionDropsDeltaBases => "retention_drops_delta_bases", "retention keeps kept versions' segments but not their delta ancestors'";
-    JoinUnfenced => "join_unfenced", "taking a lane claims its segment but does not fence it (the join is not durable)";
     RescanSkipped => "rescan_skipped", "a claim beside writers in other processes does not re-read their segment headers first";
     ClaimUnfenced => "claim_unfenced", "a segment claim is not fenced (before its first unit's stores, nor before the claim lock goes)";
     SpanHeaderOfOne => "span_header_of_one", "a claim of several segments records a span of 1 (the segments it covers look free)";

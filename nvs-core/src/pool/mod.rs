@@ -33,6 +33,9 @@ use core::mem::size_of;
 /// every one of them): then it reports what it found.
 const REFRESH_LOOKS: u32 = 1000;
 
+/// Recoveries a writer process tries without the claim lock before one under it.
+const WRITER_LOOKS: u32 = 3;
+
 /// How to format a pool.
 #[derive(Clone, Copy, Debug)]
 pub struct FormatOptions {
@@ -322,8 +325,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     ///
     /// A pool writing some lanes beside writers in other processes ([`Pool::open_lanes`])
     /// catches up with the others' lanes the same way, under the claim lock (its own
-    /// lanes its own puts keep up to date), and recovers when it cannot be sure. The one
-    /// writer of a whole pool (whose own puts keep it up to date) always recovers.
+    /// lanes its own puts keep up to date), and recovers when it cannot be sure — without
+    /// the claim lock, like the read-only pool below, but always reading the headers
+    /// around it (and, after three changes, under the lock), so the other processes'
+    /// claims never wait for a whole recovery. The one writer of a whole pool (whose own
+    /// puts keep it up to date) always recovers.
     ///
     /// In a read-only pool a writer in another process may be working meanwhile, and
     /// recovery reads the media at many moments, not at one: while retention invalidates
@@ -337,9 +343,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// headers mean that recovery saw a state that held, and its error is real damage.
     pub fn refresh(&mut self) -> Result<()> {
         if let Some(owned) = self.owned {
-            // Beside other writer processes, under the claim lock: their claims and
-            // releases wait meanwhile, so the segment headers hold still while this
-            // reads them.
+            // Beside other writer processes (a catch-up under the claim lock: short).
             if self.caught_up && self.catch_up_once(Some(&owned))? {
                 self.catch_ups += 1;
                 return Ok(());
@@ -347,10 +351,30 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             self.rebuilds += 1;
             let mut all = [Lane::default(); LANES_MAX as usize];
             let lanes = &mut all[..self.sb.lanes_max as usize];
-            let r = {
-                let _lock = ClaimLock::take(&self.media)?;
+            // A whole recovery reads every object: not under the claim lock, which would
+            // stall the other processes' claims for as long (a reclaim runs two). Like
+            // a read-only refresh, a seqlock reader: the segment headers read before and
+            // after; equal, the recovery saw a state that held (its own lanes only this
+            // process writes). A few tries, then under the lock, where they hold still.
+            let mut held = false;
+            for _ in 0..WRITER_LOOKS {
+                let before = self.header_digest();
                 let shared = self.shared.get_mut();
-                recover(&self.media, &self.sb, &mut shared.index, lanes).map(|stats| shared.stats = stats)
+                let r = recover(&self.media, &self.sb, &mut shared.index, lanes).map(|stats| shared.stats = stats);
+                crate::sync::fence_acquire();
+                held = r.is_ok() && self.header_digest() == before;
+                if held {
+                    break;
+                }
+            }
+            // An error is judged under the lock too: what a state that held gives.
+            let r = match held {
+                true => Ok(()),
+                false => {
+                    let _lock = ClaimLock::take(&self.media)?;
+                    let shared = self.shared.get_mut();
+                    recover(&self.media, &self.sb, &mut shared.index, lanes).map(|stats| shared.stats = stats)
+                }
             };
             self.caught_up = r.is_ok();
             r?;
@@ -546,11 +570,15 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// Invalidate the segments retention released (`log::segments`): of this pool's own
-    /// lanes, under the claim lock, when it shares the pool with other processes.
+    /// lanes, under the claim lock, when it shares the pool with other processes (and
+    /// only if it has any: an open's repair usually has none, and takes no lock).
     pub(crate) fn invalidate_released(&mut self, newest_first: bool) -> Result<()> {
         let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
         let owned = self.owned;
         let ours = |lane: u32| owned.is_none_or(|o| o.has(lane));
+        if !segs.iter().any(|g| g.lane != segments::FREE && g.first_seq == segments::RELEASED && ours(g.lane)) {
+            return Ok(());
+        }
         let _lock = owned.map(|_| ClaimLock::take(&self.media)).transpose()?;
         segments::invalidate_released(&self.media, &self.sb, segs, newest_first, ours);
         Ok(())
