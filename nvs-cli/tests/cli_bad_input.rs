@@ -729,7 +729,8 @@ fn a_lanes_last_segment_header_damaged_in_many_bytes() {
     let p = chained_pool(dir.path(), 3, 1);
     let good = std::fs::read(&p).unwrap();
     let seg = segment_of_version(3);
-    let cases: [(&str, fn(&mut [u8])); 4] = [
+    type Damage = fn(&mut [u8]);
+    let cases: [(&str, Damage); 4] = [
         ("magic and pool id bytes", |h| {
             h[0] ^= 0x10;
             h[8] ^= 0x10;
