@@ -43,6 +43,7 @@ mutants! {
     AllocIgnoresOwner => "alloc_ignores_owner", "segment allocation ignores ownership (takes the next slot)";
     FirstSeqOffByOne => "first_seq_off_by_one", "a claimed segment records the wrong first sequence number";
     TornClaimKept => "torn_claim_kept", "a claim over a non-zero (torn, stale) segment header does not zero it first";
+    CoveredDataStartKept => "covered_data_start_kept", "a span's release zeroes only each covered segment's first line, leaving payload at its data start";
     RepairNewestFirst => "repair_newest_first", "the writer's open-time repair invalidates released segments newest first";
     LatestIsOldest => "latest_is_oldest", "latest(name) returns the oldest version";
     DeltaIgnoresParentLen => "delta_ignores_parent_len", "a delta is planned against a parent of another length";

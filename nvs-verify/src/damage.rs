@@ -42,8 +42,15 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize, Meta)> {
     let mut out = vec![(0, 64, Meta::Other)];
     // (index in `out`, lane, seq) of each unit header; the newest of each lane stays Other.
     let mut units = Vec::new();
+    let mut covered_to = 0;
     for i in 0..sb.segment_count {
-        let Some(_) = decode_segment(media, &sb, i) else { continue };
+        // A span's covered segments begin with payload bytes (a forged payload's may
+        // decode as a header): not metadata.
+        if i < covered_to {
+            continue;
+        }
+        let Some(h) = decode_segment(media, &sb, i) else { continue };
+        covered_to = i + h.span.max(1) as u32;
         let seg = sb.segment_off(i);
         out.push((seg as usize, 64, Meta::Segment));
         let (mut off, end) = (seg + LINE, seg + sb.segment_len);

@@ -171,7 +171,7 @@ fn crash(names: &[String]) -> (bool, Totals) {
 fn damage_workloads() -> (Vec<Workload>, Vec<Workload>) {
     let fams = families();
     let short = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect();
-    let chains = fams.iter().filter(|f| ["segment", "retention", "join", "close"].contains(&f.name));
+    let chains = fams.iter().filter(|f| ["segment", "retention", "join", "close", "forged"].contains(&f.name));
     (short, chains.flat_map(|f| f.workloads.iter()).cloned().collect())
 }
 

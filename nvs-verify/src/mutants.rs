@@ -70,6 +70,7 @@ pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::ClaimUnfenced, "two-writers"),
     (Mutant::OthersTailSkipped, "two-writers"),
     (Mutant::SpanHeaderOfOne, "span"),
+    (Mutant::CoveredDataStartKept, "forged"),
     (Mutant::SumMissesLastWord, "delta-checksum"),
 ];
 

@@ -103,6 +103,10 @@ pub struct Setup {
     pub writers: Writers,
     /// The pool's lanes (`FormatOptions::lanes_max`).
     pub lanes: u32,
+    /// Payloads made of this pool's own headers ([`forged_payload`]): a segment header
+    /// and a committed unit header, line by line, as a pool file stored in the pool
+    /// would hold. Recovery must never read a payload byte as either.
+    pub forged: bool,
 }
 
 /// Who writes a workload's pool.
@@ -131,6 +135,7 @@ impl Setup {
             lane_names: false,
             writers: Writers::One,
             lanes: 2,
+            forged: false,
         }
     }
     pub fn media_len(&self) -> usize {
@@ -204,6 +209,54 @@ fn payload(seed: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Payload bytes that are pool `pool_id`'s own headers, distinct per (op, object): odd
+/// lines a valid segment header (lane 0 or 1, a far chain position), even lines a
+/// committed end-of-stream unit of lane 0 or 1 with a seq far past any the workload
+/// reaches. A lone put's payload starts 192 bytes into its segment (segment header,
+/// unit header, object header), so where a span's payload crosses its covered segments
+/// the segment-header lines land on their first lines and the unit lines on their data
+/// starts: what a claim torn before its header, or a release that left a covered data
+/// start, would show recovery.
+fn forged_payload(pool_id: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
+    use nvs_core::internals::format::{commit_word, SegmentHeader, UnitHeader, SEGMENT_MAGIC, UNIT_END_OF_STREAM};
+    let mut out = Vec::with_capacity(len + 64);
+    for j in 0..len.div_ceil(64) as u64 {
+        let lane = ((op + obj) as u64 + j / 2) as u32 % 2;
+        let far = 1_000_000 + ((op as u64) << 20) + ((obj as u64) << 12) + j;
+        if j % 2 == 1 {
+            let mut h = SegmentHeader {
+                magic: SEGMENT_MAGIC,
+                pool_id,
+                lane,
+                flags: 0,
+                chain_seq: far,
+                first_seq: far,
+                span: 1,
+                reserved: 0,
+                checksum: 0,
+            };
+            h.checksum = h.compute_checksum();
+            out.extend_from_slice(bytemuck::bytes_of(&h));
+        } else {
+            let mut h = UnitHeader {
+                commit: 0,
+                seq: far,
+                unit_len: 64,
+                object_count: 0,
+                lane,
+                flags: UNIT_END_OF_STREAM,
+                reserved: [0; 2],
+                checksum: 0,
+            };
+            h.checksum = h.compute_checksum(pool_id);
+            h.commit = commit_word(pool_id, lane, far, h.checksum);
+            out.extend_from_slice(bytemuck::bytes_of(&h));
+        }
+    }
+    out.truncate(len);
+    out
+}
+
 /// The latest version of each name a workload's pool holds, by (lane, name) in a pool
 /// with lane names and by name alone otherwise: every put must get the next version of
 /// its name (with lane names, the next of its lane's name, whatever other lanes hold).
@@ -274,6 +327,8 @@ pub(crate) struct Runner<'m, M: Media> {
     /// The lane this writer owns beside other writer processes; `None`: the pool's one
     /// writer.
     owned: Option<u32>,
+    /// Payloads of this pool id's own headers ([`Setup::forged`]).
+    forge: Option<u64>,
 }
 
 impl<'m, M: Media> Runner<'m, M> {
@@ -287,7 +342,17 @@ impl<'m, M: Media> Runner<'m, M> {
         pool.set_delta_options(delta_options(cross_chains)).map_err(|e| e.to_string())?;
         let (lane_names, versions) = (pool.layout().lane_names, Versions::of(&pool));
         let delta_bases = BTreeMap::new();
-        Ok(Runner { media, pool: Some(pool), seed, cross_chains, lane_names, delta_bases, versions, owned })
+        Ok(Runner {
+            media,
+            pool: Some(pool),
+            seed,
+            cross_chains,
+            lane_names,
+            delta_bases,
+            versions,
+            owned,
+            forge: None,
+        })
     }
 
     pub(crate) fn pool(&mut self) -> &mut Pool<M, HeapMemory> {
@@ -300,7 +365,11 @@ impl<'m, M: Media> Runner<'m, M> {
 
     /// The objects op `i` puts, if it puts any (a delta put aside).
     fn parts(&self, i: usize, op: &Op) -> Option<(u32, Parts)> {
-        let (seed, lane_names) = (self.seed, self.lane_names);
+        let (seed, lane_names, forge) = (self.seed, self.lane_names, self.forge);
+        let payload = |seed, i, k, len| match forge {
+            Some(pool_id) => forged_payload(pool_id, i, k, len),
+            None => payload(seed, i, k, len),
+        };
         Some(match op {
             Op::Put { lane, size } => (*lane, vec![(name(i, 0, lane_names), vec![payload(seed, i, 0, *size)])]),
             Op::Vectored { lane, sizes } => {
@@ -513,6 +582,7 @@ impl<'m, M: Media> Runner<'m, M> {
 
 /// Run `ops` on `pool` (its one writer), each op's (start, end) trace positions to
 /// `spans`.
+#[allow(clippy::too_many_arguments)] // the run's setup, passed down
 fn apply<'m>(
     media: &'m SimMedia,
     pool: Pool<&'m SimMedia, HeapMemory>,
@@ -521,8 +591,10 @@ fn apply<'m>(
     cross_chains: bool,
     issued: &mut Vec<Issued>,
     spans: &mut Vec<(usize, usize)>,
+    forged: bool,
 ) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
     let mut runner = Runner::new(media, pool, seed, cross_chains, None)?;
+    runner.forge = forged.then(|| runner.pool().layout().pool_id);
     for (i, op) in ops.iter().enumerate() {
         let start = media.point();
         runner.step(i, op, issued)?;
@@ -569,14 +641,14 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
         let pool = Pool::format(&old, options(&w.setup, 0x0DD_0DD), HeapMemory::new()).map_err(|e| e.to_string())?;
         let mut ops = w.ops.clone();
         ops.extend([Op::Put { lane: 0, size: 100 }, Op::Put { lane: 1, size: 100 }, Op::Put { lane: 0, size: 300 }]);
-        apply(&old, pool, &ops, 0xBAD, w.setup.cross_chains, &mut Vec::new(), &mut Vec::new())?;
+        apply(&old, pool, &ops, 0xBAD, w.setup.cross_chains, &mut Vec::new(), &mut Vec::new(), false)?;
         base = old.volatile_bytes();
     }
     let media = SimMedia::from_bytes(&base);
     let pool = Pool::format(&media, options(&w.setup, 0x600D), HeapMemory::new()).map_err(|e| e.to_string())?;
     let format_end = media.point();
     let (mut issued, mut spans) = (Vec::new(), Vec::new());
-    apply(&media, pool, &w.ops, 0x5EED, w.setup.cross_chains, &mut issued, &mut spans)?;
+    apply(&media, pool, &w.ops, 0x5EED, w.setup.cross_chains, &mut issued, &mut spans, w.setup.forged)?;
     Ok(Trace { media, format_end, check_from: format_end, issued, setup: w.setup.clone(), spans })
 }
 
@@ -585,7 +657,7 @@ pub fn run(w: &Workload) -> Result<Trace, String> {
 pub fn continue_with(media: &SimMedia, ops: &[Op]) -> Result<Vec<Issued>, String> {
     let pool = Pool::open(media, HeapMemory::new()).map_err(|e| format!("reopen after the crash failed: {e}"))?;
     let mut issued = Vec::new();
-    apply(media, pool, ops, 0xC0DE, false, &mut issued, &mut Vec::new())
+    apply(media, pool, ops, 0xC0DE, false, &mut issued, &mut Vec::new(), false)
         .map_err(|e| format!("after the crash: {e}"))?;
     for i in &mut issued {
         i.op += 100;
@@ -906,7 +978,20 @@ pub fn families() -> Vec<Family> {
         "span-stale",
         "the same over an earlier pool's bytes",
         Setup { stale: true, ..span_setup.clone() },
-        span,
+        span.clone(),
+    ));
+    // Forged payloads where retention releases a span (ops 0 and 3 put the same name)
+    // and its covered segments lie free, then reused.
+    let mut forged = span;
+    for k in [0usize, 1] {
+        forged.push(vec![span_kinds(k), span_kinds(5), span_kinds(5), span_kinds(k), span_kinds(6), span_kinds(5)]);
+        forged.push(vec![span_kinds(k), span_kinds(5), span_kinds(5), span_kinds(k), span_kinds(6), span_kinds(k)]);
+    }
+    fams.push(family(
+        "forged",
+        "the same, and spans released and reused, with payloads made of the pool's own segment and unit headers",
+        Setup { forged: true, ..span_setup.clone() },
+        forged,
     ));
     fams.push(family(
         "lane-names",

@@ -215,7 +215,7 @@ pub(crate) fn invalidate_released<M: Media>(
         // A span's covered segment also loses the line after (its data start, where a
         // segment's first unit header lies): once the segment is free, recovery reads
         // that line as a unit header, and it held the span's payload, user bytes.
-        let zeros = if g.is_covered() { 2 * LINE } else { LINE } as usize;
+        let zeros = if g.is_covered() && !mutant::on(Mutant::CoveredDataStartKept) { 2 * LINE } else { LINE } as usize;
         media.store_nt(sb.segment_off(g.index) as usize, &[0u8; 2 * LINE as usize][..zeros]);
         media.fence();
         *g = SegSlot::free(g.index);
