@@ -275,6 +275,14 @@ fn read_only_open_writes_nothing() {
     assert_eq!(*rec.mem.borrow(), before);
 }
 
+/// A pool of 4 KiB segments over `ram` whose index is fixed arrays of 8 entries.
+fn small_fixed_pool(ram: &mut Ram) -> Pool<nvs_core::Region, FixedMemory<8, 4, 32, 64>> {
+    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
+    let mut o = FormatOptions::new(3);
+    o.segment_len = Some(4096);
+    Pool::format(ram.region(), o, *mem).unwrap()
+}
+
 /// A no_std user with fixed arrays gets `IndexFull`, and nothing committed changes: the
 /// refused put or batch may leave its payloads past the lane's log end (a lone put's
 /// payload is stored before its unit is planned, a batch's while it is, DESIGN.md), never
@@ -282,10 +290,7 @@ fn read_only_open_writes_nothing() {
 #[test]
 fn fixed_memory_fills_cleanly() {
     let mut ram = Ram::new(256 << 10, 0);
-    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
-    let mut o = FormatOptions::new(3);
-    o.segment_len = Some(4096);
-    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    let mut pool = small_fixed_pool(&mut ram);
     for i in 0..8u8 {
         pool.put(0, Object::new(b"a", &[i])).unwrap();
     }
@@ -322,10 +327,7 @@ fn fixed_memory_fills_cleanly() {
 #[cfg_attr(miri, ignore = "pool logic: too slow under miri")]
 fn a_full_fixed_index_says_what_frees_it_and_small_segments_keep_it_going() {
     let mut ram = Ram::new(256 << 10, 0);
-    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
-    let mut o = FormatOptions::new(3);
-    o.segment_len = Some(4096);
-    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    let mut pool = small_fixed_pool(&mut ram);
     for i in 0..8u8 {
         pool.put(0, Object::new(b"a", &[i])).unwrap();
     }
@@ -337,8 +339,7 @@ fn a_full_fixed_index_says_what_frees_it_and_small_segments_keep_it_going() {
 
     // 1,500 bytes each: two objects per segment, eight entries.
     let mut ram = Ram::new(256 << 10, 0);
-    let mem: Box<FixedMemory<8, 4, 32, 64>> = Box::default();
-    let mut pool = Pool::format(ram.region(), o, *mem).unwrap();
+    let mut pool = small_fixed_pool(&mut ram);
     for i in 1..=500u64 {
         match pool.put(0, Object::new(b"a", &[i as u8; 1500])) {
             Ok(p) => assert_eq!(p.version, i),
