@@ -54,6 +54,12 @@ mutants! {
     SpanHeaderOfOne => "span_header_of_one", "a claim of several segments records a span of 1 (the segments it covers look free)";
     SumMissesLastWord => "sum_misses_last_word", "the payload checksum fused into the copy leaves out a partial last word";
     PayloadSumUnchecked => "payload_sum_unchecked", "a get does not verify the payload checksum";
+    TruncateReopens => "truncate_reopens", "recovery reads a truncate unit as reopening its lane (a reclaim after an end-of-stream or detach marker)";
+    DetachReadAsClose => "detach_read_as_close", "recovery reads a detach marker as an end-of-stream marker";
+    MetaLenDropped => "meta_len_dropped", "recovery indexes an object without its metadata length";
+    CatchUpPastTruncate => "catch_up_past_truncate", "a refresh's catch-up walks on past a truncate unit (the segments it released stay in the index)";
+    SpanHeadReleasedFirst => "span_head_released_first", "retention invalidates a span's head header before its covered segments";
+    ReuseReadAsOthers => "reuse_read_as_others", "a writer process reads another lane's object in a segment it now holds itself (claimed after the other released it)";
     OthersTailSkipped => "others_tail_skipped", "a writer process's refresh does not walk the other processes' lanes on from their tails (only into their new segments)";
 }
 

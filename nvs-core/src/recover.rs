@@ -257,7 +257,7 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
         }
         followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
     }
-    if followed != claims.len() || walk.truncate_seen.is_some() {
+    if followed != claims.len() || walk.truncate_seen.is_some() && !mutant::on(Mutant::CatchUpPastTruncate) {
         return Err(UNSURE);
     }
     // Like a get's re-check: the segments walked still hold the headers they had (a
@@ -339,7 +339,7 @@ pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
         }
         followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
     }
-    if followed != claims.len() || walk.truncate_seen.is_some() {
+    if followed != claims.len() || walk.truncate_seen.is_some() && !mutant::on(Mutant::CatchUpPastTruncate) {
         return Err(UNSURE);
     }
     Ok(walk.stats)
@@ -442,6 +442,11 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
         off = unit_end;
         if h.flags == format::UNIT_TRUNCATE {
             walk.truncate_seen = Some(walk.truncate_seen.unwrap_or(0).max(h.reserved[0]));
+            if mutant::on(Mutant::TruncateReopens) {
+                (closed, detached) = (false, false);
+            }
+        } else if h.flags == format::UNIT_DETACH && mutant::on(Mutant::DetachReadAsClose) {
+            (closed, detached) = (true, false);
         } else {
             closed = h.flags == format::UNIT_END_OF_STREAM;
             detached = h.flags == format::UNIT_DETACH;
@@ -577,7 +582,7 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
             next: NONE,
             lane: lane_id,
             depth: d.header.depth,
-            meta_len: d.header.meta_len,
+            meta_len: if mutant::on(Mutant::MetaLenDropped) { 0 } else { d.header.meta_len },
             payload_sum: d.header.payload_sum,
         };
         match index.insert(media, hash, name, d.name_off, entry) {

@@ -152,6 +152,39 @@ fn retention_of_one_writer_leaves_the_other_writers_segments_alone() {
     assert!(pool.stat_on(0, "t", 1).is_err(), "A's reclaim released its own old versions");
 }
 
+/// A writer that knows another's objects (a refresh) and then claims a segment the other
+/// released (and it was not told): its index still holds the other's entries there,
+/// which now lie in its own segment. Reads of them answer `NotFound`, never its own
+/// bytes (they did, found by the checker's cross-reads family).
+#[test]
+fn a_writer_reusing_a_segment_another_released_does_not_read_its_own_bytes_as_the_others() {
+    let mut ram = Ram::new(64 << 10, 0);
+    format_shared(&mut ram, 4096);
+    let region = ram.region();
+    let mut a = Pool::open_lanes(&region, HeapMemory::new(), &[0]).unwrap();
+    let mut b = Pool::open_lanes(&region, HeapMemory::new(), &[1]).unwrap();
+    // One segment per version (2,500 bytes), so B's reclaim releases whole segments.
+    for v in 1..=3 {
+        b.put(1, Object::new("t", &payload(1, v, 2500))).unwrap();
+    }
+    a.refresh().unwrap();
+    assert_eq!(a.latest_on(1, "t"), Ok(3));
+    assert!(b.reclaim(1).unwrap() >= 2);
+    // A fills every free segment, the released ones included.
+    let mut v = 0;
+    while a.put(0, Object::new("t", &payload(0, v + 1, 2500))).is_ok() {
+        v += 1;
+    }
+    assert!(v >= 2, "A took {v} segments");
+    for old in 1..=2 {
+        let mut buf = vec![0u8; 2500];
+        assert_eq!(a.get_on(1, "t", old, &mut buf), Err(Error::NotFound), "B's v{old}");
+    }
+    let mut buf = vec![0u8; 2500];
+    assert_eq!(a.get_on(1, "t", 3, &mut buf), Ok(2500));
+    assert!(buf == payload(1, 3, 2500));
+}
+
 #[test]
 fn writers_on_threads_over_one_media_claim_under_the_lock() {
     // Miri runs the portable media path, whose stores are plain: fewer puts there.

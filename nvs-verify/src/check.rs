@@ -26,6 +26,8 @@ pub struct Recovered {
     pub closed: Vec<u32>,
     /// Lanes that hold a segment (joined the stream), sorted.
     pub joined: Vec<u32>,
+    /// Lanes whose writer detached (their last unit is a detach marker), sorted.
+    pub detached: Vec<u32>,
 }
 
 impl Recovered {
@@ -147,6 +149,18 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
                 }
                 Err(e) => return Err(format!("get({shown}, {}): {e}", info.version)),
             }
+            // Its metadata after its payload (as the workload's ops record it).
+            if info.meta_len > 0 {
+                let mut meta = vec![0u8; info.meta_len as usize];
+                let got = match n.lane {
+                    Some(l) => pool.meta_on(l, &name, info.version, &mut meta),
+                    None => pool.meta(&name, info.version, &mut meta),
+                };
+                if got != Ok(meta.len()) {
+                    return Err(format!("meta({shown}, {}) = {got:?}, stat says {} bytes", info.version, meta.len()));
+                }
+                buf.extend(meta);
+            }
             out.push((name.clone(), info.version, info.lane, buf));
         }
     }
@@ -162,7 +176,8 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
     out.sort();
     let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
     let joined = (0..lanes).filter(|&l| pool.lane_info(l).is_some()).collect();
-    Ok(Recovered { objects: out, closed, joined })
+    let detached = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.detached)).collect();
+    Ok(Recovered { objects: out, closed, joined, detached })
 }
 
 /// In a pool with lane names, the reads across lanes: a lane that does not hold a name
@@ -190,8 +205,11 @@ fn cross_lane_reads<M: Media>(
         let mut buf = vec![0u8; pool.media().len()];
         if let [(lane, latest)] = held[..] {
             // One lane holds it: a read by name alone is that lane's.
+            // (The recorded bytes end with the metadata, which a get does not return.)
             let want = objects.iter().find(|o| o.0 == name && o.1 == latest && o.2 == lane).map(|o| &o.3[..]);
             let got = pool.get(name, latest, &mut buf).map(|len| &buf[..len]);
+            let len = pool.stat_on(lane, name, latest).map_or(usize::MAX, |i| i.len_bytes as usize);
+            let want = want.map(|w| &w[..len.min(w.len())]);
             let count = pool.versions(name).map(|vs| vs.count());
             let on = pool.versions_on(lane, name).map(|vs| vs.count());
             if pool.latest(name) != Ok(latest)
@@ -217,6 +235,39 @@ fn cross_lane_reads<M: Media>(
     Ok(())
 }
 
+/// A read's answers ([`Op::Read`](crate::workload::Op::Read)) against what the
+/// workload issued: each object read is the bytes an op put under that lane, name and
+/// version; `NotFound` only for one a reclaim released; no other error.
+pub fn check_reads(issued: &[Issued], read: &Issued) -> Result<(), String> {
+    for (lane, name, v, got) in &read.reads {
+        let shown = format!("{} v{v} (lane {lane})", String::from_utf8_lossy(name));
+        let put =
+            issued.iter().filter(|op| op.lane == *lane).flat_map(|op| &op.objects).find(|o| o.0 == *name && o.1 == *v);
+        match got {
+            Err(e) => return Err(format!("op {}: a read of {shown}: {e}", read.op)),
+            Ok(Some(bytes)) => match put {
+                Some(o) if o.2 == *bytes => {}
+                Some(o) => {
+                    let at = o.2.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(o.2.len().min(bytes.len()));
+                    return Err(format!(
+                        "op {}: a read of {shown} gave other bytes ({} read, {} put, first difference at {at})",
+                        read.op,
+                        bytes.len(),
+                        o.2.len()
+                    ));
+                }
+                None => return Err(format!("op {}: a read of {shown} gave bytes, but no op put it", read.op)),
+            },
+            Ok(None) => {
+                if !issued.iter().any(|op| op.released.iter().any(|r| r.0 == *lane && r.1 == *name && r.2 == *v)) {
+                    return Err(format!("op {}: a read of {shown}: not found, but no reclaim released it", read.op));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
 }
@@ -228,9 +279,10 @@ pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 /// - nothing is recovered that no started operation wrote (no phantoms);
 /// - an operation is recovered whole or not at all (atomic);
 /// - per lane, the recovered operations are a prefix of the lane's operations;
-/// - a lane is closed exactly when its last unit in the recovered prefix may be an
-///   end-of-stream marker: closed if an acknowledged close follows its last recovered
-///   put, and never closed unless a close (or `durable`'s closed state) allows it;
+/// - a lane is closed (or detached) exactly when the last unit of its recovered prefix
+///   may be an end-of-stream (or detach) marker: the markers after its last recovered
+///   put are recovered in order, the acknowledged ones at least, and a reclaim's
+///   truncate units change nothing;
 /// - a lane whose join was acknowledged holds a segment, and no lane holds one that no
 ///   started operation (or `durable`) gave it.
 pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recovered) -> Result<(), String> {
@@ -318,32 +370,58 @@ pub fn oracle(issued: &[Issued], point: usize, durable: &Recovered, rec: &Recove
             return Err(format!("lane {}: op {} recovered after op {gap} was lost (not a prefix)", op.lane, op.op));
         }
     }
-    // End of stream, per lane: the lane's started puts and closes in order; what follows
-    // its last put in the log (recovered, or released by a reclaim) decides.
+    // End of stream and detach, per lane: its started puts and markers in order. The
+    // markers after its last recovered put (released by a reclaim counts) up to the next
+    // put, which is lost and so is all after it, are recovered as a prefix at least as
+    // long as the acknowledged ones; the last of that prefix is the lane's state (none:
+    // open, or `durable`'s state if no put of the lane is recovered). A reclaim's
+    // truncate units change nothing.
     let lanes: BTreeSet<u32> = issued
         .iter()
-        .filter(|op| op.close)
+        .filter(|op| op.close || op.detach)
         .map(|op| op.lane)
-        .chain(durable.closed.iter().copied())
-        .chain(rec.closed.iter().copied())
+        .chain(durable.closed.iter().chain(&durable.detached).copied())
+        .chain(rec.closed.iter().chain(&rec.detached).copied())
         .collect();
+    let state_name = |(closed, detached): (bool, bool)| match (closed, detached) {
+        (true, false) => "closed",
+        (false, true) => "detached",
+        (false, false) => "open",
+        (true, true) => "closed and detached",
+    };
     for lane in lanes {
+        let marker = |op: &Issued| op.close || op.detach;
         let ops: Vec<(usize, &Issued)> = issued
             .iter()
             .enumerate()
-            .filter(|(_, op)| op.lane == lane && op.start < point && (op.close || !op.objects.is_empty()))
+            .filter(|(_, op)| op.lane == lane && op.start < point && (marker(op) || !op.objects.is_empty()))
             .collect();
-        let last_put = ops.iter().rposition(|(i, op)| !op.close && (got.contains_key(i) || released(op)));
+        let last_put = ops.iter().rposition(|(i, op)| !marker(op) && (got.contains_key(i) || released(op)));
         let after = &ops[last_put.map_or(0, |p| p + 1)..];
-        let was_closed = last_put.is_none() && durable.closed.contains(&lane);
-        let must = was_closed || after.iter().any(|(_, op)| op.close && acked(op));
-        let may = was_closed || after.iter().any(|(_, op)| op.close);
-        let closed = rec.closed.contains(&lane);
-        if must && !closed {
-            return Err(format!("lane {lane}: its close was acknowledged, but it is not closed (crash at {point})"));
+        let after = &after[..after.iter().position(|(_, op)| !marker(op)).unwrap_or(after.len())];
+        let before = match last_put {
+            None => (durable.closed.contains(&lane), durable.detached.contains(&lane)),
+            Some(_) => (false, false),
+        };
+        let state = |k: usize| if k == 0 { before } else { (after[k - 1].1.close, after[k - 1].1.detach) };
+        let owed = after.iter().rposition(|(_, op)| acked(op)).map_or(0, |k| k + 1);
+        let now = (rec.closed.contains(&lane), rec.detached.contains(&lane));
+        let allowed = (owed..=after.len()).any(|k| state(k) == now);
+        if !allowed && (0..owed).any(|k| state(k) == now) {
+            let what = if after[owed - 1].1.close { "close" } else { "detach" };
+            return Err(format!(
+                "lane {lane}: its acknowledged {what} is lost: recovered {} (crash at {point})",
+                state_name(now)
+            ));
         }
-        if closed && !may {
-            return Err(format!("lane {lane}: closed, but no close follows its last recovered put"));
+        if !allowed {
+            let may: Vec<&str> = (owed..=after.len()).map(|k| state_name(state(k))).collect();
+            return Err(format!(
+                "lane {lane}: recovered {}, but after its last recovered put and {owed} acknowledged markers it may \
+                 only be {} (crash at {point})",
+                state_name(now),
+                may.join(" or ")
+            ));
         }
     }
     // Joins: durable once acknowledged; and no lane joined out of nothing.
@@ -872,6 +950,33 @@ pub fn repro(w: &Workload, fam: &Family, point: usize, choices: Vec<usize>) -> R
 mod tests {
     use super::*;
 
+    /// The `stream` family's ops do what they say: the batch of 70 and the tagged puts
+    /// are acknowledged (not refused as full), at the versions asked, and recovered with
+    /// their metadata; a detach leaves the lane detached and a close after it closed.
+    #[test]
+    fn stream_ops_are_acknowledged_as_asked() {
+        use crate::workload::{run, Op, Setup, Workload};
+        let ops = vec![
+            Op::Batch { lane: 1, sizes: (0..70).map(|k| k % 64).collect() },
+            Op::Tagged { lane: 0, size: 130, meta: 40, gap: 1 },
+            Op::Tagged { lane: 0, size: 9, meta: 3, gap: 5 },
+            Op::Detach { lane: 1 },
+            Op::Detach { lane: 0 },
+            Op::Close { lane: 0 },
+        ];
+        let t = run(&Workload { id: "t".into(), setup: Setup::small(), ops }).unwrap();
+        assert!(t.issued.iter().all(|is| is.ack.is_some()));
+        assert_eq!(t.issued[0].objects.len(), 70);
+        let tagged: Vec<(u64, usize)> =
+            t.issued[1..3].iter().map(|is| (is.objects[0].1, is.objects[0].2.len())).collect();
+        // The batch put n0 24 times, n1 and n2 23 times: n1 v24, then n2 v28 (a gap of 5).
+        assert_eq!(tagged, [(24, 170), (28, 12)]);
+        let rec = recover_all(&t.media).unwrap();
+        assert_eq!(rec.objects.len(), 72);
+        assert!(rec.objects.iter().any(|o| o.1 == 28 && o.3 == t.issued[2].objects[0].2));
+        assert_eq!((rec.closed, rec.detached), (vec![0], vec![1]));
+    }
+
     /// The digest tells apart recovered states that differ in one byte of a payload at
     /// any position (in a 32-byte block or after), in a payload's length, in a version,
     /// in which object a byte belongs to, or in a closed lane: it keys the depth-2 memo,
@@ -887,6 +992,7 @@ mod tests {
         add(Recovered::of(vec![obj(b"a", 2, base.clone())]));
         add(Recovered::of(vec![obj(b"b", 1, base.clone())]));
         add(Recovered { closed: vec![0], ..Recovered::of(vec![obj(b"a", 1, base.clone())]) });
+        add(Recovered { detached: vec![0], ..Recovered::of(vec![obj(b"a", 1, base.clone())]) });
         for len in 0..base.len() {
             add(Recovered::of(vec![obj(b"a", 1, base[..len].to_vec())]));
         }

@@ -165,12 +165,17 @@ fn crash(names: &[String]) -> (bool, Totals) {
     (t.violations == 0 && t.incomplete == 0, t)
 }
 
-/// The short `ops` workloads (one segment per lane), every metadata byte flipped; and
-/// the families whose final pools have chains of several segments, released segments and
-/// empty joined ones, every segment header byte flipped.
+/// The short `ops` and `stream` workloads (one segment per lane: markers, metadata,
+/// explicit versions, a batch of 70) and some short `span` ones, every metadata byte
+/// flipped; and the families whose final pools have chains of several segments, released
+/// segments and empty joined ones, every segment header byte flipped.
 fn damage_workloads() -> (Vec<Workload>, Vec<Workload>) {
     let fams = families();
-    let short = fams[0].workloads.iter().filter(|w| w.ops.len() <= 2).cloned().collect();
+    let of = |name: &str| fams.iter().find(|f| f.name == name).expect("family").workloads.iter();
+    let short = of("ops").filter(|w| w.ops.len() <= 2).cloned();
+    let stream = of("stream").filter(|w| w.ops.len() <= 2).cloned();
+    let span = of("span").filter(|w| w.ops.len() <= 2).step_by(4).cloned();
+    let short = short.chain(stream).chain(span).collect();
     let chains = fams.iter().filter(|f| ["segment", "retention", "join", "close", "forged"].contains(&f.name));
     (short, chains.flat_map(|f| f.workloads.iter()).cloned().collect())
 }

@@ -72,6 +72,12 @@ pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::SpanHeaderOfOne, "span"),
     (Mutant::CoveredDataStartKept, "forged"),
     (Mutant::SumMissesLastWord, "delta-checksum"),
+    (Mutant::TruncateReopens, "stream"),
+    (Mutant::DetachReadAsClose, "stream"),
+    (Mutant::MetaLenDropped, "stream"),
+    (Mutant::CatchUpPastTruncate, "cross-reads"),
+    (Mutant::ReuseReadAsOthers, "cross-reads"),
+    (Mutant::SpanHeadReleasedFirst, "forged"),
 ];
 
 /// The mutants of the commit sequence (the one sealing function of every unit, puts

@@ -21,7 +21,7 @@
 //! recovery is held to the contract at once, and decides the cut operation — whole
 //! (it happened) or absent (it never will); torn is a violation.
 
-use crate::check::{oracle, panic_message, read_all, recover_all, Recovered};
+use crate::check::{check_reads, oracle, panic_message, read_all, recover_all, Recovered};
 use crate::workload::{
     every_sequence, options, run as run_workload, Family, Issued, Op, Runner, Setup, Trace, Workload, Writers,
 };
@@ -361,7 +361,7 @@ fn process(tap: Tap<'_>, cross_chains: bool, drain: bool, cmds: Receiver<Cmd>) {
 /// was), absent, it never will (its objects, close or join dropped; a reclaim released
 /// what the recovery no longer holds). Torn is a violation.
 fn decide(is: &mut Issued, rec: &Recovered, durable_at: Option<usize>) -> Result<(), String> {
-    let reclaim = is.objects.is_empty() && !is.close && !is.join;
+    let reclaim = is.objects.is_empty() && !is.close && !is.detach && !is.join;
     let holds = |lane: u32, n: &[u8], v: u64| rec.objects.iter().find(|o| o.2 == lane && o.0 == n && o.1 == v);
     if !is.objects.is_empty() {
         let whole = is.objects.iter().filter(|(n, v, b)| holds(is.lane, n, *v).is_some_and(|o| o.3 == *b)).count();
@@ -382,6 +382,12 @@ fn decide(is: &mut Issued, rec: &Recovered, durable_at: Option<usize>) -> Result
         match rec.closed.contains(&is.lane) {
             true => is.ack = durable_at,
             false => is.close = false,
+        }
+    }
+    if is.detach {
+        match rec.detached.contains(&is.lane) {
+            true => is.ack = durable_at,
+            false => is.detach = false,
         }
     }
     if is.join {
@@ -463,6 +469,9 @@ pub(crate) fn run(w: &Workload, drain: bool) -> Result<Trace, String> {
                             let q = q.ok_or_else(|| format!("op {i}: {m:?} cannot run meanwhile"))?;
                             // Its own op number (payloads differ by it).
                             let (out, _) = q.run(1000 * (i + 1) + j, m)?;
+                            for read in out.iter().filter(|is| !is.reads.is_empty()) {
+                                check_reads(&issued, read)?;
+                            }
                             issued.extend(out);
                         }
                         let last = match first {
@@ -486,6 +495,9 @@ pub(crate) fn run(w: &Workload, drain: bool) -> Result<Trace, String> {
                     if let Some(p) = procs[l].take() {
                         p.stop();
                     }
+                }
+                for read in out.iter().filter(|is| !is.reads.is_empty()) {
+                    check_reads(&issued, read)?;
                 }
                 issued.extend(out);
             }
@@ -828,7 +840,81 @@ fn process_crash() -> Family {
 
 /// The families of writer processes.
 pub(crate) fn families() -> Vec<Family> {
-    vec![two_writers(), procs4(), process_crash()]
+    let two = two_writers();
+    let two2 = depth2(
+        &two,
+        "two-writers2",
+        "two writer processes, crash, then the pool's one writer puts on both lanes and reclaims",
+    );
+    vec![two, two2, procs4(), process_crash(), cross_reads()]
+}
+
+/// Depth 2 of writer processes: every eighth workload of `of`, crashed at every point,
+/// each image recovered by the pool's one writer (`Pool::open`: both lanes, the open's
+/// repair of what either process released) which puts on both lanes, reclaims and puts
+/// again, crashed at every point again.
+fn depth2(of: &Family, name: &'static str, what: &'static str) -> Family {
+    let workloads = of.workloads.iter().step_by(8).enumerate();
+    Family {
+        name,
+        what,
+        workloads: workloads.map(|(i, w)| Workload { id: format!("{name}/{i}"), ..w.clone() }).collect(),
+        all_points: false,
+        then: vec![vec![put(0, 77), put(1, 1500), Op::Reclaim { keep: 1 }, put(0, 2500)]],
+        in_format: false,
+    }
+}
+
+/// The `cross-reads` family: writer A reads what it knows of B's lane (and B its own)
+/// after B's reclaim released those segments and a put (B's or A's) reused them, with
+/// no refresh between, and while B's put into a reused segment is paused at each of its
+/// fences: every read gives the bytes put under that name and version, or `NotFound`.
+fn cross_reads() -> Family {
+    let (read, refresh, r) =
+        (|lane| Op::Read { lane }, |lane| Op::Refresh { lane }, |lane| Op::ReclaimBy { lane, keep: 1 });
+    let tagged = |lane, size| Op::Tagged { lane, size, meta: 40, gap: 3 };
+    let small = Setup { segments: 8, ..setup() };
+    let mut ws: Vec<Vec<Op>> = Vec::new();
+    let mut paused = Vec::new();
+    // One segment per put, spans of 2 and of 3 segments, and puts with metadata at
+    // explicit versions.
+    for b in [put(1, 2500), put(1, 5000), put(1, 9000), tagged(1, 2500)] {
+        let learn = vec![b.clone(), b.clone(), refresh(0), read(0)];
+        // B reuses: A reads at each step, then refreshes and reads again.
+        let mut ops = learn.clone();
+        ops.extend([r(1), read(0), read(1), b.clone(), read(0), b.clone(), read(0), refresh(0), read(0)]);
+        ws.push(ops);
+        // A reuses what B released.
+        let mut ops = learn.clone();
+        ops.extend([r(1), put(0, 2500), read(0), put(0, 5000), read(0), read(1), refresh(0), read(0)]);
+        ws.push(ops);
+        // B's put into a segment it released, paused while A reads.
+        let mut ops = learn;
+        ops.extend([r(1), b.clone(), read(0), refresh(0), read(0)]);
+        paused.push(ops);
+    }
+    for ops in paused {
+        let at = 5;
+        for events in cut_points(&small, &ops, at) {
+            let mut ops = ops.clone();
+            ops[at] = Op::Paused { events, op: Box::new(ops[at].clone()), meanwhile: vec![read(0)] };
+            ws.push(ops);
+        }
+    }
+    let workloads = ws.into_iter().enumerate().map(|(i, ops)| Workload {
+        id: format!("cross-reads/{i}"),
+        setup: small.clone(),
+        ops,
+    });
+    Family {
+        name: "cross-reads",
+        what:
+            "a writer process reads the other's lane after its segments were released and reused (and while they are)",
+        workloads: workloads.collect(),
+        all_points: false,
+        then: vec![],
+        in_format: false,
+    }
 }
 
 /// The `procs4` family: every sequence of 1-4 operations of two writer processes, drawn

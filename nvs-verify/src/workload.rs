@@ -20,6 +20,20 @@ pub enum Op {
     Reopen,
     /// Commit an end-of-stream marker on the lane (no objects).
     Close { lane: u32 },
+    /// Commit a detach marker on the lane: its writer left cleanly, the stream goes on
+    /// (not closed).
+    Detach { lane: u32 },
+    /// One object of `size` bytes with `meta` bytes of metadata, at version latest +
+    /// `gap` of its name (`gap` 1: the next version, as a put without one gets; more: an
+    /// explicit version, leaving a gap). The checker's bytes of such an object are its
+    /// payload followed by its metadata.
+    Tagged { lane: u32, size: usize, meta: usize, gap: u64 },
+    /// The writer of `lane` reads every object its index holds, as it stands (no
+    /// refresh: other writer processes may have released and reused the segments of
+    /// what it knows of their lanes since). Each read gives the bytes that lane's op put
+    /// under that name and version, or `NotFound` for what a reclaim released: never
+    /// other bytes, never a corruption. Stores nothing.
+    Read { lane: u32 },
     /// Take the lane for writing and give it back (it joins the stream: a lane without a
     /// segment claims one, fenced, with no unit).
     Join { lane: u32 },
@@ -65,6 +79,9 @@ impl Op {
             | Op::Vectored { lane, .. }
             | Op::Batch { lane, .. }
             | Op::Close { lane }
+            | Op::Detach { lane }
+            | Op::Tagged { lane, .. }
+            | Op::Read { lane }
             | Op::Join { lane }
             | Op::Delta { lane, .. }
             | Op::ReclaimBy { lane, .. }
@@ -168,9 +185,19 @@ pub struct Issued {
     /// An end-of-stream marker on `lane` (once acknowledged, the lane is closed until a
     /// later unit of the lane commits).
     pub close: bool,
+    /// A detach marker on `lane` (once acknowledged, the lane is detached, not closed,
+    /// until a later unit of the lane commits).
+    pub detach: bool,
     /// Taking `lane` for writing (once acknowledged, the lane holds a segment for good).
     pub join: bool,
+    /// A read ([`Op::Read`]): each (lane, name, version) read and what it gave. Issues
+    /// nothing to the media.
+    pub reads: Vec<(u32, Vec<u8>, u64, ReadResult)>,
 }
+
+/// What a read gave: the bytes (payload, then metadata), `None` for `NotFound`, or
+/// another error.
+pub type ReadResult = Result<Option<Vec<u8>>, String>;
 
 /// A workload's recorded run.
 pub struct Trace {
@@ -284,6 +311,11 @@ impl Versions {
                 v
             })
             .collect()
+    }
+
+    /// `name` on `lane` was put at version `v` (an explicit version).
+    fn set(&mut self, lane: u32, name: &[u8], v: u64) {
+        self.latest.insert((self.lane_names.then_some(lane), name.to_vec()), v);
     }
 
     /// Op `op` put `objects` (name, version), in order, on `lane`.
@@ -418,6 +450,15 @@ impl<'m, M: Media> Runner<'m, M> {
         (parent, bytes, ranges)
     }
 
+    /// A tagged put's (name, payload then metadata, version) for op `i` ([`Op::Tagged`]).
+    fn tagged(&self, i: usize, lane: u32, size: usize, meta: usize, gap: u64) -> (Vec<u8>, Vec<u8>, u64) {
+        let name = name(i, 0, self.lane_names);
+        let v = self.versions.next(lane, [&name[..]])[0] - 1 + gap;
+        let mut bytes = payload(self.seed, i, 0, size);
+        bytes.extend(payload(self.seed, i, 1, meta));
+        (name, bytes, v)
+    }
+
     /// Whether a reclaim of this writer may release objects of `lane`.
     fn releases(&self, lane: u32) -> bool {
         self.owned.is_none_or(|o| o == lane)
@@ -436,6 +477,12 @@ impl<'m, M: Media> Runner<'m, M> {
                 Some(Issued { objects: vec![(DELTA_NAME.to_vec(), v, bytes)], ..is(*lane) })
             }
             Op::Close { lane } => Some(Issued { close: true, ..is(*lane) }),
+            Op::Detach { lane } => Some(Issued { detach: true, ..is(*lane) }),
+            Op::Tagged { lane, size, meta, gap } => {
+                let (name, bytes, v) = self.tagged(i, *lane, *size, *meta, *gap);
+                Some(Issued { objects: vec![(name, v, bytes)], ..is(*lane) })
+            }
+            Op::Read { .. } => None,
             Op::Join { lane } => Some(Issued { join: true, ..is(*lane) }),
             Op::Reclaim { .. } | Op::ReclaimBy { .. } => {
                 let lane = match op {
@@ -503,6 +550,38 @@ impl<'m, M: Media> Runner<'m, M> {
                     close: true,
                     ..Default::default()
                 });
+                return Ok(());
+            }
+            Op::Detach { lane } => {
+                self.pool().detach_lane(*lane).map_err(|e| format!("op {i}: detach: {e}"))?;
+                let ack = Some(media.point());
+                issued.push(Issued { op: i, lane: *lane, start, ack, detach: true, ..Default::default() });
+                return Ok(());
+            }
+            Op::Tagged { lane, size, meta, gap } => {
+                let (name, bytes, v) = self.tagged(i, *lane, *size, *meta, *gap);
+                let (payload, meta) = bytes.split_at(*size);
+                let object = Object::new(&name, payload).meta(meta);
+                let object = if *gap == 1 { object } else { object.version(v) };
+                match self.pool().put(*lane, object) {
+                    Ok(put) if put.version == v => {
+                        self.versions.set(*lane, &name, v);
+                        let ack = Some(media.point());
+                        let objects = vec![(name, v, bytes)];
+                        issued.push(Issued { op: i, lane: *lane, start, ack, objects, ..Default::default() });
+                    }
+                    Ok(put) => return Err(format!("op {i}: put as v{}, but v{v} was asked", put.version)),
+                    Err(Error::Full) if media.point() == start => {}
+                    Err(e) => return Err(format!("op {i}: tagged put: {e} (after {} events)", media.point() - start)),
+                }
+                return Ok(());
+            }
+            Op::Read { lane } => {
+                let reads = read_known(self.pool());
+                if media.point() != start {
+                    return Err(format!("op {i}: a read stored to the media"));
+                }
+                issued.push(Issued { op: i, lane: *lane, start, ack: Some(start), reads, ..Default::default() });
                 return Ok(());
             }
             Op::Join { lane } => {
@@ -597,7 +676,11 @@ fn apply<'m>(
     runner.forge = forged.then(|| runner.pool().layout().pool_id);
     for (i, op) in ops.iter().enumerate() {
         let start = media.point();
+        let before = issued.len();
         runner.step(i, op, issued)?;
+        if let Some(read) = issued[before..].iter().find(|is| !is.reads.is_empty()) {
+            crate::check::check_reads(&issued[..before], read)?;
+        }
         spans.push((start, media.point()));
     }
     Ok(runner.into_pool())
@@ -616,6 +699,28 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
         if let Ok(vs) = versions {
             out.extend(vs.map(|v| (v.lane, name.clone(), v.version)));
         }
+    }
+    out
+}
+
+/// Every (lane, name, version) the pool's index holds, read (`get_on`, then `meta_on`).
+fn read_known<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>, u64, ReadResult)> {
+    let mut out = Vec::new();
+    for (lane, name, version) in present(pool) {
+        let info = pool.stat_on(lane, &name, version);
+        let read = info.and_then(|info| {
+            let mut buf = vec![0u8; info.len_bytes as usize + info.meta_len as usize];
+            let (payload, meta) = buf.split_at_mut(info.len_bytes as usize);
+            pool.get_on(lane, &name, version, payload)?;
+            pool.meta_on(lane, &name, version, meta)?;
+            Ok(buf)
+        });
+        let got = match read {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(Error::NotFound) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        };
+        out.push((lane, name, version, got));
     }
     out
 }
@@ -994,6 +1099,12 @@ pub fn families() -> Vec<Family> {
         forged,
     ));
     fams.push(family(
+        "stream",
+        "detach and close markers, reclaims after them, metadata, explicit versions, batches of 70",
+        Setup::small(),
+        stream_workloads(),
+    ));
+    fams.push(family(
         "lane-names",
         "lane names: both lanes put the same names (batches, reclaims, deltas, reopens)",
         Setup { lane_names: true, ..Setup::small() },
@@ -1016,6 +1127,37 @@ pub fn families() -> Vec<Family> {
     fams.extend(depth2);
     fams.extend(crate::processes::families());
     fams
+}
+
+/// The `stream` family: what a stream's writer does beside puts. Every sequence of 1-3
+/// ops of: detach and close markers, a put with metadata, one at an explicit version
+/// (a gap of 4 behind it), a batch of 70 objects (more than 64: a plan of its own), a
+/// reclaim, a reopen. Then lanes that fill segments, end (close or detach), are
+/// reclaimed (a truncate unit after the marker: the lane stays ended) and go on.
+fn stream_workloads() -> Vec<Vec<Op>> {
+    let kind = |k: usize, _pos: usize| match k {
+        0 => Op::Detach { lane: 0 },
+        1 => Op::Close { lane: 0 },
+        2 => Op::Tagged { lane: 0, size: 130, meta: 40, gap: 1 },
+        3 => Op::Tagged { lane: 1, size: 9, meta: 3, gap: 5 },
+        4 => Op::Batch { lane: 1, sizes: (0..70).map(|k| SIZES[k % SIZES.len()] % 64).collect() },
+        5 => Op::Detach { lane: 1 },
+        6 => Op::Reclaim { keep: 1 },
+        _ => Op::Reopen,
+    };
+    let mut out = every_sequence(8, 3, kind);
+    let fill = |lane| Op::Put { lane, size: 1500 };
+    let tagged = |lane| Op::Tagged { lane, size: 1500, meta: 200, gap: 2 };
+    for end in [Op::Close { lane: 0 }, Op::Detach { lane: 0 }] {
+        for then in [None, Some(fill(0)), Some(Op::Close { lane: 0 }), Some(Op::Detach { lane: 0 }), Some(tagged(0))] {
+            let mut ops = vec![fill(0), tagged(0), fill(0), fill(0), tagged(0), fill(1), fill(0)];
+            ops.extend([end.clone(), Op::Reclaim { keep: 1 }]);
+            ops.extend(then);
+            ops.push(Op::Reopen);
+            out.push(ops);
+        }
+    }
+    out
 }
 
 /// The `lane-names` family: in a pool with lane names both lanes put the same names
@@ -1134,6 +1276,20 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
         "end-of-stream markers, crash, then a put and a close",
         close,
         vec![put(0, 77), Op::Close { lane: 0 }, put(1, 9)],
+    );
+    let join: Vec<Workload> = of("join").iter().filter(|w| w.ops.len() == 2).cloned().collect();
+    add(
+        "join2",
+        "lanes taken for writing, crash, then a join, puts and a close",
+        join,
+        vec![Op::Join { lane: 1 }, put(1, 77), Op::Join { lane: 0 }, put(0, 3000), Op::Close { lane: 1 }],
+    );
+    let stream: Vec<Workload> = of("stream").iter().filter(|w| w.ops.len() == 2).cloned().collect();
+    add(
+        "stream2",
+        "markers, metadata, explicit versions, crash, then a detach, a tagged put and a close",
+        stream,
+        vec![Op::Detach { lane: 1 }, Op::Tagged { lane: 0, size: 200, meta: 9, gap: 3 }, Op::Close { lane: 0 }],
     );
     let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(4).cloned().collect();
     add("span2", "spans, crash, then a span and a reclaim", span, vec![put(0, 5000), Op::Reclaim { keep: 1 }]);

@@ -173,26 +173,49 @@ fn closed_lanes_follow_the_contract() {
     let r = |objects: Vec<Rec>, closed: &[u32]| Recovered { objects, closed: closed.to_vec(), ..Recovered::default() };
     let none = Recovered::default();
     assert_eq!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[0])), Ok(()));
-    assert!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));
+    assert!(oracle(&is, 30, &none, &r(vec![a1.clone()], &[])).unwrap_err().contains("acknowledged close is lost"));
     assert_eq!(oracle(&is, 25, &none, &r(vec![a1.clone()], &[])), Ok(()), "while the close runs, either");
     assert_eq!(oracle(&is, 25, &none, &r(vec![a1.clone()], &[0])), Ok(()));
-    assert!(oracle(&is, 15, &none, &r(vec![a1.clone()], &[0])).unwrap_err().contains("no close follows"));
-    assert!(oracle(&is, 40, &none, &r(vec![a1.clone(), a2.clone()], &[0])).unwrap_err().contains("no close follows"));
+    assert!(oracle(&is, 15, &none, &r(vec![a1.clone()], &[0])).unwrap_err().contains("may only be open"));
+    assert!(oracle(&is, 40, &none, &r(vec![a1.clone(), a2.clone()], &[0])).unwrap_err().contains("may only be open"));
     assert_eq!(
         oracle(&is, 35, &none, &r(vec![a1.clone()], &[0])),
         Ok(()),
         "the put after the close lost: still closed"
     );
     assert_eq!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0])), Ok(()));
-    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[])).unwrap_err().contains("not closed"));
+    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[])).unwrap_err().contains("acknowledged close is lost"));
     assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0, 1])).unwrap_err().contains("lane 1"));
     // Depth 2: the earlier recovery's closed lane stays closed until a put of it is recovered.
     let durable = r(vec![a1.clone()], &[0]);
     let later = vec![op(0, 0, 10, None, &[("a", 2, b"A2")])];
     assert_eq!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[0])), Ok(()));
-    assert!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[])).unwrap_err().contains("not closed"));
+    assert!(oracle(&later, 20, &durable, &r(vec![a1.clone()], &[])).unwrap_err().contains("may only be closed"));
     assert_eq!(oracle(&later, 20, &durable, &r(vec![a1.clone(), a2.clone()], &[])), Ok(()));
-    assert!(oracle(&later, 20, &durable, &r(vec![a1, a2], &[0])).unwrap_err().contains("no close follows"));
+    assert!(oracle(&later, 20, &durable, &r(vec![a1.clone(), a2], &[0])).unwrap_err().contains("may only be open"));
+    // Detach markers: the last marker after the last recovered put decides (detached,
+    // closed, or open with none); a close after a detach leaves the lane closed.
+    let detach = |op, lane, start, ack| Issued { op, lane, start, ack, detach: true, ..Default::default() };
+    let is = vec![
+        op(0, 0, 10, Some(20), &[("a", 1, b"A1")]),
+        detach(1, 0, 20, Some(30)),
+        close(2, 0, 30, Some(40)),
+    ];
+    let s = |closed: &[u32], detached: &[u32]| Recovered {
+        objects: vec![a1.clone()],
+        closed: closed.to_vec(),
+        detached: detached.to_vec(),
+        ..Recovered::default()
+    };
+    assert_eq!(oracle(&is, 30, &none, &s(&[], &[0])), Ok(()));
+    assert!(oracle(&is, 30, &none, &s(&[], &[])).unwrap_err().contains("acknowledged detach is lost"));
+    assert!(oracle(&is, 30, &none, &s(&[0], &[])).unwrap_err().contains("may only be detached"));
+    assert_eq!(oracle(&is, 35, &none, &s(&[0], &[])), Ok(()), "while the close runs, either");
+    assert_eq!(oracle(&is, 35, &none, &s(&[], &[0])), Ok(()));
+    assert!(oracle(&is, 35, &none, &s(&[], &[])).unwrap_err().contains("acknowledged detach is lost"));
+    assert!(oracle(&is, 45, &none, &s(&[], &[0])).unwrap_err().contains("acknowledged close is lost"));
+    assert!(oracle(&is, 45, &none, &s(&[0], &[0])).unwrap_err().contains("closed and detached"));
+    assert!(oracle(&is, 15, &none, &s(&[], &[0])).unwrap_err().contains("may only be open"));
 }
 
 /// The lane-names family is not vacuous: its pools have lane names, both lanes end up

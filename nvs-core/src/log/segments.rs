@@ -206,7 +206,8 @@ pub(crate) fn invalidate_released<M: Media>(
     // first lines are inside its span and never read as headers.
     segs.sort_unstable_by_key(|g| {
         let chain = if newest_first { u64::MAX - g.chain_seq } else { g.chain_seq };
-        (!released(g), g.lane, chain, !g.is_covered())
+        let covered_first = !mutant::on(Mutant::SpanHeadReleasedFirst);
+        (!released(g), g.lane, chain, g.is_covered() != covered_first)
     });
     for g in segs.iter_mut().take_while(|g| released(g)) {
         // The whole header, not just its magic: a later claim of this segment rewrites

@@ -335,7 +335,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         // payload may start exactly at the segment's end.
         let seg = ((e.payload_off - 1 - self.sb.data_off) / self.sb.segment_len) as u32;
         let slot = s.index.segments_ref().get(seg as usize).copied();
-        let Some(slot) = slot else { return false };
+        // The segment is still `e`'s lane's: a writer process that claimed a segment
+        // another lane released (its index not yet told) holds it as its own, beside the
+        // old entries of the other lane there.
+        let Some(slot) = slot.filter(|slot| slot.lane == e.lane || mutant::on(Mutant::ReuseReadAsOthers)) else {
+            return false;
+        };
         // A span's header is at its head.
         matches!(format::decode_segment(&self.media, &self.sb, slot.head), Some(h) if h.lane == slot.lane && h.chain_seq == slot.chain_seq)
     }
