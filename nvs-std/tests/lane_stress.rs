@@ -1,7 +1,8 @@
 //! Writer processes reading each other's lanes, live: four writer processes on one pool
 //! with lane names (the MPI-rank pattern), each putting small objects and spans over
 //! several segments, reclaiming its lane all the time (segments are released and reused),
-//! and every few puts refreshing and reading the newest versions of the other lanes' names;
+//! and every few puts reading the newest versions of the other lanes' names, after a
+//! refresh or as its index stands (its own claims since may have reused their segments);
 //! beside them a read-only follower reading every lane. Every read must return the bytes
 //! of that name and version, or NotFound (released): never other bytes, never a false
 //! `Corrupted`. Runs `NVS_STRESS_SECS` seconds (default 60). The processes are this test
@@ -115,6 +116,10 @@ fn writer(path: &str, lane: u32, until: Instant) -> Seen {
         }
         if k.is_multiple_of(5) {
             p.refresh().expect("refresh");
+            seen.read_lanes(&p, (0..WRITERS).filter(|&l| l != lane));
+        } else if k.is_multiple_of(3) {
+            // As the index stands since the last refresh: its own claims since may have
+            // taken segments the others released.
             seen.read_lanes(&p, (0..WRITERS).filter(|&l| l != lane));
         }
     }
