@@ -680,3 +680,24 @@ fn stdout_bytes(b: &[u8]) -> Result<(), CliError> {
         r => r.map_err(|e| CliError::io("cannot write stdout", e)),
     }
 }
+
+/// `hold`: `pool`'s writer locks held while `command` runs (see [`nvs_std::WriterHold`]);
+/// the command's exit status, 128 + N for a signal N. The command inherits the locked
+/// file description, so the locks last while it lives even if this process is killed.
+pub fn hold(pool: &Path, command: &[std::ffi::OsString]) -> Result<std::process::ExitCode, CliError> {
+    use std::os::unix::process::ExitStatusExt;
+    let (program, args) = command.split_first().ok_or_else(|| CliError::Usage("hold: no command to run".into()))?;
+    let held = nvs_std::WriterHold::take(pool)?;
+    held.inherit()?;
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .map_err(|e| CliError::io(format!("run {}", program.to_string_lossy()), e))?;
+    drop(held);
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
+        _ => 1,
+    };
+    Ok(std::process::ExitCode::from(code))
+}

@@ -225,6 +225,15 @@ enum Command {
         #[arg(long, default_value = "256K", value_parser = size::parse_size)]
         size: u64,
     },
+    /// Hold POOL's writer locks while COMMAND runs (a VM whose guest writes the pool
+    /// through an emulated NVDIMM): host writers are refused, followers see a live
+    /// writer. Exits with COMMAND's status (128 + N if a signal N ended it).
+    Hold {
+        pool: PathBuf,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
     /// Print every object as it is committed (lane, name, version, size) until the
     /// writers close their lanes (exit 0) or the writer dies (exit 3).
     Follow {
@@ -423,6 +432,15 @@ fn main() -> ExitCode {
     if let Some(pool) = cli.command.pool() {
         sigbus::guard(pool);
     }
+    if let Command::Hold { pool, command } = &cli.command {
+        return match commands::hold(pool, command) {
+            Ok(code) => code,
+            Err(e) => {
+                commands::eprintln_note(&e.to_string());
+                ExitCode::from(e.exit_code())
+            }
+        };
+    }
     let r = match cli.command {
         Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _, lane_names } => {
             let opts = nvs_std::CreateOptions::new()
@@ -470,6 +488,7 @@ fn main() -> ExitCode {
             // This very program (even if its file was replaced since it started).
             worker: Some(vec!["/proc/self/exe".into(), "bench-worker".into()]),
         }),
+        Command::Hold { .. } => unreachable!("handled above"),
         Command::BenchWorker { args } => {
             nvs_bench::worker(&args, &mut std::io::stdin().lock(), &mut std::io::stdout().lock()).map_err(Into::into)
         }

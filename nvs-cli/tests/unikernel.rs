@@ -1,14 +1,18 @@
 //! nvs-core inside a unikernel (nvs-kernel), killed and recovered: boot it under qemu
 //! with its pool on an emulated NVDIMM backed by a /dev/shm file, SIGKILL qemu at random
 //! moments, boot again, and hold every boot's recovery to what the serial line
-//! acknowledged before. Then the host's own library and `nvs check`/`nvs get` read the
-//! guest's pool: one format, two worlds.
+//! acknowledged before. Then one boot runs under `nvs hold POOL --` (the host sees the
+//! live guest as the pool's writer): host `nvs put` and `nvs reclaim` are refused and
+//! change nothing, and `nvs follow` follows the guest to the end of its run. Then the
+//! host's own library and `nvs check`/`nvs get` read the guest's pool: one format, two
+//! worlds.
 //!
 //! Needs qemu-system-x86_64 and the x86_64-unknown-none target, so it is ignored by
 //! default; run it with
 //! `cargo test --release -p nvs-cli --test unikernel -- --ignored --nocapture`.
 //! `NVS_QEMU_ACCEL=kvm` uses KVM (default TCG: KVM nested in a VM can be far slower),
-//! `NVS_KILLS=N` sets the number of kills (default 24), `NVS_SEED` the random seed.
+//! `NVS_KILLS=N` sets the number of kills (default 24), `NVS_SEED` the random seed,
+//! `NVS_KEEP_POOL=1` keeps the pool file (its path is printed) for inspection.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -65,8 +69,23 @@ enum Kill {
 
 /// Boot the kernel and kill qemu (SIGKILL) as `kill` says.
 fn boot(kernel: &Path, pool: &Path, append: &str, kill: Kill) -> Boot {
+    boot_with(kernel, pool, append, kill, None)
+}
+
+/// [`boot`]; with `held`, qemu runs under `nvs hold POOL --` (the host sees the guest
+/// as the pool's writer) and `held` runs once when the kernel says `ready` (never
+/// killed then: the kernel must end on its own).
+fn boot_with(kernel: &Path, pool: &Path, append: &str, kill: Kill, mut held: Option<&mut dyn FnMut()>) -> Boot {
     let accel = std::env::var("NVS_QEMU_ACCEL").unwrap_or_else(|_| "tcg".into());
-    let mut child = Command::new("qemu-system-x86_64")
+    let mut cmd = match held {
+        Some(_) => {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_nvs"));
+            c.arg("hold").arg(pool).args(["--", "qemu-system-x86_64"]);
+            c
+        }
+        None => Command::new("qemu-system-x86_64"),
+    };
+    let mut child = cmd
         .args(["-accel", &accel, "-machine", "pc,nvdimm=on", "-m", "256M,slots=2,maxmem=1G"])
         .arg("-object")
         .arg(format!("memory-backend-file,id=pm,share=on,mem-path={},size={PMEM_MIB}M", pool.display()))
@@ -114,6 +133,11 @@ fn boot(kernel: &Path, pool: &Path, append: &str, kill: Kill) -> Boot {
         if let Ok((t, l)) = rx.recv_timeout(Duration::from_millis(2)) {
             if let (Kill::AfterReady(d), true) = (kill, l.contains("ready")) {
                 deadline = Some(Instant::now() + d);
+            }
+            if l.contains("ready") {
+                if let Some(f) = held.take() {
+                    f();
+                }
             }
             lines.push((t, l));
         }
@@ -227,6 +251,70 @@ fn killed_and_recovered_under_qemu_then_read_by_the_host() {
         let reclaims = b.lines.iter().filter(|(_, l)| l.starts_with("reclaim")).count();
         println!("kill {:2} {kill:?}: {n:5} acks, {reclaims} reclaims, known {:?}", k + 1, sorted(&known));
     }
+    // A live guest beside the host: qemu under `nvs hold`. Once it is ready, a follower
+    // starts and host writers try the pool: refused (the guest's pool unharmed: every
+    // later recovery is held to the acks). The guest ends its run (puts=N closes its
+    // lane); the follower follows it to that end and exits 0.
+    let nvs = env!("CARGO_BIN_EXE_nvs");
+    let input = pool.with_extension("input");
+    std::fs::write(&input, b"host bytes").expect("input");
+    let mut follower = None;
+    let mut refused = Vec::new();
+    let mut on_ready = || {
+        let f = Command::new(nvs).arg("follow").arg(&pool).args(["--timeout", "60"]).stdout(Stdio::piped()).spawn();
+        follower = Some(f.expect("nvs follow"));
+        for args in [
+            vec!["put".as_ref(), pool.as_os_str(), "temperature".as_ref(), input.as_os_str()],
+            vec!["reclaim".as_ref(), pool.as_os_str(), "--keep".as_ref(), "1".as_ref()],
+        ] {
+            let o = Command::new(nvs).args(&args).output().expect("nvs");
+            refused.push((
+                args[0].to_string_lossy().into_owned(),
+                o.status.code(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            ));
+        }
+    };
+    let live = boot_with(&kernel, &pool, "puts=3000", Kill::Never, Some(&mut on_ready));
+    assert_eq!(live.status, Some(1), "the held guest ends its run (hold passes on qemu's status): {:?}", live.lines);
+    check_recovery(&live, &mut known).expect("the held guest got ready");
+    let live_acks = record_acks(&live, &mut known);
+    assert!(live.lines.iter().any(|(_, l)| l == "closed"), "the guest closed its lane");
+    for (cmd, code, err) in &refused {
+        assert_eq!(*code, Some(2), "host {cmd} beside the live guest: {err}");
+        assert!(err.contains("locked by another writer"), "host {cmd}: {err}");
+    }
+    let followed = follower.expect("the follower started").wait_with_output().expect("follower");
+    assert_eq!(
+        followed.status.code(),
+        Some(0),
+        "the follower of the live guest: {}",
+        String::from_utf8_lossy(&followed.stderr)
+    );
+    let seen = String::from_utf8_lossy(&followed.stdout);
+    for name in NAMES {
+        let want = format!("\t{name}\t{}\t", known[name]);
+        assert!(seen.lines().any(|l| l.contains(&want)), "the follower saw {name} v{} (the guest's last)", known[name]);
+    }
+    println!(
+        "live guest under nvs hold: {live_acks} acks; host put and reclaim refused; the follower printed {} objects and \
+         ended with the guest's stream",
+        seen.lines().count()
+    );
+    acks += live_acks;
+
+    // A pool larger than the NVDIMM (pmem_mib past the backing file's size): refused at
+    // boot (exit 9, qemu's 19), before the pool is touched.
+    let before = std::fs::read(&pool).expect("pool");
+    let big = boot(&kernel, &pool, &format!("pmem_mib={} puts=0", 2 * PMEM_MIB), Kill::Never);
+    assert_eq!(big.status, Some(19), "pmem_mib larger than the NVDIMM: {:?}", big.lines);
+    assert!(
+        big.lines.iter().any(|(_, l)| l.contains("bad pmem_mib=128 but the NVDIMM holds 64 MiB")),
+        "{:?}",
+        big.lines
+    );
+    assert!(std::fs::read(&pool).expect("pool") == before, "the refused boot changed the pool");
+
     // A last boot checks and exits: puts=0.
     let last = boot(&kernel, &pool, "puts=0", Kill::Never);
     assert_eq!(last.status, Some(1), "the checking boot exits 0 through isa-debug-exit: {:?}", last.lines);
@@ -248,7 +336,6 @@ fn killed_and_recovered_under_qemu_then_read_by_the_host() {
         }
     }
     drop(p);
-    let nvs = env!("CARGO_BIN_EXE_nvs");
     let check = Command::new(nvs).arg("check").arg(&pool).output().expect("nvs check");
     assert!(check.status.success(), "nvs check: {}", String::from_utf8_lossy(&check.stderr));
     let hi = known["temperature"];
@@ -265,7 +352,12 @@ fn killed_and_recovered_under_qemu_then_read_by_the_host() {
         ready_times[ready_times.len() / 2].as_millis(),
         ready_times.last().map_or(0, |t| t.as_millis()),
     );
-    let _ = std::fs::remove_file(&pool);
+    if std::env::var_os("NVS_KEEP_POOL").is_some() {
+        println!("kept the pool: {}", pool.display());
+    } else {
+        let _ = std::fs::remove_file(&pool);
+    }
+    let _ = std::fs::remove_file(&input);
 }
 
 fn sorted(k: &Known) -> Vec<(&str, u64)> {

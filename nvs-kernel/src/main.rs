@@ -4,17 +4,19 @@
 //! bytes, then puts versions in a loop and prints `ack NAME VERSION` on the serial line
 //! after each put returned. No allocator: the index is a `static` [`FixedMemory`].
 //!
-//! Serial output, one line each: `pmem BYTES`, `formatted` or `recovered OBJECTS`,
+//! Serial output, one line each: `pmem BYTES`, `nvdimm BYTES` (the device's size, from
+//! the ACPI NFIT: a larger `pmem_mib` is refused, `bad pmem_mib=...`, exit 9), `formatted` or `recovered OBJECTS`,
 //! `have NAME LO HI` (versions LO..=HI recovered, every byte checked) or `have NAME none`,
 //! `ready`, then `ack NAME VERSION` and `reclaim FREED`; failures `bad ...`, `panic ...`.
 //! Kernel command line (`-append`): `pmem_mib=N` (default 64), `puts=N` (stop after N
-//! puts; `puts=0`: recover, check and exit), `probe=1` (first time a 1 MiB read of RAM and
+//! puts and close the lane's stream; `puts=0`: recover, check and exit), `probe=1` (first time a 1 MiB read of RAM and
 //! of the NVDIMM, in TSC cycles: how fast this guest's memory is). Exit status through isa-debug-exit: 0 is
 //! qemu's 1, a failure is an odd number above it.
 
 #![no_std]
 #![no_main]
 
+mod acpi;
 mod boot;
 mod content;
 mod serial;
@@ -179,6 +181,11 @@ fn put_loop(pool: &mut KPool, puts: u64) -> ! {
         }
         say!("ack {name} {v}");
     }
+    // A run that ends: its stream too (followers on the host see the end).
+    if puts > 0 {
+        pool.close_lane(0).unwrap_or_else(|e| fail(5, format_args!("bad close {e}")));
+        say!("closed");
+    }
     say!("done");
     serial::exit(0)
 }
@@ -189,6 +196,14 @@ extern "C" fn kmain(start_info: u32) -> ! {
     let cmd = cmdline(start_info);
     let len = (arg(cmd, "pmem_mib", 64) as usize) << 20;
     say!("pmem {len}");
+    // The pool may not be larger than the NVDIMM (stores past its end go nowhere).
+    match acpi::pmem_len(start_info, PMEM_BASE as u64) {
+        Some(dev) if (len as u64) > dev => {
+            fail(9, format_args!("bad pmem_mib={} but the NVDIMM holds {} MiB", len >> 20, dev >> 20))
+        }
+        Some(dev) => say!("nvdimm {dev}"),
+        None => say!("nvdimm unknown (no ACPI NFIT range at 4 GiB): pmem_mib unchecked"),
+    }
     if arg(cmd, "probe", 0) == 1 {
         for (what, base) in [("ram", 32usize << 20), ("pmem", PMEM_BASE), ("ram", 32 << 20), ("pmem", PMEM_BASE)] {
             let t = rdtsc();

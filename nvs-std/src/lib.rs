@@ -47,7 +47,7 @@ pub use follow::{Committed, Followed, Follower};
 pub use fork::generation as fork_generation;
 pub use media::MappedMedia;
 pub use meta::{Element, Meta};
-pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool};
+pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool, WriterHold};
 
 // What users share between threads is shareable (checked at compile time): a pool and a
 // follower move to or are shared by threads; each lane writer moves to its thread.

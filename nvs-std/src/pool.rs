@@ -1000,6 +1000,56 @@ fn lock(file: &File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A pool file's writer locks held for a writer nvs cannot see: a virtual machine's
+/// guest writing the pool through qemu's `memory-backend-file` (an emulated NVDIMM),
+/// which takes no lock. While the hold lasts, host writers (`nvs put`, `reclaim`,
+/// `close`, another `open`) are refused with [`Error::Locked`], and followers see a live
+/// writer on every lane: they follow the guest, and report it gone only once the hold
+/// ends without the guest having closed its lanes. The file need not be a pool yet (the
+/// guest may format it). `nvs hold POOL -- qemu-system-x86_64 ...` holds it for the life
+/// of the command it runs.
+#[derive(Debug)]
+pub struct WriterHold {
+    file: File,
+    path: PathBuf,
+}
+
+impl WriterHold {
+    /// Take the writer lock and every lane lock of the file at `path` (opened for
+    /// writing: a user who can only read it cannot hold it), without waiting.
+    pub fn take(path: impl AsRef<Path>) -> Result<WriterHold> {
+        let path = path.as_ref();
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|source| Error::Io {
+            op: "open for writing",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        lock(&file, path)?;
+        Ok(WriterHold { file, path: path.to_path_buf() })
+    }
+
+    /// Let processes started from here on inherit the locked file description (its
+    /// descriptor stays open across `exec`): the locks then last while any of them
+    /// lives, even if this process is killed first.
+    pub fn inherit(&self) -> Result<()> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: F_GETFD/F_SETFD on a descriptor this struct owns; no memory is passed.
+        let ok = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == 0
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::Io {
+                op: "pass on the lock of",
+                path: self.path.clone(),
+                source: std::io::Error::last_os_error(),
+            })
+        }
+    }
+}
+
 /// The lane count in `media`'s superblock, clamped to what a pool may have (the open
 /// checks the superblock whole).
 fn lanes_of(media: &MappedMedia) -> u32 {

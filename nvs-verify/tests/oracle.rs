@@ -184,7 +184,9 @@ fn closed_lanes_follow_the_contract() {
         "the put after the close lost: still closed"
     );
     assert_eq!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0])), Ok(()));
-    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[])).unwrap_err().contains("acknowledged close is lost"));
+    assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[]))
+        .unwrap_err()
+        .contains("acknowledged close is lost"));
     assert!(oracle(&is, 50, &none, &r(vec![a1.clone(), a2.clone()], &[0, 1])).unwrap_err().contains("lane 1"));
     // Depth 2: the earlier recovery's closed lane stays closed until a put of it is recovered.
     let durable = r(vec![a1.clone()], &[0]);
@@ -196,11 +198,7 @@ fn closed_lanes_follow_the_contract() {
     // Detach markers: the last marker after the last recovered put decides (detached,
     // closed, or open with none); a close after a detach leaves the lane closed.
     let detach = |op, lane, start, ack| Issued { op, lane, start, ack, detach: true, ..Default::default() };
-    let is = vec![
-        op(0, 0, 10, Some(20), &[("a", 1, b"A1")]),
-        detach(1, 0, 20, Some(30)),
-        close(2, 0, 30, Some(40)),
-    ];
+    let is = vec![op(0, 0, 10, Some(20), &[("a", 1, b"A1")]), detach(1, 0, 20, Some(30)), close(2, 0, 30, Some(40))];
     let s = |closed: &[u32], detached: &[u32]| Recovered {
         objects: vec![a1.clone()],
         closed: closed.to_vec(),
