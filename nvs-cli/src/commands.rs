@@ -507,6 +507,17 @@ pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<
     let checked = p.verify();
     spin.finish_and_clear();
     let checked = checked?;
+    // What the recovery cannot see: units lost before later ones of their lane.
+    let damage = super::inspect::walk_damage(pool)?;
+    if !damage.is_empty() {
+        stdout(&damage.iter().map(|l| format!("{l}\n")).collect::<String>())?;
+        return Err(CliError::Mismatch(format!(
+            "{}: damaged: {} damaged regions the recovery steps past (listed on stdout; `nvs salvage` gets back \
+             what is left)",
+            pool.display(),
+            damage.len()
+        )));
+    }
     let st = p.stats();
     let sb = p.layout();
     if json {
@@ -681,18 +692,72 @@ fn stdout_bytes(b: &[u8]) -> Result<(), CliError> {
     }
 }
 
+/// `hold`'s own failures, apart from the command's statuses (as `env` and `timeout`
+/// do): it could not hold the pool (or was misused), the command could not be run, the
+/// command was not found.
+pub const HOLD_FAILED: u8 = 125;
+pub const HOLD_CANNOT_RUN: u8 = 126;
+pub const HOLD_NOT_FOUND: u8 = 127;
+
+/// The pid of `hold`'s command, for the signal handler that passes signals on.
+static HELD_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = HELD_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the pid is our child's.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
 /// `hold`: `pool`'s writer locks held while `command` runs (see [`nvs_std::WriterHold`]);
-/// the command's exit status, 128 + N for a signal N. The command inherits the locked
-/// file description, so the locks last while it lives even if this process is killed.
-pub fn hold(pool: &Path, command: &[std::ffi::OsString]) -> Result<std::process::ExitCode, CliError> {
-    use std::os::unix::process::ExitStatusExt;
-    let (program, args) = command.split_first().ok_or_else(|| CliError::Usage("hold: no command to run".into()))?;
-    let held = nvs_std::WriterHold::take(pool)?;
-    held.inherit()?;
-    let status = std::process::Command::new(program)
-        .args(args)
-        .status()
-        .map_err(|e| CliError::io(format!("run {}", program.to_string_lossy()), e))?;
+/// the command's exit status, 128 + N for a signal N; 125, 126, 127 for hold's own
+/// failures (see [`HOLD_FAILED`]). The command inherits the locked file description, so
+/// the locks last while it (or a descendant that kept the descriptor) lives, even if
+/// this process is killed. SIGTERM and SIGHUP sent to `hold` are passed on to the
+/// command; SIGINT and SIGQUIT (which a terminal sends the command too) are ignored
+/// while it runs: `hold` waits for it and exits with its status.
+pub fn hold(pool: &Path, command: &[std::ffi::OsString]) -> Result<std::process::ExitCode, (u8, CliError)> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let failed = |e: CliError| (HOLD_FAILED, e);
+    let (program, args) =
+        command.split_first().ok_or_else(|| failed(CliError::Usage("hold: no command to run".into())))?;
+    if program.is_empty() {
+        return Err(failed(CliError::Usage("hold: the command is an empty string".into())));
+    }
+    let held = nvs_std::WriterHold::take(pool).map_err(|e| failed(e.into()))?;
+    held.inherit().map_err(|e| failed(e.into()))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    // SAFETY: between fork and exec only async-signal-safe calls (signal): the command
+    // starts with the default dispositions of what nvs ignores (SIGXFSZ) or hold
+    // ignores or passes on.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGXFSZ, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    // Ignored before the spawn: a Ctrl-C right after it cannot end hold alone.
+    // SAFETY: setting dispositions to ignored.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound { HOLD_NOT_FOUND } else { HOLD_CANNOT_RUN };
+        (code, CliError::io(format!("run {}", program.to_string_lossy()), e))
+    })?;
+    HELD_CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
+    let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: `pass_on` is async-signal-safe (an atomic load and kill).
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGHUP, handler);
+    }
+    let status = child.wait().map_err(|e| failed(CliError::io("wait for the command", e)))?;
     drop(held);
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,

@@ -22,8 +22,21 @@ pub fn follow(
     verify_stress: bool,
     json: bool,
 ) -> Result<(), CliError> {
-    let mut f = Follower::open(pool, name.map(<[u8]>::to_vec))?;
     let timeout = timeout.map(Duration::from_secs_f64);
+    // A pool a live writer holds but has not formatted yet (a guest under `nvs hold`,
+    // booting): wait for it, as for a writer.
+    let start = std::time::Instant::now();
+    let mut f = loop {
+        match Follower::open(pool, name.map(<[u8]>::to_vec)) {
+            Err(e) if e.core() == Some(nvs_core::Error::NotFormatted) && nvs_std::WriterHold::held(pool) => {
+                if timeout.is_some_and(|t| start.elapsed() >= t) {
+                    return Err(CliError::Usage("timed out waiting for the writer to format the pool".into()));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => break r?,
+        }
+    };
     loop {
         match f.wait(timeout, Duration::from_millis(2))? {
             Followed::Objects(objs) => {

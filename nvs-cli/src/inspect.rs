@@ -27,6 +27,25 @@ fn walker<'m>(pool: &Path, media: &'m MappedMedia) -> Result<Walker<'m, MappedMe
         .map_err(|source| CliError::Pool(nvs_std::Error::Core { path: pool.to_path_buf(), source }))
 }
 
+/// Damage a recovery that succeeded cannot see, found by the raw walk: lines of units
+/// zeroed or torn before later committed units of their lane (recovery ends the lane
+/// there), one line each. `nvs check` runs it after a clean recovery.
+pub fn walk_damage(pool: &Path) -> Result<Vec<String>, CliError> {
+    let media = open_raw(pool)?;
+    let w = walker(pool, &media)?;
+    let mut out = Vec::new();
+    w.walk(&mut |item| match item {
+        Item::Damage(d) => {
+            out.push(format!("damaged: {:#x} (lane {} seq {}): {}: {}", d.offset, d.lane, d.seq, d.kind, lost_by(&d)))
+        }
+        Item::Segment(s) if matches!(s.state, SegmentState::Damaged { .. }) => {
+            out.push(format!("damaged: segment {} header at {:#x}", s.index, s.offset))
+        }
+        _ => {}
+    });
+    Ok(out)
+}
+
 fn unit_kind(flags: u64) -> &'static str {
     match flags {
         0 => "objects",
@@ -181,7 +200,8 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
                 Some(at) => format!("; resumed at {at:#x}"),
                 None => "; the rest of the segment is unread".into(),
             };
-            let _ = writeln!(o, "  DAMAGE @{:#x} (lane {} seq {}): {}{then}", d.offset, d.lane, d.seq, d.kind);
+            let _ =
+                writeln!(o, "  DAMAGE @{:#x} (lane {} seq {}): {}; {}{then}", d.offset, d.lane, d.seq, d.kind, lost_by(&d));
         }
         Item::SegmentEnd(e) => {
             let _ = writeln!(o, "  end of units @{:#x}: {} bytes after them", e.units_end, e.end - e.units_end);
@@ -541,11 +561,24 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     let walker = walker(bad, &media)?;
     let layout = walker.layout();
     let mut lost: Vec<String> = Vec::new();
+    // Lost to damage beyond the objects named: objects counted by their unit's header,
+    // whole units (their objects unknown), and whether some damage left the rest of a
+    // segment unread (or the file is truncated): more may be lost than counted.
+    let (mut counted, mut units_lost, mut unread) = (0u64, 0u64, false);
     // Why recovery failed, if it did (then every segment is read as it lies).
     let mut recovery = None;
     let mut found: Vec<Found> = Vec::new();
     let mut closed: Vec<u32>;
-    let (source, how) = match FilePool::open_with(bad, Access::ReadOnly, None) {
+    // A recovery that succeeds beside damage it steps past (units lost before later ones
+    // of their lane) would leave those later ones out: read as it lies then too.
+    let hidden = walk_damage(bad)?;
+    let opened = match FilePool::open_with(bad, Access::ReadOnly, None) {
+        Ok(_) if !hidden.is_empty() => Err(format!("recovery steps past {} damaged regions", hidden.len())),
+        Ok(p) => Ok(p),
+        Err(e) if e.is_corruption() => Err(e.to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    let (source, how) = match opened {
         Ok(p) => {
             let mut buf = [0u8; nvs_core::NAME_MAX];
             for n in p.names().collect::<Vec<_>>() {
@@ -569,9 +602,10 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
             closed = (0..layout.lanes_max).filter(|&l| p.lane_info(l).is_some_and(|i| i.closed)).collect();
             (Source::Index(Box::new(p)), "recovery's index")
         }
-        Err(e) if e.is_corruption() => {
-            recovery = Some(e.to_string());
+        Err(why) => {
+            recovery = Some(why);
             if walker.segments_present() < layout.segment_count {
+                unread = true;
                 lost.push(format!(
                     "damaged: truncated: the file holds {} of the {} segments whole; what the rest held is lost",
                     walker.segments_present(),
@@ -604,9 +638,16 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                         None => "the rest of its segment is unread".into(),
                     };
                     lost.push(format!(
-                        "damaged: {:#x} (lane {} seq {}): {}: what it held is lost; {what}",
-                        d.offset, d.lane, d.seq, d.kind
+                        "damaged: {:#x} (lane {} seq {}): {}: {}; {what}",
+                        d.offset,
+                        d.lane,
+                        d.seq,
+                        d.kind,
+                        lost_by(&d)
                     ));
+                    counted += d.objects_lost;
+                    units_lost += d.units_lost;
+                    unread |= d.resumed_at.is_none();
                 }
                 Item::Segment(s) => {
                     if let SegmentState::Damaged { .. } = s.state {
@@ -635,9 +676,8 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                 .enumerate()
                 .map(|(i, f)| (key(layout.lane_names, f.lane, &f.name, f.version), i))
                 .collect();
-            (Source::Walk { walker, by_key }, "a raw walk (recovery failed)")
+            (Source::Walk { walker, by_key }, "a raw walk")
         }
-        Err(e) => return Err(e.into()),
     };
     // Versions of a name in order; across names, by version, then commit order.
     let mut order: Vec<usize> = (0..found.len()).collect();
@@ -723,16 +763,25 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     drop(sigbus);
     let lost_objects = lost.iter().filter(|l| l.starts_with("lost:")).count();
     let damaged = lost.iter().filter(|l| l.starts_with("damaged:")).count();
+    // Everything lost, as far as the bytes tell.
+    let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut lost_all = format!("{} lost", plural(lost_objects as u64 + counted, "object"));
+    if units_lost > 0 {
+        let _ = write!(lost_all, " and {} of unknown objects", plural(units_lost, "unit"));
+    }
+    if unread {
+        lost_all.push_str(" and what unread damaged space held");
+    }
     let mut o = String::new();
     if let Some(why) = &recovery {
-        let _ = writeln!(o, "note: recovery failed ({why}): every segment read as it lies");
+        let _ = writeln!(o, "note: not read through recovery ({why}): every segment read as it lies");
     }
     for l in lost.iter().chain(&released) {
         let _ = writeln!(o, "{l}");
     }
     let _ = writeln!(
         o,
-        "{}: salvaged {copied} objects of {} names from {} (read through {how}); {lost_objects} objects lost, {damaged} damaged regions{}",
+        "{}: salvaged {copied} objects of {} names from {} (read through {how}); {lost_all}, {damaged} damaged regions{}",
         new.display(),
         names.len(),
         bad.display(),
@@ -744,7 +793,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     stdout(&o)?;
     if lost_objects + damaged > 0 || recovery.is_some() {
         return Err(CliError::Mismatch(format!(
-            "{}: damaged: {lost_objects} objects lost, {damaged} damaged regions (listed on stdout)",
+            "{}: damaged: {lost_all}, {damaged} damaged regions (listed on stdout)",
             bad.display()
         )));
     }
@@ -788,4 +837,14 @@ fn rebuild(
     let mut buf = rebuild(w, found, by_key, lane_names, pi).map_err(|e| format!("its delta parent v{parent}: {e}"))?;
     w.rebuild(&o, &mut buf).map_err(|e| e.to_string())?;
     Ok(buf)
+}
+
+/// What a damage the walk stepped over lost: the objects its unit's header counts, or
+/// whole units of the lane (their objects unknown), by their seqs.
+fn lost_by(d: &nvs_core::walk::Damage) -> String {
+    match (d.units_lost, d.objects_lost) {
+        (0, n) => format!("{n} objects of its unit lost"),
+        (1, _) => "1 unit lost (its objects unknown)".into(),
+        (n, _) => format!("{n} units lost (seqs {}..={}, their objects unknown)", d.seq, d.seq + n - 1),
+    }
 }

@@ -227,8 +227,13 @@ enum Command {
     },
     /// Hold POOL's writer locks while COMMAND runs (a VM whose guest writes the pool
     /// through an emulated NVDIMM): host writers are refused, followers see a live
-    /// writer. Exits with COMMAND's status (128 + N if a signal N ended it).
+    /// writer. COMMAND inherits the locks: they last while it, or any descendant that
+    /// kept the descriptor, lives. SIGTERM and SIGHUP are passed on to COMMAND. Exits
+    /// with COMMAND's status (128 + N if a signal N ended it); 125 if POOL could not be
+    /// held, 126 if COMMAND could not run, 127 if it was not found.
     Hold {
+        /// The pool file (a regular file, which need not be formatted yet, or a
+        /// device-DAX device).
         pool: PathBuf,
         /// The command and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -435,9 +440,9 @@ fn main() -> ExitCode {
     if let Command::Hold { pool, command } = &cli.command {
         return match commands::hold(pool, command) {
             Ok(code) => code,
-            Err(e) => {
+            Err((code, e)) => {
                 commands::eprintln_note(&e.to_string());
-                ExitCode::from(e.exit_code())
+                ExitCode::from(code)
             }
         };
     }

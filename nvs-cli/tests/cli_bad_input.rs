@@ -165,7 +165,7 @@ fn truncated_pool() {
     for cut in [pool_len - 1, pool_len - 65536, 8192, 4096, 100] {
         let t = dir.path().join(format!("cut-{cut}"));
         std::fs::write(&t, &bytes[..cut]).unwrap();
-        let want = if cut < 64 { "not an nvs pool" } else { "superblock geometry does not fit the media" };
+        let want = if cut < 64 { "not an nvs pool" } else { "truncated: the file is shorter than the pool" };
         refused_everywhere(&t, 1, want, want);
     }
 }

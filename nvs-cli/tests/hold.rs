@@ -94,19 +94,82 @@ fn the_locks_outlive_a_killed_hold_while_its_command_runs() {
 fn hold_refuses_what_it_cannot_hold_or_run() {
     let dir = tempfile::tempdir().unwrap();
     let (pool, _) = pool(dir.path());
+    // Its own failures are 125 (not held), 126 (cannot run), 127 (not found), apart
+    // from the command's statuses.
     let missing: PathBuf = dir.path().join("missing.pool");
     let o = nvs(&["hold", missing.to_str().unwrap(), "--", "true"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(125));
     assert!(text(&o).contains("No such file"), "{}", text(&o));
     let o = nvs(&["hold", &pool]);
     assert_eq!(o.status.code(), Some(2), "no command: a usage error");
+    let o = nvs(&["hold", &pool, "--", ""]);
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
     let o = nvs(&["hold", &pool, "--", "/nonexistent/command"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(127));
     assert!(text(&o).contains("run /nonexistent/command"), "{}", text(&o));
+    let o = nvs(&["hold", &pool, "--", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "{}", text(&o));
+    // Nothing that can be a pool: refused, unopened.
+    for what in ["/dev/null", dir.path().to_str().unwrap()] {
+        let o = nvs(&["hold", what, "--", "true"]);
+        assert_eq!(o.status.code(), Some(125), "{what}: {}", text(&o));
+    }
     // Already held by a writer: refused at once, the command not run.
     let marker = dir.path().join("ran");
     let inner = format!("{NVS} hold {pool} -- touch {}", marker.display());
     let o = nvs(&["hold", &pool, "--", "sh", "-c", &inner]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+    assert!(text(&o).contains("locked by another writer"), "{}", text(&o));
     assert!(!marker.exists(), "the command ran without the locks");
+}
+
+/// A terminal's Ctrl-C (SIGINT to the process group) reaches the command, which may
+/// take its time; hold waits for it and exits with its status. A SIGTERM to hold alone
+/// is passed on. The command starts with SIGINT and SIGXFSZ at their defaults.
+#[test]
+fn signals_reach_the_command_and_hold_exits_with_its_status() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _) = pool(dir.path());
+    let trapped =
+        |sig: &str, code: u8| format!("trap 'sleep 0.3; exit {code}' {sig}; echo ready; while :; do sleep 0.05; done");
+    for (sig, to_group, code) in [(libc::SIGINT, true, 5), (libc::SIGTERM, false, 6), (libc::SIGHUP, false, 7)] {
+        let name = match sig {
+            libc::SIGINT => "INT",
+            libc::SIGTERM => "TERM",
+            _ => "HUP",
+        };
+        let mut hold = Command::new(NVS)
+            .args(["hold", &pool, "--", "sh", "-c", &trapped(name, code)])
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(hold.stdout.take().unwrap()), &mut line).unwrap();
+        let pid = hold.id() as i32;
+        // SAFETY: signalling our own child (or its process group).
+        unsafe { libc::kill(if to_group { -pid } else { pid }, sig) };
+        let status = hold.wait().unwrap();
+        assert_eq!(status.code(), Some(code as i32), "SIG{name}: hold passes the command's status on");
+    }
+    // The command's dispositions are the defaults: SIGXFSZ kills it (153 = 128 + 25).
+    let o = nvs(&["hold", &pool, "--", "sh", "-c", "ulimit -f 1; head -c 100000 /dev/zero > big"]);
+    assert_eq!(o.status.code(), Some(153), "{}", text(&o));
+}
+
+/// A guest formats its pool after it boots: a follower of a held file that is not yet
+/// a pool waits for it (here, to its timeout) instead of calling it "not a pool".
+#[test]
+fn a_follower_of_a_held_unformatted_file_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("blank.pool");
+    std::fs::write(&file, vec![0u8; 1 << 20]).unwrap();
+    let file = file.to_str().unwrap();
+    let o = nvs(&["follow", file, "--timeout", "0.2"]);
+    assert_eq!(o.status.code(), Some(1), "not held: not a pool: {}", text(&o));
+    let follow = format!("{NVS} follow {file} --timeout 0.3");
+    let o = nvs(&["hold", file, "--", "sh", "-c", &follow]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("waiting for the writer to format the pool"), "{}", text(&o));
 }

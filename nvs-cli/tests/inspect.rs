@@ -245,9 +245,10 @@ fn salvage_of_a_damaged_pool_copies_what_verifies_and_lists_the_rest() {
     let before = std::fs::read(&p).unwrap();
     let new = dir.path().join("new.pool");
     let o = nvs(&["salvage", s(&p), s(&new)]);
-    fails(&o, 1, "damaged: 2 objects lost, 1 damaged regions");
+    // Lost: a v1 and big v3, named, and big v2's unit, whose header is gone.
+    fails(&o, 1, "damaged: 2 objects lost and 1 unit of unknown objects, 1 damaged regions");
     let text = stdout(&o);
-    assert!(text.contains("note: recovery failed"), "{text}");
+    assert!(text.contains("note: not read through recovery"), "{text}");
     assert!(text.contains("lost: a v1 (lane 0 seq 0): ") && text.contains("payload checksum mismatch"), "{text}");
     assert!(text.contains("lost: big v3 (lane 0 seq 6): its delta parent v2 is lost"), "{text}");
     assert!(text.contains("salvaged 2 objects of 2 names"), "{text}");
@@ -261,7 +262,7 @@ fn salvage_of_a_damaged_pool_copies_what_verifies_and_lists_the_rest() {
     std::fs::write(&t, &clean_bytes[..0x31000]).unwrap();
     let new2 = dir.path().join("new2.pool");
     let o = nvs(&["salvage", s(&t), s(&new2)]);
-    fails(&o, 1, "damaged");
+    fails(&o, 1, "and what unread damaged space held");
     assert!(stdout(&o).contains("damaged: truncated: the file holds 3 of the 15 segments whole"), "{}", stdout(&o));
     let l = listing(&new2);
     assert!(l.contains("big  versions=3 ") && !l.contains("\nc "), "{l}");
@@ -436,4 +437,51 @@ fn progress_bar_on_a_terminal() {
     assert_eq!((code(&o), stdout(&o)), (0, "1\n".to_string()));
     let term = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
     assert!(term.contains("putting 20 MiB"), "no spinner on the terminal: {term:?}");
+}
+
+/// Lines of units zeroed (4 KiB of zeros, say) before later committed units of their
+/// lane. Recovery ends the lane at the first zeroed slot, and used to do so silently:
+/// `check` said clean, `dump` showed "end of units", `salvage` kept the objects before
+/// the zeros and said nothing was lost. Now each names the damage, and salvage gets the
+/// later units back and counts what is lost: here 3 whole units (by their seqs, their
+/// objects unknown) when the zeros start at a unit, one object more (counted by its
+/// unit's header) when they start inside one.
+#[test]
+fn zeroed_units_before_later_ones_are_damage_counted_and_salvaged_past() {
+    let dir = tmp();
+    let p = dir.path().join("z.pool");
+    {
+        let opts = nvs_std::CreateOptions::new().segment_len(256 << 10);
+        let mut pool = nvs_std::FilePool::create(&p, 2 << 20, &opts).unwrap();
+        for v in 0..40u32 {
+            let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 31 + v * 7) as u8).collect();
+            pool.put(0, nvs_core::Object::new(&format!("n{}", v % 5), &bytes)).unwrap();
+        }
+        pool.close().unwrap();
+    }
+    let clean = std::fs::read(&p).unwrap();
+    let units = dumped(&ok(&nvs(&["dump", s(&p)])), "unit");
+    assert_eq!(units.len(), 41, "one unit per put, and the detach marker of the close");
+    // (zeros from, zeros to, objects salvaged, lost as counted)
+    let cases = [
+        (units[20].0, units[23].0, 37, "0 objects lost and 3 units of unknown objects"),
+        (units[20].0 + 64, units[23].0, 37, "1 object lost and 2 units of unknown objects"),
+    ];
+    for (from, to, kept, lost) in cases {
+        let mut img = clean.clone();
+        img[from..to].fill(0);
+        std::fs::write(&p, &img).unwrap();
+        let o = nvs(&["check", s(&p)]);
+        assert_eq!(code(&o), 1, "check: {}{}", stdout(&o), stderr(&o));
+        let d = nvs(&["dump", s(&p)]);
+        assert_eq!(code(&d), 1);
+        assert!(stdout(&d).contains(&format!("DAMAGE @{from:#x} (lane 0 seq 20)")), "{}", stdout(&d));
+        let new = dir.path().join(format!("new-{from}.pool"));
+        let o = nvs(&["salvage", s(&p), s(&new)]);
+        fails(&o, 1, lost);
+        assert!(stdout(&o).contains(&format!("salvaged {kept} objects")), "{}", stdout(&o));
+        // Units 20..=22 held n0 v5, n1 v5, n2 v5.
+        let l = listing(&new);
+        assert!(l.contains("n0  versions=7 ") && l.contains("n3  versions=8 "), "{l}");
+    }
 }

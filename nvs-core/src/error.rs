@@ -170,8 +170,12 @@ pub enum Error {
 pub enum CorruptKind {
     /// The superblock checksum does not match.
     SuperblockChecksum,
-    /// The superblock's geometry does not fit the media (truncated pool?).
+    /// The superblock's geometry is not one a format makes, or does not fit the media's
+    /// first segment.
     Geometry,
+    /// The media ends before the pool does (a truncated file): the superblock (offset 0)
+    /// is whole and its geometry sound, but describes more bytes than the media holds.
+    Truncated,
     /// A valid segment header outside its lane's continuous chain.
     SegmentChain,
     /// A segment whose header fails its checks holds a committed unit its lane's chain
@@ -198,6 +202,7 @@ impl fmt::Display for CorruptKind {
         f.write_str(match self {
             CorruptKind::SuperblockChecksum => "superblock checksum mismatch",
             CorruptKind::Geometry => "superblock geometry does not fit the media",
+            CorruptKind::Truncated => "truncated: the file is shorter than the pool its superblock describes",
             CorruptKind::SegmentChain => "segment header outside its lane's chain",
             CorruptKind::LostSegment => {
                 "segment header damaged: the segment holds committed units its lane no longer reaches"

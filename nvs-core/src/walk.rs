@@ -13,8 +13,13 @@
 //!   pool's but for a damaged byte; its lane's units are walked from there
 //!   ([`SegmentState::Damaged`]);
 //! - a committed unit whose header fails its checksum or bounds cannot be trusted for
-//!   its length: the walk looks line by line for the lane's next unit (the next `seq`,
-//!   whose commit word binds pool id, lane and seq) and resumes there;
+//!   its length: the walk looks line by line for a later unit of the lane (a higher
+//!   `seq`; the commit word binds pool id, lane and seq) and resumes there, counting the
+//!   units stepped over by their seqs;
+//! - a slot with no committed unit, with a later committed unit of the lane after it in
+//!   the segment (lines of units zeroed or torn): the same, a sequence gap, where
+//!   recovery would end the lane silently (a crash never commits a unit after one that
+//!   is not);
 //! - an object header that fails: the rest of its unit is skipped (the unit's length was
 //!   checked), the walk resumes at the next unit.
 //!
@@ -143,6 +148,13 @@ pub struct Damage {
     pub seq: u64,
     /// Where the walk went on (the next unit found), if it did in this segment.
     pub resumed_at: Option<u64>,
+    /// Units of the lane stepped over whole, their objects unknown: from `seq` up to the
+    /// unit the walk resumed at (their seqs tell how many); 0 where the damaged unit's
+    /// header held and only objects of it are lost (`objects_lost`).
+    pub units_lost: u64,
+    /// Objects of the damaged unit that were not walked (its header counts them), where
+    /// the unit's header held.
+    pub objects_lost: u64,
 }
 
 /// Where a segment's (or span's) units end.
@@ -291,35 +303,51 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
         let mut walked = 0u64;
         while walked < lines {
             walked += 1;
+            // A later committed unit of this lane in this segment, after `off`: (offset,
+            // seq): damage (zeroed or torn lines) that would otherwise end the lane
+            // there, hiding the units after it.
+            let later = |off: u64| format::committed_later(media, sb, lane, seq, off, end);
             let h = match format::decode_unit(media, sb, lane, seq, off, end) {
                 Ok(UnitSlot::End) => {
-                    // A committed unit after a slot that is not: the slot's commit or
-                    // checksum word was damaged; the walk goes on at the later unit.
-                    let Some(at) = format::committed_after_end(media, sb, lane, seq, off, end) else { break };
+                    // The slot's commit or checksum word damaged (its length word
+                    // leads to the next unit), or lines of units lost.
+                    let next = match format::committed_after_end(media, sb, lane, seq, off, end) {
+                        Some(at) => Some((at, seq + 1)),
+                        None => later(off),
+                    };
+                    let Some((at, next_seq)) = next else { break };
                     visit(Item::Damage(Damage {
                         offset: off,
                         kind: CorruptKind::SequenceGap,
                         lane,
                         seq,
                         resumed_at: Some(at),
+                        units_lost: next_seq - seq,
+                        objects_lost: 0,
                     }));
                     walked += (at - off) / LINE - 1;
                     off = at;
-                    seq += 1;
+                    seq = next_seq;
                     continue;
                 }
                 Ok(UnitSlot::Committed(h)) => h,
                 Err(e) => {
                     // Its length cannot be trusted: find the lane's next unit.
-                    let next = (1..=(end - off) / LINE).map(|k| off + k * LINE).find(|&at| {
-                        matches!(format::decode_unit(media, sb, lane, seq + 1, at, end), Ok(UnitSlot::Committed(_)))
-                    });
-                    visit(Item::Damage(Damage { offset: off, kind: kind_of(e), lane, seq, resumed_at: next }));
+                    let next = later(off);
+                    visit(Item::Damage(Damage {
+                        offset: off,
+                        kind: kind_of(e),
+                        lane,
+                        seq,
+                        resumed_at: next.map(|n| n.0),
+                        units_lost: next.map_or(1, |n| n.1 - seq),
+                        objects_lost: 0,
+                    }));
                     match next {
-                        Some(at) => {
+                        Some((at, next_seq)) => {
                             walked += (at - off) / LINE;
                             off = at;
-                            seq += 1;
+                            seq = next_seq;
                             continue;
                         }
                         None => return off,
@@ -339,7 +367,7 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                 commit: h.commit,
             }));
             let mut obj = off + LINE;
-            for _ in 0..h.object_count {
+            for k in 0..h.object_count {
                 match format::decode_object(media, sb, obj, unit_end, &mut name) {
                     Ok(d) => {
                         let hd = d.header;
@@ -365,7 +393,17 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                     }
                     Err(e) => {
                         let resumed_at = Some(unit_end).filter(|&u| u < end);
-                        visit(Item::Damage(Damage { offset: obj, kind: kind_of(e), lane, seq, resumed_at }));
+                        let objects_lost = (h.object_count - k) as u64;
+                        let (kind, units_lost) = (kind_of(e), 0);
+                        visit(Item::Damage(Damage {
+                            offset: obj,
+                            kind,
+                            lane,
+                            seq,
+                            resumed_at,
+                            units_lost,
+                            objects_lost,
+                        }));
                         break;
                     }
                 }

@@ -58,12 +58,15 @@ fn expected_superblock(bytes: &[u8], media_len: u64) -> Result<Superblock, Error
         && (1..=1 << 24).contains(&(sb.segment_count as u64))
         && (1..=256).contains(&sb.lanes_max)
         && pool_len == Some(sb.pool_len)
-        && sb.pool_len <= media_len
         // Bits 0-2: payload checksums, deltas, lane names (format 2 only).
         && sb.flags & !7 == 0
         && (sb.flags & 4 == 0 || sb.format_version >= 2);
     if !ok {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
+    }
+    // A sound superblock on media shorter than the pool: a truncated file.
+    if sb.pool_len > media_len {
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Truncated });
     }
     Ok(sb)
 }

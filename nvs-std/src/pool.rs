@@ -1016,21 +1016,34 @@ pub struct WriterHold {
 
 impl WriterHold {
     /// Take the writer lock and every lane lock of the file at `path` (opened for
-    /// writing: a user who can only read it cannot hold it), without waiting.
+    /// writing: a user who can only read it cannot hold it), without waiting. Only a
+    /// regular file or a device-DAX device can be a pool: anything else (a FIFO, a
+    /// terminal, `/dev/null`) is refused, unopened.
     pub fn take(path: impl AsRef<Path>) -> Result<WriterHold> {
+        use std::os::unix::fs::FileTypeExt;
         let path = path.as_ref();
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|source| Error::Io {
-            op: "open for writing",
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+        let kind = std::fs::metadata(path).map_err(|e| io("look at", e))?.file_type();
+        let file = match kind.is_file() {
+            true => OpenOptions::new().read(true).write(true).open(path).map_err(|e| io("open for writing", e))?,
+            false if kind.is_char_device() => open_dax_device(path).ok_or_else(|| {
+                io("hold", std::io::Error::other("a character device that is not a device-DAX device"))
+            })?,
+            false => return Err(io("hold", std::io::Error::other("not a regular file or a device-DAX device"))),
+        };
         lock(&file, path)?;
         Ok(WriterHold { file, path: path.to_path_buf() })
     }
 
+    /// Does a writer (this hold, or a pool's writer) hold the file at `path` now?
+    pub fn held(path: impl AsRef<Path>) -> bool {
+        File::open(path).is_ok_and(|f| writer_alive(&f))
+    }
+
     /// Let processes started from here on inherit the locked file description (its
     /// descriptor stays open across `exec`): the locks then last while any of them
-    /// lives, even if this process is killed first.
+    /// lives, even if this process is killed first — and while any of their descendants
+    /// that kept the descriptor lives (a daemonized child, a shell's background job).
     pub fn inherit(&self) -> Result<()> {
         let fd = self.file.as_raw_fd();
         // SAFETY: F_GETFD/F_SETFD on a descriptor this struct owns; no memory is passed.

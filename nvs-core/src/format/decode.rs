@@ -54,11 +54,13 @@ fn decode_superblock_in<M: Media + ?Sized>(media: &M, short: bool) -> Result<Sup
         // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
         && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
             == Some(sb.pool_len)
-        && (sb.pool_len <= media_len || short && sb.data_off + sb.segment_len <= media_len)
         && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS | FLAG_LANE_NAMES) == 0
         && (sb.flags & FLAG_LANE_NAMES == 0 || sb.format_version >= 2);
-    if !geometry_ok {
+    if !geometry_ok || short && sb.data_off + sb.segment_len > media_len {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Geometry });
+    }
+    if sb.pool_len > media_len && !short {
+        return Err(Error::Corrupted { offset: 0, kind: CorruptKind::Truncated });
     }
     Ok(sb)
 }
@@ -175,6 +177,31 @@ pub fn committed_after_end<M: Media + ?Sized>(
     let later = !matches!(decode_unit(media, sb, lane, seq.checked_add(1)?, next, seg_end), Ok(UnitSlot::End));
     let still_not = !matches!(decode_unit(media, sb, lane, seq, off, seg_end), Ok(UnitSlot::Committed(_)));
     (later && still_not).then_some(next)
+}
+
+/// Where a later committed unit of `lane` (a seq past `seq`) lies after the slot at `off`,
+/// which [`decode_unit`] found holds no committed unit `seq`, in a segment ending at
+/// `seg_end`: `Some((offset, seq))`, if the slot is still not committed when read again.
+/// Units are stored in seq order, each only after the one before it is committed, so
+/// such a unit is damage before it — lines of units zeroed or torn, past what the slot's
+/// own length word ([`committed_after_end`]) can lead to. Reads a word per line to the
+/// segment's end: for a whole recovery and the offline walk, not a follower's poll.
+pub fn committed_later<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    seg_end: u64,
+) -> Option<(u64, u64)> {
+    if mutant::on(Mutant::EndNotProbed) {
+        return None;
+    }
+    let later = (1..=seg_end.saturating_sub(off) / LINE).map(|k| off + k * LINE).find_map(|at| {
+        decode_unit_anywhere(media, sb, at, seg_end, |l, s| l == lane && s > seq).map(|h| (at, h.seq))
+    })?;
+    let still_not = !matches!(decode_unit(media, sb, lane, seq, off, seg_end), Ok(UnitSlot::Committed(_)));
+    still_not.then_some(later)
 }
 
 /// A unit header's flags, counts and lengths are consistent, and it ends by `seg_end`.
