@@ -508,11 +508,21 @@ impl Follower {
                 }
                 Followed::EndOfStream => return Ok(None),
                 Followed::WriterGone => {
-                    return Err(raise(
+                    // Named, and given up: a next wait goes on with the other lanes.
+                    let lanes = self.follower.gone_lanes();
+                    self.follower.give_up(&lanes);
+                    let shown: Vec<String> = lanes.iter().map(|l| l.to_string()).collect();
+                    let e = raise(
                         py,
                         "WriterGone",
-                        format!("{}: the writer is gone (it died or exited without closing its lanes)", self.path),
-                    ));
+                        format!(
+                            "{}: the writer is gone (it died or exited without closing its lanes): lane {}",
+                            self.path,
+                            shown.join(", ")
+                        ),
+                    );
+                    e.value(py).setattr("lanes", lanes)?;
+                    return Err(e);
                 }
                 Followed::Timeout if deadline.is_some_and(|d| Instant::now() >= d) => {
                     let t = timeout.unwrap_or_default();

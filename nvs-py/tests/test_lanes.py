@@ -124,3 +124,37 @@ def test_names_with_a_nul_byte_are_refused(pool_path):
             with pytest.raises(ValueError, match="NUL"):
                 w.put(bad, b"secret")
         assert w.names() == ["key"]
+
+
+# A rank that dies: its lane put a few steps, then the process is killed (SIGKILL).
+DYING = """
+import os, signal, sys, numpy as np, nvs
+path, rank = sys.argv[1], int(sys.argv[2])
+w = nvs.open_lane(path, rank)
+for step in range(5):
+    w.put_array("temperature", np.array([rank, step], dtype="<i8"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_follower_outlives_one_dead_rank_naming_its_lane(pool_path):
+    """One rank of three dies: the follower raises WriterGone naming that lane alone,
+    and iterated again follows the other ranks to the end of their streams."""
+    nvs.create(pool_path, 32 << 20, lanes=4, lane_names=True).close()
+    dead = spawn_python(DYING, pool_path, "1")
+    assert dead.wait(30) == -9
+    f = nvs.follow(pool_path, timeout=30, lanes=[0, 2])
+    ranks = [spawn_python(RANK, pool_path, "20", str(rank)) for rank in (0, 2)]
+    followed, gone = [], []
+    for _ in range(5):
+        try:
+            followed.extend((o.lane, o.version) for o in f)
+            break
+        except nvs.WriterGone as e:
+            gone.append(e.lanes)
+            assert "lane 1" in str(e) and "lane 0" not in str(e)
+    else:
+        pytest.fail(f"the follower did not go on past the dead rank: {gone}")
+    assert all(r.wait(30) == 0 for r in ranks)
+    assert gone == [[1]], "reported once, naming lane 1"
+    assert sorted(followed) == sorted([(1, v) for v in range(1, 6)] + [(l, v) for l in (0, 2) for v in range(1, 21)])

@@ -109,6 +109,9 @@ pub struct Follower {
     /// Where the index stood after the last poll: a poll whose refresh caught up reads
     /// only the objects indexed since.
     mark: Option<nvs_core::IndexMark>,
+    /// Lanes whose writer was reported gone and given up ([`Follower::give_up`]): the
+    /// stream goes on with the others, and ends without them.
+    given_up: Vec<u32>,
 }
 
 impl Follower {
@@ -127,7 +130,7 @@ impl Follower {
             return Err(Error::Core { path: path.to_path_buf(), source });
         }
         let pool = FilePool::open(path, Access::ReadOnly)?;
-        Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new(), mark: None })
+        Ok(Follower { pool, next_seq: BTreeMap::new(), only, expected: Vec::new(), mark: None, given_up: Vec::new() })
     }
 
     /// Declare lanes the stream has: it ends only once each of them has joined and
@@ -198,9 +201,13 @@ impl Follower {
     /// neither closed nor detached and no writer holds it (its lock, `crate::locks`)
     /// now, nor held it before `dead_before` was read.
     fn status(&self, dead_before: &[u32]) -> Option<Followed> {
-        let lanes: Vec<_> = (0..self.pool.layout().lanes_max).filter_map(|l| self.pool.lane_info(l)).collect();
-        let expected_closed = self.expected.iter().all(|&l| self.pool.lane_info(l).is_some_and(|i| i.closed));
-        if !lanes.is_empty() && lanes.iter().all(|l| l.closed) && expected_closed {
+        // A lane given up whose writer lives again (a new process took it over) is
+        // followed again.
+        let (pool, given_up) = (&self.pool, &self.given_up);
+        let ended = |l: u32| given_up.contains(&l) && !pool.lane_writer_alive(l);
+        let lanes: Vec<_> = (0..pool.layout().lanes_max).filter_map(|l| Some((l, pool.lane_info(l)?))).collect();
+        let expected_closed = self.expected.iter().all(|&l| pool.lane_info(l).is_some_and(|i| i.closed) || ended(l));
+        if !lanes.is_empty() && lanes.iter().all(|(l, i)| i.closed || ended(*l)) && expected_closed {
             return Some(Followed::EndOfStream);
         }
         // No lane joined yet: no writer has been here to die; wait for one. Lanes whose
@@ -209,9 +216,24 @@ impl Follower {
         gone.then_some(Followed::WriterGone)
     }
 
-    /// Lanes that joined and are neither closed nor detached: a writer owes them more.
+    /// Lanes that joined and are neither closed nor detached nor given up: a writer owes
+    /// them more.
     fn dangling(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.pool.layout().lanes_max).filter(|&l| self.pool.lane_info(l).is_some_and(|i| !i.closed && !i.detached))
+        (0..self.pool.layout().lanes_max)
+            .filter(|&l| self.pool.lane_info(l).is_some_and(|i| !i.closed && !i.detached))
+            .filter(|&l| !self.given_up.contains(&l) || self.pool.lane_writer_alive(l))
+    }
+
+    /// Go on without `lanes` (after [`Followed::WriterGone`], its [`Follower::gone_lanes`]):
+    /// the next waits follow the other lanes, report no writer of these gone again, and
+    /// the stream ends when the others have closed. A lane whose writer comes back (a
+    /// new process takes it over) is followed again.
+    pub fn give_up(&mut self, lanes: &[u32]) {
+        for &l in lanes {
+            if !self.given_up.contains(&l) {
+                self.given_up.push(l);
+            }
+        }
     }
 
     /// The lanes whose writer is gone (after [`Followed::WriterGone`]): joined, neither

@@ -165,8 +165,10 @@ class Committed(NamedTuple):
 class Follow:
     """An iterator over the objects a pool's writers commit, in lane order: those already
     committed first, then each as it commits. It ends at end of stream (every lane that
-    joined is closed); raises ``WriterGone`` when the writer died, and ``Timeout`` when
-    nothing came for `timeout` seconds (None: wait for ever). ``get``, ``get_array`` and
+    joined is closed); raises ``WriterGone`` when a lane's writer died (its ``lanes``
+    name them; iterating again goes on with the other lanes, as MPI ranks outliving one
+    rank need), and ``Timeout`` when nothing came for `timeout` seconds (None: wait for
+    ever). ``get``, ``get_array`` and
     ``meta`` read from the follower's own view (an object retention already reclaimed
     raises ``NotFound``)."""
 

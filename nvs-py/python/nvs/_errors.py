@@ -18,7 +18,11 @@ class Locked(Error):
 
 
 class WriterGone(Error):
-    """A followed pool's writer died (or exited without closing its lanes)."""
+    """A followed pool's writer died (or exited without closing its lanes). ``lanes``
+    lists the lanes whose writer is gone; the follower goes on with the other lanes if
+    iterated again (and ends when they have closed)."""
+
+    lanes: list = []
 
 
 class Timeout(Error, TimeoutError):
