@@ -331,3 +331,9 @@ def test_a_writer_reclaims_and_streams_for_ever(pool_path):
     with nvs.open(pool_path) as r:
         with pytest.raises(nvs.Error):
             r.reclaim(1)  # a reader never writes
+
+
+def test_the_module_exports_what_it_documents():
+    """No imports leak into the package's namespace (numpy, deque, typing's names)."""
+    public = sorted(n for n in dir(nvs) if not n.startswith("_"))
+    assert public == sorted(nvs.__all__ + ["Name"])

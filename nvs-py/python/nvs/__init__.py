@@ -16,10 +16,10 @@ Names are ``str`` (UTF-8; bytes that are not UTF-8 come back as surrogates, and 
 ``str`` names the same object when passed back) or ``bytes``.
 """
 
-from collections import deque
-from typing import NamedTuple, Optional, Sequence, Union
+from collections import deque as _deque
+from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as _Sequence, Union as _Union
 
-import numpy
+import numpy as _numpy
 
 from . import _nvs
 from ._errors import Corrupted, Error, Locked, NotFound, Timeout, WriterGone
@@ -29,10 +29,10 @@ __all__ = [
     "Error", "NotFound", "Corrupted", "Locked", "WriterGone", "Timeout",
 ]
 
-Name = Union[str, bytes]
+Name = _Union[str, bytes]
 
 
-def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.ndarray:
+def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> _numpy.ndarray:
     """`data` as an array: `dtype`/`shape` as given, else from `meta` (its shape only
     with its own dtype: a caller's other dtype without a shape gives one dimension)."""
     meta_dtype = meta.get("dtype")
@@ -41,7 +41,7 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
         if dtype is None:
             raise Error(f"{what} has no dtype in its metadata: pass dtype=")
     try:
-        dt = numpy.dtype(dtype)
+        dt = _numpy.dtype(dtype)
     except TypeError as e:
         raise Error(f"{what}: dtype {dtype!r} is not a numpy dtype ({e})") from None
     # A dtype that contradicts the stored one would reinterpret the bytes (float64 read
@@ -57,7 +57,7 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
             shape = tuple(int(d) for d in text.split(",")) if text else ()
         except ValueError:
             raise Error(f"{what}: metadata shape={meta['shape']!r} is not a list of dimensions") from None
-    arr = numpy.frombuffer(data, dtype=dt)
+    arr = _numpy.frombuffer(data, dtype=dt)
     if shape is None:
         return arr
     try:
@@ -66,9 +66,9 @@ def _array(data: bytes, meta: dict, what: str, dtype=None, shape=None) -> numpy.
         raise Error(f"{what}: {arr.size} values of {dt.str} do not fit shape {shape}") from None
 
 
-def _same_dtype(dt: numpy.dtype, text: str) -> bool:
+def _same_dtype(dt: _numpy.dtype, text: str) -> bool:
     try:
-        return dt == numpy.dtype(text)
+        return dt == _numpy.dtype(text)
     except TypeError:
         return False
 
@@ -92,8 +92,8 @@ class Pool(_nvs.Pool):
     in other pools, a version only if lane r wrote it.
     """
 
-    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None,
-                  lane: Optional[int] = None) -> numpy.ndarray:
+    def get_array(self, name: Name, version: _Optional[int] = None, dtype=None, shape=None,
+                  lane: _Optional[int] = None) -> _numpy.ndarray:
         """Version `version` (the latest if None) of `name` as a numpy array: its dtype
         and shape from the object's metadata (``dtype=<f8``, ``shape=3,4``) unless given
         here (the metadata's shape goes with its dtype: another dtype without a shape
@@ -105,13 +105,13 @@ class Pool(_nvs.Pool):
         meta = self.meta(name, version, lane)
         return _array(self.get(name, version, lane), meta, _what(self.path, name, version), dtype, shape)
 
-    def put_array(self, name: Name, array, meta: Optional[dict] = None, lane: Optional[int] = None) -> int:
+    def put_array(self, name: Name, array, meta: _Optional[dict] = None, lane: _Optional[int] = None) -> int:
         """Put `array` as the next version of `name`, with its dtype and shape in the
         metadata (what ``get_array`` and nvs-std's ``get_pod`` read back). Returns the version."""
-        a = numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
+        a = _numpy.asarray(array, order="C")  # keeps 0-d arrays 0-d
         # Only a dtype its text gives back whole: object arrays hold pointers into this
         # process, and a structured dtype's text ("|V12") loses its fields.
-        if a.dtype.hasobject or numpy.dtype(a.dtype.str) != a.dtype:
+        if a.dtype.hasobject or _numpy.dtype(a.dtype.str) != a.dtype:
             raise Error(f"{self.path}: {name!r}: cannot store an array of dtype {a.dtype} (not plain numbers, bytes or strings)")
         m = dict(meta or {})
         m["dtype"] = a.dtype.str
@@ -132,7 +132,7 @@ def open(path, write: bool = False) -> Pool:  # noqa: A001 (nvs.open, like io.op
     return Pool(path, write)
 
 
-def open_lane(path, lane: Optional[int] = None) -> Pool:
+def open_lane(path, lane: _Optional[int] = None) -> Pool:
     """Open the pool at `path` to write one lane (None: the lowest lane no other process
     writes) beside writer processes of its other lanes: one per MPI rank, in a pool created
     with ``lane_names=True`` (else ``nvs.Error``). A lane another live process writes is
@@ -144,7 +144,7 @@ def open_lane(path, lane: Optional[int] = None) -> Pool:
     return Pool(path, True, None, 64, None, False, -1 if lane is None else lane)
 
 
-def create(path, size: int, lanes: int = 64, segment: Optional[int] = None,
+def create(path, size: int, lanes: int = 64, segment: _Optional[int] = None,
            lane_names: bool = False) -> Pool:
     """Create a pool file of `size` bytes (refused if `path` exists), open for writing.
     ``lane_names=True``: every lane has names of its own (rank r's "temperature" is not
@@ -152,7 +152,7 @@ def create(path, size: int, lanes: int = 64, segment: Optional[int] = None,
     return Pool(path, True, size, lanes, segment, lane_names)
 
 
-class Committed(NamedTuple):
+class Committed(_NamedTuple):
     """One committed object, as a follower reports it."""
 
     name: str
@@ -172,13 +172,13 @@ class Follow:
     ``meta`` read from the follower's own view (an object retention already reclaimed
     raises ``NotFound``)."""
 
-    def __init__(self, path, name: Optional[Name] = None, timeout: Optional[float] = None,
-                 interval: float = 0.005, lanes: Optional[Sequence[int]] = None):
+    def __init__(self, path, name: _Optional[Name] = None, timeout: _Optional[float] = None,
+                 interval: float = 0.005, lanes: _Optional[_Sequence[int]] = None):
         self._f = _nvs.Follower(path, name, list(lanes) if lanes is not None else None)
         self.path = self._f.path
         self.timeout = timeout
         self.interval = interval
-        self._pending = deque()
+        self._pending = _deque()
         self._ended = False
 
     def __iter__(self) -> "Follow":
@@ -195,17 +195,17 @@ class Follow:
                 self._pending.extend(Committed(*t) for t in got)
         return self._pending.popleft()
 
-    def get(self, name: Name, version: Optional[int] = None, lane: Optional[int] = None) -> bytes:
+    def get(self, name: Name, version: _Optional[int] = None, lane: _Optional[int] = None) -> bytes:
         return self._f.get(name, version, lane)
 
-    def meta(self, name: Name, version: Optional[int] = None, lane: Optional[int] = None) -> dict:
+    def meta(self, name: Name, version: _Optional[int] = None, lane: _Optional[int] = None) -> dict:
         return self._f.meta(name, version, lane)
 
-    def latest(self, name: Name, lane: Optional[int] = None) -> int:
+    def latest(self, name: Name, lane: _Optional[int] = None) -> int:
         return self._f.latest(name, lane)
 
-    def get_array(self, name: Name, version: Optional[int] = None, dtype=None, shape=None,
-                  lane: Optional[int] = None) -> numpy.ndarray:
+    def get_array(self, name: Name, version: _Optional[int] = None, dtype=None, shape=None,
+                  lane: _Optional[int] = None) -> _numpy.ndarray:
         """As ``Pool.get_array``, from the follower's view (``lane``: as for ``Pool.get``;
         a followed object's is ``Committed.lane``)."""
         if version is None:
@@ -214,7 +214,7 @@ class Follow:
         return _array(self._f.get(name, version, lane), meta, _what(self.path, name, version), dtype, shape)
 
 
-def follow(path, name: Optional[Name] = None, timeout: Optional[float] = None,
-           interval: float = 0.005, lanes: Optional[Sequence[int]] = None) -> Follow:
+def follow(path, name: _Optional[Name] = None, timeout: _Optional[float] = None,
+           interval: float = 0.005, lanes: _Optional[_Sequence[int]] = None) -> Follow:
     """Follow the pool at `path` (every name, or only `name`): see ``Follow``."""
     return Follow(path, name, timeout, interval, lanes)
