@@ -141,10 +141,12 @@ impl<'m, A> Run<'m, A> {
 
     /// Put one object as nvs-core describes it — with metadata ([`Object::meta`]), an
     /// explicit version, parts, or as a delta against an earlier version
-    /// ([`Object::delta`]) — recorded with its whole bytes (what a get must return).
+    /// ([`Object::delta`]) — recorded with its whole bytes (what a get must return) and
+    /// its metadata (what `meta` must return).
     pub fn put_object(&mut self, lane: u32, object: Object<'_>) -> nvs_core::Result<Put> {
         let start = self.media.point();
-        let (name, bytes) = (object.name().to_vec(), object.parts().concat());
+        // As the checker reads an object back: its payload, then its metadata.
+        let (name, bytes) = (object.name().to_vec(), [object.parts().concat(), object.meta_bytes().to_vec()].concat());
         let r = self.pool.put(lane, object);
         let objects = match &r {
             Ok(put) => vec![(name, put.version, bytes)],
