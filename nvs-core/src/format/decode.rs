@@ -185,7 +185,9 @@ pub fn committed_after_end<M: Media + ?Sized>(
 /// Units are stored in seq order, each only after the one before it is committed, so
 /// such a unit is damage before it — lines of units zeroed or torn, past what the slot's
 /// own length word ([`committed_after_end`]) can lead to. Reads a word per line to the
-/// segment's end: for a whole recovery and the offline walk, not a follower's poll.
+/// segment's end: for the offline walk (`nvs dump`, `salvage`, `check`). Recovery does
+/// not look (in the crash checker every such read of a word a crash left undecided is a
+/// branch: it made the check many times slower), and ends the lane at the slot.
 pub fn committed_later<M: Media + ?Sized>(
     media: &M,
     sb: &Superblock,
