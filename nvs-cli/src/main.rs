@@ -1,5 +1,5 @@
 //! `nvs`: the command-line tool for nvs pools (create, put, get, ls, info, check, dump,
-//! salvage, follow, demo, bench, bench-delta): argument parsing, error reporting and exit codes. The
+//! salvage, follow, hold, demo, bench, bench-delta): argument parsing, error reporting and exit codes. The
 //! benchmarks themselves live in the `nvs-bench` library; this crate parses their
 //! options and prints their reports.
 //!
