@@ -10,7 +10,9 @@
 //! - 2: a usage error (bad arguments), an I/O or lock error, or any other refusal
 //!   (no such object, pool full, unsupported format version, ...);
 //! - 3: `follow`: the writer died without closing its lanes;
-//! - 4: `put`: committed, but the version could not be printed (stderr names it).
+//! - 4: `put`: committed, but the version could not be printed (stderr names it);
+//! - `hold`: its command's status; 125, 126, 127 for its own failures (the pool not held,
+//!   the command not runnable, not found).
 //!
 //! Nothing here panics on user input: arguments are parsed by clap into typed values
 //! (sizes by [`size::parse_size`]), and every fallible step returns a [`CliError`].
@@ -36,7 +38,8 @@ use std::process::ExitCode;
 const AFTER_HELP: &str = "\
 Exit codes: 0 ok; 1 corruption found (or not a pool, or a verification mismatch; dump: \
 damage found; salvage: something lost or the pool damaged); \
-2 usage, I/O, lock or other error; 3 (follow) the writer died without closing.
+2 usage, I/O, lock or other error; 3 (follow) the writer died without closing; \
+hold: the command's status, 125-127 its own failures.
 Durability (--durability): dax on /dev/dax devices, msync by default on a disk file \
 (power-loss durable), process by default on tmpfs such as /dev/shm (survives a \
 process crash only; choose it on a disk file for speed without power-loss durability).";
