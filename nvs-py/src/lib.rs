@@ -101,6 +101,41 @@ fn name_out<'py>(py: Python<'py>, name: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     PyBytes::new(py, name).call_method1("decode", ("utf-8", "surrogateescape"))
 }
 
+/// A whole number a Python caller passes as a lane, version or count: negative or too
+/// large is a `ValueError` naming the argument (PyO3's own conversion raised
+/// `OverflowError: can't convert negative int to unsigned`).
+fn whole<T: TryFrom<i128>>(ob: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    let n: i128 = ob.extract()?;
+    T::try_from(n)
+        .map_err(|_| PyValueError::new_err(format!("{what} must be a whole number >= 0 (and in range), not {n}")))
+}
+
+/// A lane argument ([`whole`]).
+#[derive(Clone, Copy)]
+struct Lane(u32);
+/// A version argument ([`whole`]).
+#[derive(Clone, Copy)]
+struct Version(u64);
+/// A count argument, such as `reclaim`'s `keep` ([`whole`]).
+#[derive(Clone, Copy)]
+struct Count(u32);
+
+impl<'py> FromPyObject<'py> for Lane {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        whole(ob, "lane").map(Lane)
+    }
+}
+impl<'py> FromPyObject<'py> for Version {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        whole(ob, "version").map(Version)
+    }
+}
+impl<'py> FromPyObject<'py> for Count {
+    fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+        whole(ob, "keep").map(Count)
+    }
+}
+
 /// Reads shared by [`Pool`] and [`Follower`] (whose pool is the follower's own).
 mod read {
     use super::*;
@@ -284,7 +319,8 @@ impl Pool {
     /// listed once per lane that has it: `lane=` lists one lane's names (in a pool
     /// without lane names: the names that lane wrote a version of).
     #[pyo3(signature = (lane = None))]
-    fn names<'py>(&self, py: Python<'py>, lane: Option<u32>) -> PyResult<Bound<'py, PyList>> {
+    fn names<'py>(&self, py: Python<'py>, lane: Option<Lane>) -> PyResult<Bound<'py, PyList>> {
+        let lane = lane.map(|l| l.0);
         let pool = self.open_pool(py)?;
         let out = PyList::empty(py);
         let mut buf = [0u8; nvs_core::NAME_MAX];
@@ -305,7 +341,8 @@ impl Pool {
 
     /// Every version of `name` (of `lane`'s `name`, see `get`), oldest first.
     #[pyo3(signature = (name, lane = None))]
-    fn versions(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<Vec<u64>> {
+    fn versions(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<Lane>) -> PyResult<Vec<u64>> {
+        let lane = lane.map(|l| l.0);
         let name = name_arg(name)?;
         let at = read::At { pool: self.open_pool(py)?, lane, name: &name };
         at.versions().map_err(|e| err(py, e))
@@ -313,7 +350,8 @@ impl Pool {
 
     /// The latest version of `name` (of `lane`'s `name`, see `get`).
     #[pyo3(signature = (name, lane = None))]
-    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<u64> {
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<Lane>) -> PyResult<u64> {
+        let lane = lane.map(|l| l.0);
         let name = name_arg(name)?;
         read::At { pool: self.open_pool(py)?, lane, name: &name }.latest().map_err(|e| err(py, e))
     }
@@ -326,9 +364,11 @@ impl Pool {
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
-        version: Option<u64>,
-        lane: Option<u32>,
+        version: Option<Version>,
+        lane: Option<Lane>,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let lane = lane.map(|l| l.0);
+        let version = version.map(|v| v.0);
         let name = name_arg(name)?;
         read::get(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
@@ -340,9 +380,11 @@ impl Pool {
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
-        version: Option<u64>,
-        lane: Option<u32>,
+        version: Option<Version>,
+        lane: Option<Lane>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let lane = lane.map(|l| l.0);
+        let version = version.map(|v| v.0);
         let name = name_arg(name)?;
         read::meta(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
@@ -354,9 +396,11 @@ impl Pool {
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
-        version: Option<u64>,
-        lane: Option<u32>,
+        version: Option<Version>,
+        lane: Option<Lane>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let lane = lane.map(|l| l.0);
+        let version = version.map(|v| v.0);
         let name = name_arg(name)?;
         read::stat(py, read::At { pool: self.open_pool(py)?, lane, name: &name }, version)
     }
@@ -388,8 +432,9 @@ impl Pool {
         name: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
         meta: Option<&Bound<'_, PyDict>>,
-        lane: Option<u32>,
+        lane: Option<Lane>,
     ) -> PyResult<u64> {
+        let lane = lane.map(|l| l.0);
         let name = name_arg(name)?;
         let data = data_arg(data)?;
         let data = data.as_bytes();
@@ -409,7 +454,8 @@ impl Pool {
     /// many segments were freed. A writer that streams for ever calls it now and then (a
     /// full pool raises `nvs.Error`: "pool full"); followers skip the versions it released
     /// before they read them.
-    fn reclaim(&mut self, py: Python<'_>, keep: u32) -> PyResult<u32> {
+    fn reclaim(&mut self, py: Python<'_>, keep: Count) -> PyResult<u32> {
+        let keep = keep.0;
         if keep == 0 {
             return Err(PyValueError::new_err(
                 "reclaim(keep=0) would release the newest version of every name: keep >= 1",
@@ -420,7 +466,8 @@ impl Pool {
     }
 
     /// End the stream of `lane` (a follower sees end of stream once every lane is closed).
-    fn close_lane(&mut self, py: Python<'_>, lane: u32) -> PyResult<()> {
+    fn close_lane(&mut self, py: Python<'_>, lane: Lane) -> PyResult<()> {
+        let lane = lane.0;
         self.open_pool_mut(py)?.close_lane(lane).map_err(|e| err(py, e))
     }
 
@@ -535,7 +582,8 @@ impl Follower {
 
     /// The latest version of `name` (of `lane`'s, as for `Pool.get`) in the follower's view.
     #[pyo3(signature = (name, lane = None))]
-    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<u32>) -> PyResult<u64> {
+    fn latest(&self, py: Python<'_>, name: &Bound<'_, PyAny>, lane: Option<Lane>) -> PyResult<u64> {
+        let lane = lane.map(|l| l.0);
         let name = name_arg(name)?;
         read::At { pool: self.follower.pool(), lane, name: &name }.latest().map_err(|e| err(py, e))
     }
@@ -547,9 +595,11 @@ impl Follower {
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
-        version: Option<u64>,
-        lane: Option<u32>,
+        version: Option<Version>,
+        lane: Option<Lane>,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let lane = lane.map(|l| l.0);
+        let version = version.map(|v| v.0);
         let name = name_arg(name)?;
         read::get(py, read::At { pool: self.follower.pool(), lane, name: &name }, version)
     }
@@ -561,9 +611,11 @@ impl Follower {
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
-        version: Option<u64>,
-        lane: Option<u32>,
+        version: Option<Version>,
+        lane: Option<Lane>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let lane = lane.map(|l| l.0);
+        let version = version.map(|v| v.0);
         let name = name_arg(name)?;
         read::meta(py, read::At { pool: self.follower.pool(), lane, name: &name }, version)
     }

@@ -185,7 +185,7 @@ def test_missing_names_and_versions_raise(pool_path):
             p.stat("a", 0)
         with pytest.raises(TypeError, match="a name is str or bytes, not int"):
             p.get(5)
-        with pytest.raises(OverflowError):
+        with pytest.raises(ValueError, match="version must be a whole number >= 0"):
             p.get("a", -1)
 
 
@@ -337,3 +337,23 @@ def test_the_module_exports_what_it_documents():
     """No imports leak into the package's namespace (numpy, deque, typing's names)."""
     public = sorted(n for n in dir(nvs) if not n.startswith("_"))
     assert public == sorted(nvs.__all__ + ["Name"])
+
+
+def test_negative_or_huge_numbers_are_value_errors_naming_the_argument(pool_path):
+    """Lanes, versions and counts out of range are ValueErrors that say which argument
+    (PyO3's own conversion raised OverflowError: can't convert negative int to unsigned)."""
+    p = nvs.create(pool_path, 4 << 20)
+    p.put("a", b"x")
+    for call, what in [
+        (lambda: p.get("a", -1), "version"),
+        (lambda: p.get("a", 2**70), "version"),
+        (lambda: p.get("a", lane=-1), "lane"),
+        (lambda: p.versions("a", lane=-2), "lane"),
+        (lambda: p.meta("a", -3), "version"),
+        (lambda: p.reclaim(-1), "keep"),
+        (lambda: p.close_lane(-1), "lane"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{what} must be a whole number >= 0"):
+            call()
+    assert p.get("a", 1) == b"x"
+    p.close()
