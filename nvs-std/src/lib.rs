@@ -23,8 +23,9 @@
 //! holes of a sparse pool when it opens it). The `nvs` tool turns that into an error; a
 //! program that must survive it installs its own SIGBUS handler. A reader of a sparse
 //! pool file on tmpfs (ramfs, an overlay) makes it allocate each page of a hole it reads
-//! (every segment header at open, payloads in a get): a file whose holes exceed half of
-//! the memory free is refused ([`Error::Unsupported`]) before anything is read.
+//! (every segment header at open, its object's pages in a get, every unit in a check or
+//! a walk): an open or a check whose holes read could exceed half of the memory free is
+//! refused ([`Error::Unsupported`]) before it reads them.
 //!
 //! Linux is the target: the shim uses open-file-description locks, `fstatfs` and
 //! `posix_fallocate`.

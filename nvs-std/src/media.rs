@@ -54,6 +54,8 @@ pub struct MappedMedia {
     /// The pool file, whose claim lock ([`crate::locks::CLAIMS`]) a writer of some lanes
     /// takes around claims, releases and recoveries (`Media::lock_claims`).
     claims: Option<Claims>,
+    /// A read-only mapping of a file whose holes take memory when read.
+    sparse: Option<SparseFile>,
 }
 
 /// How long a writer waits for the claim lock another writer process holds before the
@@ -139,9 +141,7 @@ impl MappedMedia {
             opts.populate();
         }
         let writable = access == Access::ReadWrite;
-        if !writable && holes_take_memory(backing, file) {
-            check_sparse_reading(file, path)?;
-        }
+        let sparse = if !writable && holes_take_memory(backing, file) { SparseFile::of(file) } else { None };
         let map = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) }
             .map_err(|source| Error::Io { op: "map", path: path.to_path_buf(), source })?;
         let base = map.as_mut_ptr();
@@ -167,7 +167,7 @@ impl MappedMedia {
         if durability == Durability::Dax && region.kind() != StoreKind::NonTemporal {
             return Err(unsupported("durability dax needs non-temporal stores, and this build uses portable stores"));
         }
-        Ok(MappedMedia {
+        let media = MappedMedia {
             region,
             map,
             durability,
@@ -176,7 +176,10 @@ impl MappedMedia {
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
             prefault: Mutex::new(None),
             claims: None,
-        })
+            sparse,
+        };
+        media.check_room_to_open(path)?;
+        Ok(media)
     }
 
     /// Open `path` read-only and map it whole, with no recovery and no check that it
@@ -192,7 +195,36 @@ impl MappedMedia {
             .open(path)
             .map_err(|source| Error::Io { op: "open", path: path.to_path_buf(), source })?;
         // The mapping outlives the file descriptor.
-        MappedMedia::map(&file, path, Access::ReadOnly, None, false)
+        let media = MappedMedia::map(&file, path, Access::ReadOnly, None, false)?;
+        // Its readers (the walker) read every unit of every segment.
+        media.check_room_to_read_all(path)?;
+        Ok(media)
+    }
+
+    /// Refuse a read-only open of a sparse file on a memory file system whose holes the
+    /// open would read (the superblock, the lane area, each segment's header and the
+    /// page where its units end) could take more than half of the memory free.
+    fn check_room_to_open(&self, path: &Path) -> Result<()> {
+        let Some(sparse) = &self.sparse else { return Ok(()) };
+        const PAGE: u64 = 4096;
+        let read = match nvs_core::internals::format::decode_superblock(self) {
+            Ok(sb) => sb
+                .data_off
+                .saturating_add(u64::from(sb.segment_count).saturating_mul(sb.segment_len.min(2 * PAGE))),
+            // The open stops at the superblock.
+            Err(_) => PAGE,
+        };
+        sparse.check(path, read, "an open reads every segment header")
+    }
+
+    /// Refuse to read every unit of a read-only sparse file on a memory file system
+    /// (`nvs check`, `dump`, `salvage`) if its holes could take more than half of the
+    /// memory free. A get reads only its object's pages, which its buffer already holds.
+    pub fn check_room_to_read_all(&self, path: &Path) -> Result<()> {
+        match &self.sparse {
+            Some(sparse) => sparse.check(path, u64::MAX, "a check, dump or salvage reads every unit"),
+            None => Ok(()),
+        }
     }
 
     /// Start a helper thread that fills the page tables of the mapping from its end
@@ -327,35 +359,53 @@ impl Drop for MappedMedia {
 
 /// A reader of a sparse file on tmpfs or ramfs (or an overlay, which may lie on
 /// either) gets a page of memory for every page of a hole it reads (a read fault on a
-/// hole of a shared mapping allocates it), and reading a pool reads its holes: an open
-/// every segment header, a check or get the payloads. A file whose holes could take more
-/// than half of the memory free (a forged superblock of 2^24 segments on a file of 1 MiB:
-/// 64 GiB) would get its reader killed: refused here, before anything is read. nvs keeps every block of its
-/// pool files allocated, so only copies made sparse, or pools a VM formats through a
-/// file (the unikernel's), have holes; those read as before when they fit. (Holes are
-/// the file's length less its blocks: blocks allocated past its end, `fallocate
-/// --keep-size`, hide as many holes, bounded by the memory they take themselves.)
-fn check_sparse_reading(file: &File, path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = file.metadata() else { return Ok(()) };
-    let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
-    let free = free_memory(file);
-    if holes <= free / 2 {
-        return Ok(());
+/// hole of a shared mapping allocates it), and reading a pool reads some of its holes:
+/// an open every segment header, a check every unit, a get its object's pages. A file
+/// whose holes read could take more than half of the memory free (a forged superblock
+/// of 2^24 segments on a file of 1 MiB: 64 GiB) would get its reader killed: refused,
+/// before those holes are read. nvs keeps every block of its pool files allocated, so
+/// only copies made sparse, or pools a VM formats through a file (the unikernel's), have
+/// holes; those read as before when they fit. (Holes are the file's length less its
+/// blocks: blocks allocated past its end, `fallocate --keep-size`, hide as many holes,
+/// bounded by the memory they take themselves.)
+#[derive(Debug)]
+struct SparseFile {
+    len: u64,
+    holes: u64,
+    /// The memory free when it was mapped.
+    free: u64,
+}
+
+impl SparseFile {
+    /// `None` for a file with no holes.
+    fn of(file: &File) -> Option<SparseFile> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
+        (holes > 0).then(|| SparseFile { len: meta.len(), holes, free: free_memory(file) })
     }
-    Err(Error::Unsupported {
-        path: path.to_path_buf(),
-        what: format!(
-            "a sparse pool file on tmpfs, ramfs or an overlay: {} of its {} are holes, and reading a hole \
-             there takes a page of memory for each page read (an open reads every segment header, a \
-             check or get the payloads): more than half of the {} free; give the file its blocks \
-             first (fallocate -x -l {} FILE) if it is a pool",
-            show_size(holes, true),
-            show_size(meta.len(), false),
-            show_size(free, false),
-            meta.len()
-        ),
-    })
+
+    /// Refuse reading up to `read` bytes of the file (`why`) if they could be holes
+    /// taking more than half of the memory free.
+    fn check(&self, path: &Path, read: u64, why: &str) -> Result<()> {
+        let need = self.holes.min(read);
+        if need <= self.free / 2 {
+            return Ok(());
+        }
+        Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            what: format!(
+                "a sparse pool file on tmpfs, ramfs or an overlay: {} of its {} are holes, and reading a hole \
+                 there takes a page of memory for each page read ({why}): up to {}, more than half of the {} \
+                 free; give the file its blocks first (fallocate -x -l {} FILE) if it is a pool",
+                show_size(self.holes, true),
+                show_size(self.len, false),
+                show_size(need, true),
+                show_size(self.free, false),
+                self.len
+            ),
+        })
+    }
 }
 
 /// `bytes` for a message: KiB, MiB or GiB, one decimal, rounded `up` or down (so that a

@@ -815,6 +815,7 @@ impl FilePool {
     /// Read every committed payload and verify its checksum (if the pool has them), as
     /// recovery verified every header; returns the number of objects checked.
     pub fn verify(&self) -> Result<u64> {
+        self.pool.media().check_room_to_read_all(&self.path)?;
         self.pool.verify_all().map_err(|source| Error::Core { path: self.path.clone(), source })
     }
 

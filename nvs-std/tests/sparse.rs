@@ -91,3 +91,37 @@ fn a_sparse_copy_of_a_real_pool_still_opens_and_reads() {
     let p = FilePool::open(&path, Access::ReadOnly).unwrap();
     assert_eq!(p.get_vec("d", 1).unwrap(), b"hello");
 }
+
+/// Issue 55, item 10: a read needs the holes it reads, not the whole file's. A pool of
+/// 64 segments of 1 GiB, sparse (64 GiB of holes): an open reads each segment's header,
+/// a get its object's pages, and both work; a check would read every unit and is
+/// refused, naming why.
+#[test]
+fn a_sparse_pool_opens_and_gets_when_its_holes_read_fit_and_a_check_is_refused() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs at /dev/shm");
+    let bytes = small_pool(dir.path());
+    let mut sb: Superblock = bytemuck::pod_read_unaligned(&bytes[..64]);
+    sb.segment_len = 1 << 30;
+    sb.segment_count = 64;
+    sb.pool_len = sb.data_off + u64::from(sb.segment_count) * sb.segment_len;
+    sb.checksum = hash64(SUPERBLOCK_SEED, &bytemuck::bytes_of(&sb)[..56]);
+    let mut forged = bytes.clone();
+    forged[..64].copy_from_slice(bytemuck::bytes_of(&sb));
+    let path = dir.path().join("big.pool");
+    sparse_copy(&path, &forged, sb.pool_len);
+    assert!(mem_available() < 128 << 30, "this host has too much memory free for the test");
+    let before = allocated(&path);
+    let p = FilePool::open(&path, Access::ReadOnly).expect("an open reads 64 headers, not 64 GiB");
+    assert_eq!(p.get_vec("d", 1).unwrap(), b"hello");
+    match p.verify() {
+        Err(Error::Unsupported { what, .. }) => {
+            assert!(what.contains("64.0 GiB are holes") && what.contains("reads every unit"), "{what}")
+        }
+        other => panic!("a check of 64 GiB of holes on tmpfs ran: {other:?}"),
+    }
+    assert!(allocated(&path) - before <= 64 * 8192 + 65536, "only the headers' pages were read");
+    match MappedMedia::open_read_only(&path) {
+        Err(Error::Unsupported { what, .. }) => assert!(what.contains("reads every unit"), "{what}"),
+        other => panic!("a walker over 64 GiB of holes on tmpfs opened: {other:?}"),
+    }
+}
