@@ -502,7 +502,17 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
 }
 
 pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
-    let p = FilePool::open_with(pool, Access::ReadOnly, durability)?;
+    let p = match FilePool::open_with(pool, Access::ReadOnly, durability) {
+        Ok(p) => p,
+        Err(e) if e.is_corruption() => {
+            // Recovery names where it stopped; the raw walk names the damaged places.
+            if let (false, Ok(damage)) = (json, super::inspect::walk_damage(pool)) {
+                stdout(&damage.iter().map(|l| format!("{l}\n")).collect::<String>())?;
+            }
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let spin = super::progress::spinner(&format!("checking {} objects", p.stats().objects));
     let checked = p.verify();
     spin.finish_and_clear();

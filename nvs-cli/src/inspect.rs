@@ -8,8 +8,9 @@ use super::commands::{same_file, stdout};
 use super::json::Obj;
 use super::progress;
 use super::CliError;
-use nvs_core::walk::{Item, SegmentState, WalkedObject, Walker};
-use nvs_core::Object;
+use nvs_core::internals::format::LINE;
+use nvs_core::walk::{Damage, Item, SegmentState, WalkedObject, Walker};
+use nvs_core::{CorruptKind, Object};
 use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool, MappedMedia};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -34,16 +35,68 @@ pub fn walk_damage(pool: &Path) -> Result<Vec<String>, CliError> {
     let media = open_raw(pool)?;
     let w = walker(pool, &media)?;
     let mut out = Vec::new();
+    let line =
+        |d: &Damage| format!("damaged: {:#x} (lane {} seq {}): {}: {}", d.offset, d.lane, d.seq, d.kind, lost_by(d));
     w.walk(&mut |item| match item {
-        Item::Damage(d) => {
-            out.push(format!("damaged: {:#x} (lane {} seq {}): {}: {}", d.offset, d.lane, d.seq, d.kind, lost_by(&d)))
-        }
+        Item::Damage(d) => out.push(line(&d)),
         Item::Segment(s) if matches!(s.state, SegmentState::Damaged { .. }) => {
             out.push(format!("damaged: segment {} header at {:#x}", s.index, s.offset))
         }
         _ => {}
     });
+    out.extend(chain_gaps(&w).iter().map(|(_, d)| line(d)));
     Ok(out)
+}
+
+/// Units lost at the end of a lane's segment, before its next one in the lane's chain
+/// (lines zeroed or torn up to the segment's end): the next segment's first seq is past
+/// where this one's units reach. The walk reads each segment alone; this ties each to
+/// the next of its chain. One per such place: the segment's index and the damage, at
+/// the end of its units, resumed at the next segment's first unit.
+fn chain_gaps(w: &Walker<'_, MappedMedia>) -> Vec<(u32, Damage)> {
+    // (lane, chain_seq, first_seq, seq its units reach, index, where they end, data start)
+    let mut segs: Vec<(u32, u64, u64, u64, u32, u64, u64)> = Vec::new();
+    let mut current = false;
+    w.walk(&mut |item| match item {
+        Item::Segment(s) => {
+            current = false;
+            if let SegmentState::Owned { lane, chain_seq, first_seq, .. } = s.state {
+                segs.push((lane, chain_seq, first_seq, first_seq, s.index, s.offset, s.offset + LINE));
+                current = true;
+            }
+        }
+        Item::Unit(u) if current => {
+            if let Some(last) = segs.last_mut().filter(|l| l.0 == u.lane) {
+                last.3 = last.3.max(u.seq + 1);
+            }
+        }
+        Item::SegmentEnd(e) if current => {
+            if let Some(last) = segs.last_mut() {
+                last.5 = e.units_end;
+            }
+        }
+        _ => {}
+    });
+    segs.sort_unstable_by_key(|s| (s.0, s.1));
+    segs.windows(2)
+        .filter_map(|p| {
+            let (a, b) = (p[0], p[1]);
+            (a.0 == b.0 && b.1 == a.1 + 1 && b.2 > a.3).then(|| {
+                (
+                    a.4,
+                    Damage {
+                        offset: a.5,
+                        kind: CorruptKind::SequenceGap,
+                        lane: a.0,
+                        seq: a.3,
+                        resumed_at: Some(b.6),
+                        units_lost: b.2 - a.3,
+                        objects_lost: 0,
+                    },
+                )
+            })
+        })
+        .collect()
 }
 
 fn unit_kind(flags: u64) -> &'static str {
@@ -100,6 +153,8 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
             let _ = writeln!(o, "recovery: FAILED: {e}");
         }
     }
+    // Units lost at a segment's end, shown after its end of units.
+    let gaps = chain_gaps(&w);
     let (mut units, mut objects, mut payload, mut damaged, mut bad_payloads) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut free_run: Option<(u32, u32)> = None;
     let flush_free = |o: &mut String, run: &mut Option<(u32, u32)>| {
@@ -205,6 +260,20 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
         }
         Item::SegmentEnd(e) => {
             let _ = writeln!(o, "  end of units @{:#x}: {} bytes after them", e.units_end, e.end - e.units_end);
+            for (_, d) in gaps.iter().filter(|(i, _)| *i == e.index) {
+                damaged += 1;
+                let at = d.resumed_at.unwrap_or(0);
+                let _ = writeln!(
+                    o,
+                    "  DAMAGE @{:#x} (lane {} seq {}): {}: the lane's next segment starts at seq {}; {} (resumed at {at:#x})",
+                    d.offset,
+                    d.lane,
+                    d.seq,
+                    d.kind,
+                    d.seq + d.units_lost,
+                    lost_by(d)
+                );
+            }
         }
     });
     flush_free(&mut o, &mut free_run);
@@ -613,6 +682,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                 ));
             }
             let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
+            let mut damage = Vec::new();
             walker.walk(&mut |item| match item {
                 Item::Object(o) => found.push(Found {
                     name: o.name.to_vec(),
@@ -632,23 +702,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                         checksum: o.checksum,
                     }),
                 }),
-                Item::Damage(d) => {
-                    let what = match d.resumed_at {
-                        Some(at) => format!("resumed at {at:#x}"),
-                        None => "the rest of its segment is unread".into(),
-                    };
-                    lost.push(format!(
-                        "damaged: {:#x} (lane {} seq {}): {}: {}; {what}",
-                        d.offset,
-                        d.lane,
-                        d.seq,
-                        d.kind,
-                        lost_by(&d)
-                    ));
-                    counted += d.objects_lost;
-                    units_lost += d.units_lost;
-                    unread |= d.resumed_at.is_none();
-                }
+                Item::Damage(d) => damage.push(d),
                 Item::Segment(s) => {
                     if let SegmentState::Damaged { .. } = s.state {
                         lost.push(format!(
@@ -665,6 +719,25 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                 }
                 _ => {}
             });
+            // Units lost at a segment's end, before the next of its lane's chain.
+            damage.extend(chain_gaps(&walker).into_iter().map(|(_, d)| d));
+            for d in damage {
+                let what = match d.resumed_at {
+                    Some(at) => format!("resumed at {at:#x}"),
+                    None => "the rest of its segment is unread".into(),
+                };
+                lost.push(format!(
+                    "damaged: {:#x} (lane {} seq {}): {}: {}; {what}",
+                    d.offset,
+                    d.lane,
+                    d.seq,
+                    d.kind,
+                    lost_by(&d)
+                ));
+                counted += d.objects_lost;
+                units_lost += d.units_lost;
+                unread |= d.resumed_at.is_none();
+            }
             closed = last.iter().filter(|(_, &(_, f))| f == 1).map(|(&l, _)| l).collect();
             closed.sort_unstable();
             // A (name, version) met twice (a released segment not yet invalidated):

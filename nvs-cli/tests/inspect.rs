@@ -485,3 +485,44 @@ fn zeroed_units_before_later_ones_are_damage_counted_and_salvaged_past() {
         assert!(l.contains("n0  versions=7 ") && l.contains("n3  versions=8 "), "{l}");
     }
 }
+
+/// Lines of units zeroed up to the end of a segment, the lane going on in its next
+/// segment: no later unit in the segment shows the loss, and salvage used to count none
+/// of those units ("1 object lost" beside 5 gone). The lane's next segment starts at a
+/// later seq than the units reach: check and dump name the place, salvage counts them.
+#[test]
+fn zeroed_units_at_a_segments_end_are_counted_from_the_lanes_next_segment() {
+    let dir = tmp();
+    let p = dir.path().join("z.pool");
+    {
+        let opts = nvs_std::CreateOptions::new().segment_len(64 << 10);
+        let mut pool = nvs_std::FilePool::create(&p, 1 << 20, &opts).unwrap();
+        for v in 0..40u32 {
+            let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 31 + v * 7) as u8).collect();
+            pool.put(0, nvs_core::Object::new("n", &bytes)).unwrap();
+        }
+        pool.close().unwrap();
+    }
+    let dump = ok(&nvs(&["dump", s(&p)]));
+    let units = dumped(&dump, "unit");
+    let line = dump.lines().find_map(|l| l.strip_prefix("segment 1 @0x")).expect("segment 1");
+    assert!(line.contains("lane 0 chain 1"), "{dump}");
+    let second = usize::from_str_radix(line.split_once(':').unwrap().0, 16).unwrap();
+    // The last 4 units of the first segment (seqs 16..=19 of 20), zeroed to its end.
+    let first_of_second = units.iter().position(|u| u.0 > second).unwrap();
+    assert_eq!(first_of_second, 20, "{dump}");
+    let from = units[16].0;
+    let mut img = std::fs::read(&p).unwrap();
+    img[from..second].fill(0);
+    std::fs::write(&p, &img).unwrap();
+    let o = nvs(&["check", s(&p)]);
+    assert_eq!(code(&o), 1, "check: {}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains(&format!("damaged: {from:#x} (lane 0 seq 16)")), "{}", stdout(&o));
+    let d = nvs(&["dump", s(&p)]);
+    assert!(stdout(&d).contains(&format!("DAMAGE @{from:#x} (lane 0 seq 16)")), "{}", stdout(&d));
+    let new = dir.path().join("new.pool");
+    let o = nvs(&["salvage", s(&p), s(&new)]);
+    fails(&o, 1, "0 objects lost and 4 units of unknown objects");
+    assert!(stdout(&o).contains("salvaged 36 objects"), "{}", stdout(&o));
+    assert!(listing(&new).contains("n  versions=36 "), "{}", listing(&new));
+}

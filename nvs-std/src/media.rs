@@ -208,9 +208,9 @@ impl MappedMedia {
         let Some(sparse) = &self.sparse else { return Ok(()) };
         const PAGE: u64 = 4096;
         let read = match nvs_core::internals::format::decode_superblock(self) {
-            Ok(sb) => sb
-                .data_off
-                .saturating_add(u64::from(sb.segment_count).saturating_mul(sb.segment_len.min(2 * PAGE))),
+            Ok(sb) => {
+                sb.data_off.saturating_add(u64::from(sb.segment_count).saturating_mul(sb.segment_len.min(2 * PAGE)))
+            }
             // The open stops at the superblock.
             Err(_) => PAGE,
         };
