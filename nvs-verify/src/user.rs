@@ -45,7 +45,13 @@
 //! ```
 //!
 //! The workload runs twice and must store the same bytes both times (a `HashMap`'s order
-//! would not: the check refuses it, naming where the runs part). A violation is told in
+//! would not: the check refuses it, naming where the runs part). Writer threads take
+//! their lanes from [`Run::lane`] (recorded as `Run`'s own puts are); each thread must
+//! store the same bytes in the same order in both runs, and the crash points explored
+//! are those of the interleaving the first run made. Every store must go through `Run`
+//! or a [`RunLane`]: one the check did not record (a lane taken from `run.pool()`) is
+//! an error, not a violation of nvs's contract. A pool with lane names:
+//! `setup.options.lane_names = true`. A violation is told in
 //! the workload's words: its operations that had returned, the one in flight, those not
 //! started, the acknowledgements owed and what the restart code returned, then the
 //! repro line. Restart code can be shared between production and the check by writing it
@@ -54,10 +60,11 @@
 
 use crate::check::{oracle, panic_message, read_all, Recovered, BUDGET};
 use crate::workload::{present, Issued};
-use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Put};
+use nvs_core::{FormatOptions, HeapMemory, LaneWriter, Object, Pool, Put};
 use nvs_sim::{explore, fence_points, replay, Chooser, CrashView, SimMedia, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The pool a workload writes: on the recording media.
 pub type SimPool<'m> = Pool<&'m SimMedia, HeapMemory>;
@@ -98,7 +105,7 @@ pub struct Setup {
 pub const MAX_EVENTS: usize = 2_000_000;
 
 /// The unwinding payload that stops a workload past [`Setup::max_events`].
-struct TooLong(usize);
+struct TooLong;
 
 impl Setup {
     /// `media_len` bytes, nvs's default format options (4 KiB segments, 4 lanes), the
@@ -117,26 +124,107 @@ impl Setup {
 }
 
 /// A workload's handle on its pool: puts through it are recorded for nvs's oracle, and
-/// [`Run::ack`] records what the workload promised its own caller.
+/// [`Run::ack`] records what the workload promised its own caller. Writer threads take
+/// their lanes with [`Run::lane`]; every store must come through `Run` or a
+/// [`RunLane`] (the check refuses a workload that stores otherwise, e.g. through
+/// `run.pool().lane(..)`).
 pub struct Run<'m, A> {
     pool: SimPool<'m>,
+    rec: Recorder<'m, A>,
+}
+
+/// What a run recorded, shared by the workload's threads.
+struct Recorder<'m, A> {
     media: &'m SimMedia,
+    log: Mutex<Log<A>>,
+    max_events: usize,
+    /// Set when the workload went past `max_events` (whatever its threads' panics say).
+    too_long: AtomicUsize,
+}
+
+struct Log<A> {
     issued: Vec<Issued>,
     acks: Vec<(usize, A)>,
-    max_events: usize,
+    /// Each operation's thread and trace window (`start..end`): every store of the trace
+    /// must fall in a window of its own thread.
+    windows: Vec<(u32, usize, usize)>,
+}
+
+impl<A> Default for Log<A> {
+    fn default() -> Self {
+        Log { issued: Vec::new(), acks: Vec::new(), windows: Vec::new() }
+    }
+}
+
+impl<'m, A> Recorder<'m, A> {
+    fn log(&self) -> std::sync::MutexGuard<'_, Log<A>> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `op` (a write on `lane`) and record it: `objects` are what an `Ok` put
+    /// stored, `what` marks a close or a join.
+    fn op<T>(
+        &self,
+        lane: u32,
+        op: impl FnOnce() -> nvs_core::Result<T>,
+        objects: impl FnOnce(&T) -> Stored,
+        what: Issued,
+    ) -> nvs_core::Result<T> {
+        let (thread, start) = (nvs_sim::thread_id(), self.media.point());
+        let r = op();
+        let end = self.media.point();
+        let mut log = self.log();
+        // Each operation counts too: a put refused before any store (a full pool) makes
+        // no event, but is recorded.
+        let events = end + log.issued.len();
+        if events > self.max_events {
+            self.too_long.store(events, Ordering::Relaxed);
+            drop(log);
+            // Out of the workload, past its own code (no panic message: `check` reports it).
+            std::panic::resume_unwind(Box::new(TooLong));
+        }
+        let objects = r.as_ref().map(objects).unwrap_or_default();
+        let op = log.issued.len();
+        log.issued.push(Issued { op, lane, start, ack: r.is_ok().then_some(end), objects, ..what });
+        log.windows.push((thread, start, end));
+        r
+    }
+
+    fn ack(&self, what: A) {
+        let at = self.media.point();
+        self.log().acks.push((at, what));
+    }
+}
+
+/// What an operation stored: each object's name, version and bytes.
+type Stored = Vec<(Vec<u8>, u64, Vec<u8>)>;
+
+/// A put's record: its object's name, version and bytes.
+fn one(name: Vec<u8>, bytes: Vec<u8>) -> impl FnOnce(&Put) -> Stored {
+    move |put| vec![(name, put.version, bytes)]
+}
+
+/// A batch's record.
+fn batch(objects: &[(&[u8], &[u8])]) -> impl FnOnce(&Vec<u64>) -> Stored {
+    let objects: Vec<(Vec<u8>, Vec<u8>)> = objects.iter().map(|(n, b)| (n.to_vec(), b.to_vec())).collect();
+    move |versions| objects.into_iter().zip(versions).map(|((n, b), v)| (n, *v, b)).collect()
+}
+
+/// An object as the checker reads it back: its name, and its payload then metadata.
+fn whole(object: &Object<'_>) -> (Vec<u8>, Vec<u8>) {
+    (object.name().to_vec(), [object.parts().concat(), object.meta_bytes().to_vec()].concat())
+}
+
+fn nothing<T>(_: &T) -> Stored {
+    Vec::new()
 }
 
 impl<'m, A> Run<'m, A> {
     /// Put `bytes` as the next version of `name` on `lane`.
     pub fn put(&mut self, lane: u32, name: &[u8], bytes: &[u8]) -> nvs_core::Result<Put> {
-        let start = self.media.point();
-        let r = self.pool.put(lane, Object::new(name, bytes));
-        let objects = match &r {
-            Ok(put) => vec![(name.to_vec(), put.version, bytes.to_vec())],
-            Err(_) => Vec::new(),
-        };
-        self.record(lane, start, r.is_ok(), objects);
-        r
+        let pool = &mut self.pool;
+        let record = one(name.to_vec(), bytes.to_vec());
+        self.rec.op(lane, || pool.put(lane, Object::new(name, bytes)), record, Issued::default())
     }
 
     /// Put one object as nvs-core describes it — with metadata ([`Object::meta`]), an
@@ -144,86 +232,119 @@ impl<'m, A> Run<'m, A> {
     /// ([`Object::delta`]) — recorded with its whole bytes (what a get must return) and
     /// its metadata (what `meta` must return).
     pub fn put_object(&mut self, lane: u32, object: Object<'_>) -> nvs_core::Result<Put> {
-        let start = self.media.point();
-        // As the checker reads an object back: its payload, then its metadata.
-        let (name, bytes) = (object.name().to_vec(), [object.parts().concat(), object.meta_bytes().to_vec()].concat());
-        let r = self.pool.put(lane, object);
-        let objects = match &r {
-            Ok(put) => vec![(name, put.version, bytes)],
-            Err(_) => Vec::new(),
-        };
-        self.record(lane, start, r.is_ok(), objects);
-        r
+        let (name, bytes) = whole(&object);
+        let pool = &mut self.pool;
+        self.rec.op(lane, || pool.put(lane, object), one(name, bytes), Issued::default())
     }
 
     /// Put every `(name, bytes)` in one commit on `lane`; their versions, in order.
     pub fn put_batch(&mut self, lane: u32, objects: &[(&[u8], &[u8])]) -> nvs_core::Result<Vec<u64>> {
-        let start = self.media.point();
-        let objs: Vec<Object<'_>> = objects.iter().map(|(n, b)| Object::new(n, b)).collect();
-        let r = self.pool.put_batch(lane, &objs).map(|v| v.iter().copied().collect::<Vec<u64>>());
-        let recorded = match &r {
-            Ok(versions) => objects.iter().zip(versions).map(|((n, b), v)| (n.to_vec(), *v, b.to_vec())).collect(),
-            Err(_) => Vec::new(),
+        let pool = &mut self.pool;
+        let put = || {
+            let objs: Vec<Object<'_>> = objects.iter().map(|(n, b)| Object::new(n, b)).collect();
+            pool.put_batch(lane, &objs).map(|v| v.iter().copied().collect::<Vec<u64>>())
         };
-        self.record(lane, start, r.is_ok(), recorded);
-        r
+        self.rec.op(lane, put, batch(objects), Issued::default())
     }
 
     /// Close `lane`'s stream (an end-of-stream marker).
     pub fn close_lane(&mut self, lane: u32) -> nvs_core::Result<()> {
-        let start = self.media.point();
-        let r = self.pool.close_lane(lane);
-        self.issued.push(Issued {
-            op: self.issued.len(),
-            lane,
-            start,
-            ack: r.is_ok().then(|| self.media.point()),
-            close: true,
-            ..Issued::default()
-        });
-        r
+        let pool = &mut self.pool;
+        self.rec.op(lane, || pool.close_lane(lane), nothing, Issued { close: true, ..Issued::default() })
     }
 
     /// Release all but the newest `keep` versions of every name (nvs's retention); the
     /// number of segments released.
     pub fn reclaim(&mut self, keep: u32) -> nvs_core::Result<u32> {
-        let start = self.media.point();
-        let before = present(&self.pool);
-        let r = self.pool.reclaim(keep);
-        let after = present(&self.pool);
-        let released = before.into_iter().filter(|o| !after.contains(o)).collect();
-        self.issued.push(Issued {
-            op: self.issued.len(),
-            lane: u32::MAX,
-            start,
-            ack: r.is_ok().then(|| self.media.point()),
-            released,
-            ..Issued::default()
-        });
+        let pool = &mut self.pool;
+        let mut released = Vec::new();
+        let reclaim = || {
+            let before = present(pool);
+            let r = pool.reclaim(keep);
+            let after = present(pool);
+            released = before.into_iter().filter(|o| !after.contains(o)).collect();
+            r
+        };
+        let r = self.rec.op(u32::MAX, reclaim, nothing, Issued::default());
+        if let Some(op) = self.rec.log().issued.last_mut() {
+            op.released = released;
+        }
         r
     }
 
-    /// The pool, to read (its reads store nothing).
+    /// Take `lane` for a writer thread: its puts and close are recorded as [`Run`]'s
+    /// are, and several threads, each with its own lane, write at once
+    /// (`std::thread::scope`). Taking a lane joins it to the stream ([`Pool::lane`]).
+    /// The check explores every crash point of the interleaving the first run made (not
+    /// every interleaving: nvs's own loom tests do that for its code); the second run may
+    /// interleave otherwise, but each thread must store the same bytes in the same order.
+    pub fn lane(&self, lane: u32) -> nvs_core::Result<RunLane<'_, 'm, A>> {
+        let mut writer = None;
+        let join = || self.pool.lane(lane).map(|w| writer = Some(w));
+        self.rec.op(lane, join, nothing, Issued { join: true, ..Issued::default() })?;
+        let writer = writer.ok_or(nvs_core::Error::LaneBusy { lane })?;
+        Ok(RunLane { writer, rec: &self.rec })
+    }
+
+    /// The pool, to read (its reads store nothing). Write through `Run`'s methods and
+    /// [`Run::lane`]: a store the check did not record is refused.
     pub fn pool(&self) -> &SimPool<'m> {
         &self.pool
     }
 
     /// Record that the workload has now told its own caller that `what` is durable: a
     /// crash from here on must not lose it (your predicate sees it).
-    pub fn ack(&mut self, what: A) {
-        self.acks.push((self.media.point(), what));
+    pub fn ack(&self, what: A) {
+        self.rec.ack(what);
+    }
+}
+
+/// A writer thread's lane in a checked workload ([`Run::lane`]): puts and a close,
+/// recorded as [`Run`]'s are. Dropping it gives the lane back (it stays open).
+pub struct RunLane<'r, 'm, A> {
+    writer: LaneWriter<'r, &'m SimMedia, HeapMemory>,
+    rec: &'r Recorder<'m, A>,
+}
+
+impl<A> RunLane<'_, '_, A> {
+    /// The lane this writer holds.
+    pub fn lane(&self) -> u32 {
+        self.writer.lane()
     }
 
-    fn record(&mut self, lane: u32, start: usize, ok: bool, objects: Vec<(Vec<u8>, u64, Vec<u8>)>) {
-        // Each operation counts too: a put refused before any store (a full pool) makes
-        // no event, but is recorded.
-        let events = self.media.point() + self.issued.len();
-        if events > self.max_events {
-            // Out of the workload, past its own code (no panic message: `check` reports it).
-            std::panic::resume_unwind(Box::new(TooLong(events)));
-        }
-        let ack = ok.then(|| self.media.point());
-        self.issued.push(Issued { op: self.issued.len(), lane, start, ack, objects, ..Issued::default() });
+    /// Put `bytes` as the next version of `name` on this lane.
+    pub fn put(&mut self, name: &[u8], bytes: &[u8]) -> nvs_core::Result<Put> {
+        let (lane, w) = (self.writer.lane(), &mut self.writer);
+        self.rec.op(lane, || w.put(Object::new(name, bytes)), one(name.to_vec(), bytes.to_vec()), Issued::default())
+    }
+
+    /// Put one object with metadata, an explicit version, parts or as a delta
+    /// ([`Run::put_object`]).
+    pub fn put_object(&mut self, object: Object<'_>) -> nvs_core::Result<Put> {
+        let (name, bytes) = whole(&object);
+        let (lane, w) = (self.writer.lane(), &mut self.writer);
+        self.rec.op(lane, || w.put(object), one(name, bytes), Issued::default())
+    }
+
+    /// Put every `(name, bytes)` in one commit on this lane; their versions, in order.
+    pub fn put_batch(&mut self, objects: &[(&[u8], &[u8])]) -> nvs_core::Result<Vec<u64>> {
+        let (lane, w) = (self.writer.lane(), &mut self.writer);
+        let put = || {
+            let objs: Vec<Object<'_>> = objects.iter().map(|(n, b)| Object::new(n, b)).collect();
+            w.put_batch(&objs).map(|v| v.iter().copied().collect::<Vec<u64>>())
+        };
+        self.rec.op(lane, put, batch(objects), Issued::default())
+    }
+
+    /// Close this lane's stream (an end-of-stream marker).
+    pub fn close(&mut self) -> nvs_core::Result<()> {
+        let (lane, w) = (self.writer.lane(), &mut self.writer);
+        self.rec.op(lane, || w.close(), nothing, Issued { close: true, ..Issued::default() })
+    }
+
+    /// [`Run::ack`], from this thread.
+    pub fn ack(&self, what: A) {
+        self.rec.ack(what);
     }
 }
 
@@ -371,7 +492,7 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
     let fingerprint = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        events.hash(&mut h);
+        normalized(&events).hash(&mut h);
         h.finish()
     };
     let (ack_points, acks): (Vec<usize>, Vec<A>) = acks.into_iter().unzip();
@@ -535,34 +656,131 @@ fn record<A>(
     let media = SimMedia::from_bytes(&vec![0u8; setup.media_len]);
     let pool = Pool::format(&media, setup.options, HeapMemory::new()).map_err(|e| format!("format: {e}"))?;
     let format_end = media.point();
-    let mut run = Run { pool, media: &media, issued: Vec::new(), acks: Vec::new(), max_events: setup.max_events };
-    match catch_unwind(AssertUnwindSafe(|| workload(&mut run))) {
+    let rec = Recorder { media: &media, log: Mutex::default(), max_events: setup.max_events, too_long: 0.into() };
+    let mut run = Run { pool, rec };
+    let r = catch_unwind(AssertUnwindSafe(|| workload(&mut run)));
+    let Run { pool, rec } = run;
+    drop(pool);
+    // A writer thread that went past the bound panics its own way (`scope` and `join`
+    // give other payloads): the flag says so whatever the workload's panic says.
+    let too_long = rec.too_long.load(Ordering::Relaxed);
+    match r {
+        _ if too_long > 0 => {
+            return Err(format!(
+                "the workload made more than {} trace events and operations (word stores, \
+                 flushes, fences, puts; {too_long} when it was stopped): every crash point of the \
+                 trace is explored and the trace is held in memory; shorten the workload, use \
+                 smaller objects, or raise Setup::max_events",
+                setup.max_events
+            ))
+        }
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(format!("the workload failed: {e}")),
-        Err(p) => match p.downcast_ref::<TooLong>() {
-            Some(TooLong(n)) => {
-                return Err(format!(
-                    "the workload made more than {} trace events and operations (word stores, \
-                     flushes, fences, puts; {n} when it was stopped): every crash point of the \
-                     trace is explored and the trace is held in memory; shorten the workload, use \
-                     smaller objects, or raise Setup::max_events",
-                    setup.max_events
-                ))
-            }
-            None => return Err(format!("the workload panicked: {}", panic_message(&p))),
-        },
+        Err(p) => return Err(format!("the workload panicked: {}", panic_message(&p))),
     }
-    let Run { pool, issued, acks, .. } = run;
-    drop(pool);
+    let Log { issued, acks, windows } = rec.log.into_inner().unwrap_or_else(|e| e.into_inner());
+    unrecorded(&media.events(), format_end, windows, &issued)?;
     Ok(Recorded { media, format_end, issued, acks })
 }
 
-/// Where two runs of a workload part, in its words (`None`: they are alike).
+/// Refuse a trace with a store, flush or fence outside every recorded operation of its
+/// thread (a write through `run.pool().lane(..)`, say): nvs's contract could not be held
+/// against writes the check did not see, and it would blame nvs.
+fn unrecorded(
+    events: &[nvs_sim::Event],
+    format_end: usize,
+    mut windows: Vec<(u32, usize, usize)>,
+    issued: &[Issued],
+) -> Result<(), String> {
+    use nvs_sim::Event;
+    windows.sort_unstable();
+    for (i, e) in events.iter().enumerate().skip(format_end) {
+        let (Event::Store { thread, .. } | Event::Flush { thread, .. } | Event::Fence { thread }) = *e;
+        // The last window of this thread starting at or before `i`.
+        let at = windows.partition_point(|&(t, s, _)| (t, s) <= (thread, i));
+        let inside = at > 0 && matches!(windows[at - 1], (t, _, end) if t == thread && i < end);
+        if !inside {
+            let after = match issued.iter().rposition(|o| o.start <= i) {
+                Some(k) => format!("after operation {k}, {}", describe(&issued[k])),
+                None => "before its first operation".into(),
+            };
+            return Err(format!(
+                "the workload stored to the pool outside the operations the check records (trace event {i}, \
+                 {after}): write only through Run's methods and the lanes of Run::lane, not through \
+                 run.pool() (its lane() writes unseen: nvs's contract cannot be held against them)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `events` with each thread named by the order of its first event (0, 1, ...): two
+/// runs of a workload run their threads under other ids.
+fn normalized(events: &[nvs_sim::Event]) -> Vec<nvs_sim::Event> {
+    use nvs_sim::Event;
+    let mut ids: Vec<u32> = Vec::new();
+    let mut id = |t: u32| match ids.iter().position(|&x| x == t) {
+        Some(i) => i as u32,
+        None => {
+            ids.push(t);
+            ids.len() as u32 - 1
+        }
+    };
+    events
+        .iter()
+        .map(|e| match *e {
+            Event::Store { thread, word, value, nt } => Event::Store { thread: id(thread), word, value, nt },
+            Event::Flush { thread, line } => Event::Flush { thread: id(thread), line },
+            Event::Fence { thread } => Event::Fence { thread: id(thread) },
+        })
+        .collect()
+}
+
+/// Each thread's events, without its id, and the trace index of each.
+fn threads(events: &[nvs_sim::Event]) -> Vec<Vec<(nvs_sim::Event, usize)>> {
+    use nvs_sim::Event;
+    let mut by: std::collections::BTreeMap<u32, Vec<(Event, usize)>> = std::collections::BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let (thread, bare) = match *e {
+            Event::Store { thread, word, value, nt } => (thread, Event::Store { thread: 0, word, value, nt }),
+            Event::Flush { thread, line } => (thread, Event::Flush { thread: 0, line }),
+            Event::Fence { thread } => (thread, Event::Fence { thread: 0 }),
+        };
+        by.entry(thread).or_default().push((bare, i));
+    }
+    let mut all: Vec<_> = by.into_values().collect();
+    let key = |e: &(Event, usize)| match e.0 {
+        Event::Store { word, value, nt, .. } => (0u8, word, value, nt),
+        Event::Flush { line, .. } => (1, line, 0, false),
+        Event::Fence { .. } => (2, 0, 0, false),
+    };
+    all.sort_by(|a, b| a.iter().map(key).cmp(b.iter().map(key)));
+    all
+}
+
+/// Where two runs of a workload part, in its words (`None`: they are alike). Writer
+/// threads may interleave otherwise in the second run; each must store the same.
 fn parted(a: &[nvs_sim::Event], b: &[nvs_sim::Event], issued: &[Issued]) -> Option<String> {
-    let at = match a.iter().zip(b).position(|(x, y)| x != y) {
+    let (na, nb) = (normalized(a), normalized(b));
+    let at = match na.iter().zip(&nb).position(|(x, y)| x != y) {
         Some(i) => i,
         None if a.len() == b.len() => return None,
         None => a.len().min(b.len()),
+    };
+    let (ta, tb) = (threads(a), threads(b));
+    let at = if ta.len() > 1 || tb.len() > 1 {
+        // Threads: alike if each thread's events are (a multiset of sequences).
+        let differs = ta.iter().zip(&tb).find_map(|(x, y)| {
+            let k = x.iter().zip(y).position(|(p, q)| p.0 != q.0).unwrap_or(x.len().min(y.len()));
+            (x.len() != y.len() || k < x.len()).then(|| x.get(k).or(x.last()).map_or(at, |e| e.1))
+        });
+        match differs {
+            None if ta.len() == tb.len() => return None,
+            None => at,
+            Some(i) => i,
+        }
+    } else {
+        at
     };
     let op = issued.iter().rposition(|o| o.start <= at);
     let what = match op {
@@ -572,8 +790,8 @@ fn parted(a: &[nvs_sim::Event], b: &[nvs_sim::Event], issued: &[Issued]) -> Opti
     Some(format!(
         "the workload is not deterministic: its second run stored other bytes than its first (trace event {at}, \
          {what}). A check explores the crash images of one run, so every run must make the same puts in the same \
-         order with the same bytes: iterate a BTreeMap or a sorted list, not a HashMap; seed any randomness; \
-         keep the clock out"
+         order with the same bytes (each writer thread its own, in its own order): iterate a BTreeMap or a sorted \
+         list, not a HashMap; seed any randomness; keep the clock out"
     ))
 }
 
@@ -582,6 +800,9 @@ fn describe(o: &Issued) -> String {
     let show = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
     if o.close {
         return format!("close_lane({})", o.lane);
+    }
+    if o.join {
+        return format!("lane({}) (a writer thread's lane taken)", o.lane);
     }
     if o.lane == u32::MAX {
         return format!("reclaim (released {} versions)", o.released.len());
@@ -611,7 +832,7 @@ fn story<A: std::fmt::Debug>(issued: &[Issued], point: usize, owed: &[A], restar
     for o in &started[skip..] {
         let state = match o.ack {
             Some(a) if a <= point => "returned",
-            None if o.objects.is_empty() && !o.close && o.lane != u32::MAX => "returned an error",
+            None => "returned an error",
             _ => "IN FLIGHT (the crash fell inside it)",
         };
         s += &format!("    operation {}: {} — {state}\n", o.op, describe(o));

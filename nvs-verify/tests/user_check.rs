@@ -223,3 +223,97 @@ fn metadata_and_deltas_are_checked() {
     );
     assert!(r.passed() && r.points > 2, "{r}");
 }
+
+/// Two writer threads, each on its own lane (`Run::lane`), and a manifest on lane 2 that
+/// names the last step both lanes hold. `manifest_early`: thread A writes the manifest of
+/// step k before thread B has written its part of k (a barrier orders them, so every
+/// interleaving has the crash point between).
+fn two_threads(run: &mut Run<'_, u64>, manifest_early: bool) -> Result<(), String> {
+    let barrier = std::sync::Barrier::new(2);
+    let (a, b) = (run.lane(0).map_err(|e| e.to_string())?, run.lane(1).map_err(|e| e.to_string())?);
+    let mut manifest = run.lane(2).map_err(|e| e.to_string())?;
+    let err = |e: nvs_core::Error| e.to_string();
+    std::thread::scope(|s| {
+        let ta = s.spawn(|| -> Result<(), String> {
+            let mut a = a;
+            for k in 1..=2u64 {
+                a.put(b"part", &[k as u8; 100]).map_err(err)?;
+                if manifest_early {
+                    manifest.put(b"manifest", &k.to_le_bytes()).map_err(err)?;
+                    manifest.ack(k);
+                }
+                barrier.wait();
+                barrier.wait();
+                if !manifest_early {
+                    manifest.put(b"manifest", &k.to_le_bytes()).map_err(err)?;
+                    manifest.ack(k);
+                }
+                barrier.wait();
+            }
+            Ok(())
+        });
+        let tb = s.spawn(|| -> Result<(), String> {
+            let mut b = b;
+            for k in 1..=2u64 {
+                barrier.wait();
+                b.put(b"part", &[k as u8; 100]).map_err(err)?;
+                barrier.wait();
+                barrier.wait();
+            }
+            Ok(())
+        });
+        ta.join().map_err(|_| "thread A panicked".to_string())??;
+        tb.join().map_err(|_| "thread B panicked".to_string())?
+    })
+}
+
+/// The step the manifest names, with both lanes' parts of it checked.
+fn two_restart(pool: &CrashPool<'_>) -> Result<u64, String> {
+    let Ok(v) = pool.latest_on(2, "manifest") else { return Ok(0) };
+    let mut w = [0u8; 8];
+    pool.get_on(2, "manifest", v, &mut w).map_err(|e| e.to_string())?;
+    let k = u64::from_le_bytes(w);
+    for lane in [0, 1] {
+        let mut part = [0u8; 100];
+        pool.get_on(lane, "part", k, &mut part).map_err(|e| format!("lane {lane}'s part {k}: {e}"))?;
+    }
+    Ok(k)
+}
+
+/// Issue 56, item 3: writer threads used to write through `run.pool().lane(..)`, and the
+/// check blamed nvs for the writes it had not recorded. Lanes from `Run::lane` are
+/// recorded: the correct two-thread protocol passes every crash image, the one whose
+/// manifest runs ahead of the other thread's data is caught, in the workload's words.
+#[test]
+fn a_two_thread_protocol_checks() {
+    let mut setup = Setup::new(64 << 10);
+    setup.options.lane_names = true;
+    let good = check(&setup, |r| two_threads(r, false), two_restart, promise);
+    assert!(good.passed() && good.points > 10, "{good}");
+    let bad = check(&setup, |r| two_threads(r, true), two_restart, promise);
+    let f = bad.failure.clone().unwrap_or_else(|| panic!("the early manifest was not caught: {bad}"));
+    assert!(f.message.contains("the restart code failed: lane 1's part 1"), "{bad}");
+    assert!(f.story.contains("put(lane 2, \"manifest\") -> v1") && f.story.contains("operation 1: lane(1)"), "{bad}");
+}
+
+/// A store the check did not record (a writer thread's lane taken from `run.pool()`) is
+/// refused, saying what to use instead; it used to be reported as nvs breaking its
+/// contract.
+#[test]
+fn a_write_the_check_cannot_see_is_refused_naming_the_way_to_write() {
+    let r = check(
+        &Setup::new(32 << 10),
+        |run: &mut Run<'_, u64>| {
+            run.put(0, b"seen", b"12345678").map_err(|e| e.to_string())?;
+            let mut unseen = run.pool().lane(1).map_err(|e| e.to_string())?;
+            unseen.put(nvs_core::Object::new("unseen", b"abcdefgh")).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        |_pool| Ok(()),
+        |_: &(), _: &[u64]| Ok(()),
+    );
+    let e = r.error.clone().unwrap_or_else(|| panic!("an unrecorded write was checked: {r}"));
+    assert!(e.contains("outside the operations the check records") && e.contains("Run::lane"), "{e}");
+    assert!(e.contains("after operation 0, put(lane 0, \"seen\")"), "{e}");
+    assert!(!r.passed());
+}

@@ -1,0 +1,28 @@
+//! How `user::check` scales with a workload of small puts: `cargo run --release -p
+//! nvs-verify --example user_scale -- N` checks N puts of 64 bytes (one name, the
+//! restart reads the latest version) and prints the time and the counts.
+use nvs_verify::user::{check, Setup};
+use std::time::Instant;
+
+fn main() {
+    let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let mut setup = Setup::named(((n as usize * 192) + (1 << 20)).next_multiple_of(4096), "scale");
+    setup.options.segment_len = Some(64 << 10);
+    let t = Instant::now();
+    let report = check(
+        &setup,
+        |run| {
+            for step in 1..=n {
+                run.put(0, b"step", &[step as u8; 64]).map_err(|e| e.to_string())?;
+                run.ack(step);
+            }
+            Ok(())
+        },
+        |pool| Ok(pool.latest("step").unwrap_or(0)),
+        |&at, acked| match acked.last() {
+            Some(&s) if at < s => Err(format!("restarts at {at}, {s} was durable")),
+            _ => Ok(()),
+        },
+    );
+    println!("{n} puts: {:.2} s: {report}", t.elapsed().as_secs_f64());
+}
