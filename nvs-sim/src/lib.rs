@@ -21,4 +21,4 @@ pub mod state;
 
 pub use explore::{explore, replay, Chooser, Verdict};
 pub use media::{thread_id, CrashView, SimMedia, View};
-pub use state::{all_points, crash_state, fence_points, Cell, Event, Recording, State};
+pub use state::{all_points, crash_state, fence_points, Cell, Event, Recording, State, Stepper};

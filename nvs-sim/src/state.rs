@@ -526,6 +526,91 @@ impl Recording {
     }
 }
 
+/// The crash states of one recording at increasing points, each made from the one
+/// before: [`Recording::crash_state`] reads the trace up to its point, so the states of
+/// every point of a long trace cost its length squared. Stepping keeps each word's
+/// durable value and its pending NT stores; past a cached store, or over a base with
+/// undecided words, it makes each state whole (the same state either way).
+#[derive(Debug)]
+pub struct Stepper<'r> {
+    rec: &'r Recording,
+    /// The events applied: `events[..at]`.
+    at: usize,
+    /// Every word's durable value (stepping only).
+    bytes: Vec<u8>,
+    /// The words with stores after their durable one: those stores, in trace order, as
+    /// (thread, value).
+    pending: std::collections::BTreeMap<u32, Vec<(u32, u64)>>,
+    /// Per thread, the words it stored since its last fence.
+    touched: Vec<Vec<u32>>,
+}
+
+impl Recording {
+    /// A [`Stepper`] from the start of the trace.
+    pub fn stepper(&self) -> Stepper<'_> {
+        Stepper {
+            rec: self,
+            at: 0,
+            bytes: self.base.bytes.clone(),
+            pending: std::collections::BTreeMap::new(),
+            touched: Vec::new(),
+        }
+    }
+}
+
+impl Stepper<'_> {
+    /// `Recording::crash_state(point)`; cheapest for points in increasing order.
+    pub fn crash_state(&mut self, point: usize) -> State {
+        let rec = self.rec;
+        let point = point.min(rec.events.len());
+        let steps = rec.base.open.is_empty() && rec.first_cached.is_none_or(|c| c >= point);
+        if !steps || point < self.at {
+            return rec.crash_state(point);
+        }
+        for e in &rec.events[self.at..point] {
+            match *e {
+                Event::Store { thread, word, value, .. } => {
+                    self.pending.entry(word).or_default().push((thread, value));
+                    let t = thread as usize;
+                    if self.touched.len() <= t {
+                        self.touched.resize(t + 1, Vec::new());
+                    }
+                    self.touched[t].push(word);
+                }
+                Event::Fence { thread } => {
+                    let Some(words) = self.touched.get_mut(thread as usize) else { continue };
+                    for w in words.drain(..) {
+                        let Some(stores) = self.pending.get_mut(&w) else { continue };
+                        // This thread's last store to the word is durable now, and what
+                        // was stored before it is overwritten.
+                        let Some(k) = stores.iter().rposition(|s| s.0 == thread) else { continue };
+                        self.bytes[w as usize * 8..w as usize * 8 + 8].copy_from_slice(&stores[k].1.to_le_bytes());
+                        stores.drain(..=k);
+                        if stores.is_empty() {
+                            self.pending.remove(&w);
+                        }
+                    }
+                }
+                Event::Flush { .. } => {}
+            }
+        }
+        self.at = point;
+        let mut out = State { bytes: self.bytes.clone(), ..State::default() };
+        let mut values = Vec::new();
+        for (&w, stores) in &self.pending {
+            let at = w as usize * 8..w as usize * 8 + 8;
+            let durable = u64::from_le_bytes(out.bytes[at.clone()].try_into().unwrap());
+            if let c @ Cell::Open(_) =
+                cell_of_distinct(&mut values, std::iter::once(durable).chain(stores.iter().map(|s| s.1)))
+            {
+                out.bytes[at].fill(0);
+                out.open.push((w, c));
+            }
+        }
+        out.masked()
+    }
+}
+
 /// The splitmix64 finalizer: a bijection that mixes every input bit into every output bit.
 fn mix64(mut x: u64) -> u64 {
     x ^= x >> 30;

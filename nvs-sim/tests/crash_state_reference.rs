@@ -211,9 +211,11 @@ fn crash_states_match_the_reference() {
             // Some traces of NT stores only (the digest's fast path).
             let events = trace(&mut rng, words, round % 3 != 0);
             let recording = Recording::new(base.clone(), events.clone());
+            let mut stepper = recording.stepper();
             for point in 0..=events.len() {
                 let got = crash_state(&base, &events, point);
                 assert_eq!(recording.crash_state(point), got);
+                assert_eq!(stepper.crash_state(point), got, "stepped: round {round}, point {point}, {events:?}");
                 assert_eq!(recording.crash_digest(point), got.digest(), "round {round}, point {point}");
                 let seen = by_digest.entry(got.digest()).or_insert_with(|| got.clone());
                 assert_eq!(*seen, got, "two states with one digest");

@@ -621,9 +621,10 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
         return report;
     }
     let recording = media.recording();
+    let mut states = recording.stepper();
     for point in points {
         report.points += 1;
-        let state = Arc::new(recording.crash_state(point));
+        let state = Arc::new(states.crash_state(point));
         match explore(setup.budget, |ch| one(point, &state, ch)) {
             Verdict::Pass { runs } => report.states += runs,
             Verdict::Incomplete { runs } => {
