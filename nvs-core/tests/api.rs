@@ -185,6 +185,11 @@ fn names_of_every_length_are_stored_exactly() {
         got.sort();
         want.sort();
         assert_eq!(got, want);
+        // An id no name has (stale, or made up) is no name, not a panic.
+        for id in [pool.names().count() as u32, 1_000_000, u32::MAX] {
+            assert_eq!(pool.name_bytes(id, &mut nb), b"");
+            assert_eq!(pool.versions_of(id).count(), 0);
+        }
     };
     check(&pool);
     let _ = pool.close();

@@ -50,6 +50,9 @@ pub(crate) struct Writer<'a, M: Media> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LaneSet([u64; 4]);
 
+// Every lane a pool can have fits the set's 256 bits.
+static_assertions::const_assert!(crate::limits::LANES_MAX <= 256);
+
 impl LaneSet {
     pub fn insert(&mut self, lane: u32) {
         if let Some(w) = self.0.get_mut(lane as usize / 64) {

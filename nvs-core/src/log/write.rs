@@ -222,7 +222,9 @@ impl<M: Media> Writer<'_, M> {
         if plan.iter().all(|p| p.name_id != NONE) {
             // Every name known (a writer's usual unit: the names of its last one): one pass.
             let r = s.index.append_all(plan.iter().zip(entries).map(|(p, (_, e))| (p.name_id, e)));
-            debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
+            // Checked in release too: a committed object left out of the index would be
+            // invisible until the next open, silently.
+            assert!(r.is_ok(), "nvs bug: the index refused a committed object its planning reserved room for: {r:?}");
             for (h, p) in s.name_hints.iter_mut().zip(plan) {
                 *h = p.name_id;
             }
@@ -232,7 +234,10 @@ impl<M: Media> Writer<'_, M> {
                     NONE => s.index.insert(self.media, p.hash, o.name, name_off, entry),
                     id => s.index.append(id, entry),
                 };
-                debug_assert!(r.is_ok(), "index room was reserved and versions taken: {r:?}");
+                assert!(
+                    r.is_ok(),
+                    "nvs bug: the index refused a committed object its planning reserved room for: {r:?}"
+                );
                 if let (Ok(e_id), Some(h)) = (r, s.name_hints.get_mut(i)) {
                     *h = s.index.entry(e_id).name;
                 }

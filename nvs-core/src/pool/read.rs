@@ -480,12 +480,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         })
     }
 
-    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty if they
-    /// are gone: in a read-only pool whose index is older than a writer's retention, the
+    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty for an id
+    /// no name has, and if they are gone: in a read-only pool whose index is older than a writer's retention, the
     /// segment holding a name's bytes may have been reused (checked by the name's hash;
     /// `refresh` brings the index up to date).
     pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
         let s = self.shared.read();
+        // An id no name has (a stale one from before a rebuild, say): no bytes.
+        if id >= s.index.name_count() as u32 {
+            return &[];
+        }
         let n = s.index.name(id);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
