@@ -1,19 +1,20 @@
 //! How `user::check` scales with a workload of small puts: `cargo run --release -p
-//! nvs-verify --example user_scale -- N` checks N puts of 64 bytes (one name, the
+//! nvs-verify --example user_scale -- N [BYTES]` checks N puts of BYTES (64) (one name, the
 //! restart reads the latest version) and prints the time and the counts.
 use nvs_verify::user::{check, Setup};
 use std::time::Instant;
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let mut setup = Setup::named(((n as usize * 192) + (1 << 20)).next_multiple_of(4096), "scale");
-    setup.options.segment_len = Some(64 << 10);
+    let size: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(64);
+    let mut setup = Setup::named(((n as usize * (size + 128)) * 2 + (1 << 20)).next_multiple_of(4096), "scale");
+    setup.options.segment_len = Some(((size as u64 + 4096) * 2).next_power_of_two().max(64 << 10));
     let t = Instant::now();
     let report = check(
         &setup,
         |run| {
             for step in 1..=n {
-                run.put(0, b"step", &[step as u8; 64]).map_err(|e| e.to_string())?;
+                run.put(0, b"step", &vec![step as u8; size]).map_err(|e| e.to_string())?;
                 run.ack(step);
             }
             Ok(())
@@ -24,5 +25,5 @@ fn main() {
             _ => Ok(()),
         },
     );
-    println!("{n} puts: {:.2} s: {report}", t.elapsed().as_secs_f64());
+    println!("{n} puts of {size} bytes: {:.2} s: {report}", t.elapsed().as_secs_f64());
 }
