@@ -38,6 +38,9 @@ use static_assertions::const_assert_eq;
 #[cfg(not(target_endian = "little"))]
 compile_error!("nvs stores its format in native byte order and supports little-endian targets only");
 
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("nvs casts the format's 64-bit offsets and lengths to usize at the media boundary: 64-bit targets only");
+
 /// `b"NVSPOOL\0"`: superblock magic.
 pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"NVSPOOL\0");
 /// `b"NVSSEGM\0"`: segment header magic.

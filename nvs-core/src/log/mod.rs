@@ -2,7 +2,12 @@
 //!
 //! The commit protocol of one unit (one put or one batch), per lane:
 //! 1. validate everything (names, versions, sizes, index room, space) — nothing is
-//!    written before the call is known to succeed;
+//!    committed before the call is known to succeed. Two named branches store early,
+//!    past the lane's log end where no unit is until a commit word says so: a lone put
+//!    NT-stores its payload while it is planned (`store_payload_ahead`), and a batch
+//!    through `&mut Pool` that fits its segment stores each payload as it is planned
+//!    (`batch_fits_ahead`). A refused call leaves those bytes unread, after the last
+//!    committed unit;
 //! 2. if the unit does not fit the lane's segment, claim a free segment: its header by
 //!    NT stores, then a fence, so its ownership is durable before any unit in it;
 //! 3. NT-store the unit header (all but the commit word), every object header + name
