@@ -31,6 +31,7 @@ fn lane_infos(lanes: u32) -> LaneInfos {
 /// only to plan a unit (versions, index room, a segment) and to publish it after its
 /// commit — never while they copy or fence, unless the unit creates a new name (see
 /// a lane writer).
+#[derive(Clone)]
 pub(crate) struct Shared<X: IndexMemory> {
     pub index: Index<X>,
     pub alloc_cursor: u32,

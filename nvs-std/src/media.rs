@@ -207,9 +207,12 @@ impl MappedMedia {
     fn check_room_to_open(&self, path: &Path) -> Result<()> {
         let Some(sparse) = &self.sparse else { return Ok(()) };
         const PAGE: u64 = 4096;
-        let read = match nvs_core::internals::format::decode_superblock(self) {
-            Ok(sb) => {
-                sb.data_off.saturating_add(u64::from(sb.segment_count).saturating_mul(sb.segment_len.min(2 * PAGE)))
+        let read = match nvs_core::read_layout(self) {
+            Ok(l) => {
+                let segments = u64::from(l.segment_count);
+                // The superblock and lane area before the segments, then two pages each.
+                let head = l.pool_len.saturating_sub(segments.saturating_mul(l.segment_len));
+                head.saturating_add(segments.saturating_mul(l.segment_len.min(2 * PAGE)))
             }
             // The open stops at the superblock.
             Err(_) => PAGE,

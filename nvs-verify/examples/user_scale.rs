@@ -1,6 +1,8 @@
 //! How `user::check` scales with a workload of small puts: `cargo run --release -p
-//! nvs-verify --example user_scale -- N [BYTES]` checks N puts of BYTES (64) (one name, the
-//! restart reads the latest version) and prints the time and the counts.
+//! nvs-verify --example user_scale -- N [BYTES] [whole]` checks N puts of BYTES (64)
+//! (one name, the restart reads the latest version) and prints the time and the counts;
+//! `whole` recovers every crash image from nothing (as a workload of at most
+//! `Setup::full_check_ops` operations is), for comparison.
 use nvs_verify::user::{check, Setup};
 use std::time::Instant;
 
@@ -8,6 +10,9 @@ fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let size: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(64);
     let mut setup = Setup::named(((n as usize * (size + 128)) * 2 + (1 << 20)).next_multiple_of(4096), "scale");
+    if std::env::args().nth(3).as_deref() == Some("whole") {
+        setup.full_check_ops = usize::MAX;
+    }
     setup.options.segment_len = Some(((size as u64 + 4096) * 2).next_power_of_two().max(64 << 10));
     let t = Instant::now();
     let report = check(

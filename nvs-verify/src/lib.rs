@@ -6,6 +6,7 @@
 //! bad media checked for clear errors; and seeded protocol bugs (mutants) that the
 //! check must kill. `cargo run --release -p nvs-verify -- all` prints the verdict table.
 //! [`user::check`] runs the same machinery over your own code on top of nvs.
+pub(crate) mod catchup;
 pub mod check;
 pub mod crosscheck;
 pub mod damage;

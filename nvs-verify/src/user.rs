@@ -58,6 +58,7 @@
 //! over `nvs_core::Pool<M, X>` for any media `M` (your production pool is a
 //! `Pool<MappedMedia, HeapMemory>`, the check's a [`CrashPool`]).
 
+use crate::catchup::{Base, Lanes};
 use crate::check::{oracle, panic_message, read_all, Recovered, BUDGET};
 use crate::workload::{present, Issued};
 use nvs_core::{FormatOptions, HeapMemory, LaneWriter, Object, Pool, Put};
@@ -98,11 +99,19 @@ pub struct Setup {
     /// The check's name, which its repros carry: [`REPRO_VAR`] set to a repro of another
     /// check leaves this one whole (one that names none narrows every check).
     pub name: String,
+    /// A workload of at most this many operations has every crash image recovered from
+    /// nothing and every object read back ([`FULL_CHECK_OPS`] by default). A longer one
+    /// stays near-linear: each crash point's images start from what the point before
+    /// recovered (a refresh that catches up, or recovers where it cannot be sure), and
+    /// nvs's contract is held on what each image adds (module docs).
+    pub full_check_ops: usize,
 }
 
-/// The default [`Setup::max_events`]: about a 16 MiB object, or tens of thousands of
-/// small puts (already minutes of checking).
+/// The default [`Setup::max_events`]: about a 16 MiB object, or some 70,000 small puts.
 pub const MAX_EVENTS: usize = 2_000_000;
+
+/// The default [`Setup::full_check_ops`].
+pub const FULL_CHECK_OPS: usize = 200;
 
 /// The unwinding payload that stops a workload past [`Setup::max_events`].
 struct TooLong;
@@ -114,7 +123,15 @@ impl Setup {
         let mut options = FormatOptions::new(0x5EED_C4EC);
         options.segment_len = Some(4096);
         options.lanes_max = 4;
-        Setup { media_len, options, budget: BUDGET, only: None, max_events: MAX_EVENTS, name: "check".into() }
+        Setup {
+            media_len,
+            options,
+            budget: BUDGET,
+            only: None,
+            max_events: MAX_EVENTS,
+            name: "check".into(),
+            full_check_ops: FULL_CHECK_OPS,
+        }
     }
 
     /// [`Setup::new`], named `name` (its repros name it: see [`Setup::name`]).
@@ -501,17 +518,31 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
     let restarted_last = std::sync::Mutex::new(String::new());
     // The image after any crash point: nvs's contract, the user's restart, the user's
     // predicate on the acknowledgements made before the crash.
-    let one = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser| -> Result<(), String> {
+    // A long workload's images start from their crash point's base (module `catchup`).
+    let lanes = Lanes::new(&issued);
+    let incremental = issued.len() > setup.full_check_ops;
+    let one = |point: usize, state: &Arc<nvs_sim::State>, ch: &Chooser, base: Option<&mut Base>| {
         let view = CrashView::new(state.clone(), ch.clone());
         let said = |what: String| *restarted_last.lock().unwrap_or_else(|e| e.into_inner()) = what;
         said("(the crash image was refused before it ran)".into());
         let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
-            let pool = Pool::open_read_only(&view, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
-            let rec: Recovered = read_all(&pool)?;
+            let recovered = |e| format!("recovery failed: {e}");
+            let pool = match base {
+                Some(base) => {
+                    let pool = base.image(&view).map_err(recovered)?;
+                    base.verify(&pool, point, &issued, &lanes).map_err(|e| format!("nvs's contract: {e}"))?;
+                    pool
+                }
+                None => {
+                    let pool = Pool::open_read_only(&view, HeapMemory::new()).map_err(recovered)?;
+                    let rec: Recovered = read_all(&pool)?;
+                    oracle(&issued, point, &Recovered::default(), &rec).map_err(|e| format!("nvs's contract: {e}"))?;
+                    pool
+                }
+            };
             if view.stores() != 0 {
                 return Err(format!("recovery stored {} times (opening must not write)", view.stores()));
             }
-            oracle(&issued, point, &Recovered::default(), &rec).map_err(|e| format!("nvs's contract: {e}"))?;
             let restarted = match catch_unwind(AssertUnwindSafe(|| restart(&pool))) {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
@@ -584,10 +615,21 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
                 format!("crash point {point} is not one this check crashes at (a fence after the format)"),
             );
         }
-        let state = Arc::new(media.crash_state(point));
+        // The image as the whole check would have made it: from the bases of every
+        // crash point up to it, in a long workload.
+        let recording = media.recording();
+        let mut states = recording.stepper();
+        let mut base = None;
+        for &p in points.iter().filter(|&&p| incremental && p < point) {
+            base = Base::at(base, &Arc::new(states.crash_state(p)), p, &issued, &lanes);
+        }
+        let state = Arc::new(states.crash_state(point));
+        if incremental {
+            base = Base::at(base, &state, point, &issued, &lanes);
+        }
         let mut made = None;
         let r = replay(choices.clone(), |ch| {
-            let r = one(point, &state, ch);
+            let r = one(point, &state, ch, base.as_mut());
             // (A choice out of range panicked with the chooser's lock held: no count.)
             if !r.as_ref().is_err_and(|m| m.contains(NONDETERMINISTIC)) {
                 made = Some(ch.made());
@@ -622,10 +664,14 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
     }
     let recording = media.recording();
     let mut states = recording.stepper();
+    let mut base = None;
     for point in points {
         report.points += 1;
         let state = Arc::new(states.crash_state(point));
-        match explore(setup.budget, |ch| one(point, &state, ch)) {
+        if incremental {
+            base = Base::at(base, &state, point, &issued, &lanes);
+        }
+        match explore(setup.budget, |ch| one(point, &state, ch, base.as_mut())) {
             Verdict::Pass { runs } => report.states += runs,
             Verdict::Incomplete { runs } => {
                 report.states += runs;

@@ -128,7 +128,7 @@ impl<const R: usize, const N: usize, const T: usize, const S: usize> IndexMemory
 /// Index memory on the heap, growing by doubling. A growth the allocator refuses is
 /// `IndexFull` (a forged pool's segment count, say), not an abort.
 #[cfg(feature = "alloc")]
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct HeapMemory {
     entries: alloc::vec::Vec<Entry>,
     names: alloc::vec::Vec<NameSlot>,

@@ -102,6 +102,7 @@ impl From<Full> for InsertError {
 }
 
 /// The index over some [`IndexMemory`].
+#[derive(Clone)]
 pub struct Index<X: IndexMemory> {
     mem: X,
     entries: usize,

@@ -400,6 +400,35 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         r
     }
 
+    /// A read-only pool over `media` that starts from this pool's index and lanes as
+    /// if it had recovered them there: its [`Pool::refresh`] catches up from them (or
+    /// recovers, where it cannot be sure to give what a recovery would). For nvs's crash
+    /// checker, whose crash images at successive points share all that was committed
+    /// before them: each image costs what is new in it, not the whole pool.
+    #[cfg(feature = "internals")]
+    pub fn fork_read_only<N: Media>(&mut self, media: N) -> Pool<N, X>
+    where
+        X: Clone,
+    {
+        let mut lanes = LaneCell::table(self.sb.lanes_max);
+        for (to, from) in lanes.iter_mut().zip(self.lanes.iter_mut()) {
+            *to.get_mut() = *from.get_mut();
+        }
+        Pool {
+            media,
+            sb: self.sb,
+            writable: false,
+            owned: None,
+            lanes,
+            shared: RwLock::new(self.shared.get_mut().clone()),
+            delta_opts: self.delta_opts,
+            read_hint: AtomicU64::new(u64::MAX),
+            caught_up: self.caught_up,
+            catch_ups: self.catch_ups,
+            rebuilds: self.rebuilds,
+        }
+    }
+
     /// A refresh that recovers from scratch, never catching up (for nvs's own checks and
     /// measurements: what [`Pool::refresh`] must equal).
     #[cfg(feature = "internals")]
