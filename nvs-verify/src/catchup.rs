@@ -11,7 +11,8 @@
 //! recovery would — a header changed or went, a truncate unit, anything unexpected — it
 //! recovers from nothing instead). Every image of the point starts from its base the
 //! same way. The first base is a recovery, read whole and held to the full contract
-//! ([`crate::check::oracle`]); so is every base or image whose refresh had to recover.
+//! ([`crate::check::oracle`]); so is every base or image whose refresh had to recover,
+//! or that a reclaim may have changed since its base.
 //!
 //! nvs's contract is then held incrementally: the objects an image indexed beyond its
 //! base ([`nvs_core::Pool::objects_after`]) must be, lane by lane and in order, whole
@@ -46,6 +47,8 @@ pub(crate) struct Lanes {
     first_start: BTreeMap<u32, usize>,
     /// The joins (`Run::lane`).
     joins: Vec<usize>,
+    /// The reclaims.
+    reclaims: Vec<usize>,
 }
 
 impl Lanes {
@@ -56,6 +59,7 @@ impl Lanes {
             put_at: BTreeMap::new(),
             first_start: BTreeMap::new(),
             joins: Vec::new(),
+            reclaims: issued.iter().enumerate().filter(|(_, op)| op.lane == u32::MAX).map(|(i, _)| i).collect(),
         };
         for (i, op) in issued.iter().enumerate().filter(|(_, op)| op.lane != u32::MAX) {
             l.first_start.entry(op.lane).or_insert(op.start);
@@ -81,6 +85,8 @@ pub(crate) struct Base {
     pool: Pool<CrashView, HeapMemory>,
     mark: IndexMark,
     done: Done,
+    /// Its crash point.
+    point: usize,
 }
 
 /// The pool a check recovers from one crash image.
@@ -102,7 +108,7 @@ impl Base {
             Some(mut prev) => {
                 let mut pool = prev.pool.fork_read_only(view);
                 pool.refresh().ok()?;
-                (pool, Some((prev.mark, prev.done)))
+                (pool, Some((prev.mark, prev.done, prev.point)))
             }
             None => (Pool::open_read_only(view, HeapMemory::new()).ok()?, None),
         };
@@ -110,7 +116,7 @@ impl Base {
             return None;
         }
         let done = match before {
-            Some((mark, done)) => match verify_new(&pool, mark, &done, point, issued, lanes) {
+            Some((mark, done, since)) => match verify_new(&pool, (mark, since), &done, point, issued, lanes) {
                 Ok(Some(done)) => done,
                 Ok(None) => verify_whole(&pool, point, issued, lanes).ok()?,
                 Err(_) => return None,
@@ -118,7 +124,7 @@ impl Base {
             None => verify_whole(&pool, point, issued, lanes).ok()?,
         };
         let mark = pool.index_mark();
-        Some(Base { pool, mark, done })
+        Some(Base { pool, mark, done, point })
     }
 
     /// A pool over `view` (an image of this base's point) starting from this base, and
@@ -137,7 +143,7 @@ impl Base {
         issued: &[Issued],
         lanes: &Lanes,
     ) -> Result<(), String> {
-        match verify_new(pool, self.mark, &self.done, point, issued, lanes)? {
+        match verify_new(pool, (self.mark, self.point), &self.done, point, issued, lanes)? {
             Some(_) => Ok(()),
             None => verify_whole(pool, point, issued, lanes).map(|_| ()),
         }
@@ -182,15 +188,21 @@ fn released_by_started(issued: &[Issued], point: usize) -> std::collections::BTr
 /// The contract on what `pool` indexed after `mark` (a base whose puts `done` held):
 /// the next puts of each lane, whole, started, byte-exact; acknowledged ones all there;
 /// markers and joins as the oracle has them. `None` if the pool recovered since the mark
-/// (then it must be verified whole).
+/// (taken at crash point `since`), or a reclaim may have released objects since (what a
+/// reclaim releases must be gone, and only a whole reading sees that): then it must be
+/// verified whole.
 fn verify_new<M: Media>(
     pool: &Pool<M, HeapMemory>,
-    mark: IndexMark,
+    (mark, since): (IndexMark, usize),
     done: &Done,
     point: usize,
     issued: &[Issued],
     lanes: &Lanes,
 ) -> Result<Option<Done>, String> {
+    let releasing = |op: &Issued| op.start < point && op.ack.is_none_or(|a| a > since);
+    if lanes.reclaims.iter().any(|&i| releasing(&issued[i])) {
+        return Ok(None);
+    }
     let Some(new) = pool.objects_after(mark) else { return Ok(None) };
     let lane_names = pool.layout().lane_names;
     let show = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
