@@ -6,11 +6,15 @@
 
 #include <cerrno>
 
+#include <algorithm>
+#include <type_traits>
+
 #include <chrono>
 #include <cmath>
 #include <complex>
 #include <fcntl.h>
 #include <cstring>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -258,9 +262,128 @@ void CheckName(const std::string &name)
 
 } // namespace
 
+namespace
+{
+
+/* The PoolPaths this process has opened in Write mode: a second Write of one would
+ * replace the first output (the engine cannot tell two outputs from a rerun). */
+std::set<std::string> &WrittenPaths()
+{
+    static std::set<std::string> paths;
+    return paths;
+}
+
+/* A sentinel block id: while a variable's BlockID() is this, no SetBlockSelection was
+ * made since the engine set it. */
+const size_t kNoBlock = SIZE_MAX - 7;
+
+std::string Hex(const void *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    std::string s;
+    for (size_t i = 0; i < n; ++i)
+    {
+        const unsigned char c = static_cast<const unsigned char *>(p)[i];
+        s += digits[c >> 4];
+        s += digits[c & 15];
+    }
+    return s;
+}
+
+bool Unhex(const std::string &s, std::string &out)
+{
+    out.clear();
+    if (s.size() % 2)
+        return false;
+    for (size_t i = 0; i < s.size(); i += 2)
+    {
+        int v = 0;
+        for (size_t k = i; k < i + 2; ++k)
+        {
+            const char c = s[k];
+            const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0)
+                return false;
+            v = v * 16 + d;
+        }
+        out += (char)v;
+    }
+    return true;
+}
+
+template <class T>
+struct IsComplex : std::false_type
+{
+};
+template <class T>
+struct IsComplex<std::complex<T>> : std::true_type
+{
+};
+
+/* The block's least and greatest elements, as bytes (none for complex numbers, as BP5). */
+template <class T>
+void Extremes(const T *v, size_t n, Block &b)
+{
+    if constexpr (!IsComplex<T>::value)
+    {
+        if (n == 0)
+            return;
+        T lo = v[0], hi = v[0];
+        for (size_t i = 1; i < n; ++i)
+        {
+            if (v[i] < lo)
+                lo = v[i];
+            if (hi < v[i])
+                hi = v[i];
+        }
+        b.min.assign(reinterpret_cast<const char *>(&lo), sizeof(T));
+        b.max.assign(reinterpret_cast<const char *>(&hi), sizeof(T));
+    }
+}
+
+std::vector<std::string> Fields(const std::string &line)
+{
+    std::vector<std::string> f;
+    size_t at = 0;
+    for (;;)
+    {
+        const size_t tab = line.find('\t', at);
+        f.push_back(line.substr(at, tab == std::string::npos ? std::string::npos : tab - at));
+        if (tab == std::string::npos)
+            return f;
+        at = tab + 1;
+    }
+}
+
+std::string RankList(const std::vector<uint32_t> &ranks)
+{
+    std::string s;
+    for (size_t i = 0; i < ranks.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(ranks[i]);
+    return s;
+}
+
+} // namespace
+
 NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode mode)
 : PluginEngineInterface(io, name, mode)
 {
+#if NVS_ADIOS2_MPI
+    // ADIOS2 2.12 never gives a plugin engine its communicator (its plugin engine is built
+    // into the serial core, which calls the constructor without one): the writers of an
+    // output are taken to be every rank of MPI_COMM_WORLD.
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized && mode != adios2::Mode::Read)
+    {
+        int rank = 0, size = 1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        m_Rank = (uint32_t)rank;
+        m_Ranks = (uint32_t)size;
+    }
+#endif
     m_PoolPath = Param("PoolPath", "");
     if (m_PoolPath.empty())
         throw std::invalid_argument("nvs engine: the parameter PoolPath is required (the pool "
@@ -274,13 +397,17 @@ NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode 
     case adios2::Mode::Write:
     case adios2::Mode::Append:
         m_Writer = true;
+        if (m_Ranks > 256)
+            throw std::invalid_argument("nvs engine: " + std::to_string(m_Ranks) +
+                                        " ranks: a pool has at most 256 lanes, one per rank");
         OpenWriter();
         break;
     case adios2::Mode::Read:
         OpenReader();
         break;
     default:
-        throw std::invalid_argument("nvs engine: only the modes Write, Append and Read (streaming)");
+        throw std::invalid_argument("nvs engine: only the modes Write, Append and Read (streaming); "
+                                    "ReadRandomAccess is not supported");
     }
 }
 
@@ -315,24 +442,81 @@ std::string NvsEngine::Param(const std::string &key, const std::string &def) con
     return def;
 }
 
-void NvsEngine::OpenWriter()
+#if NVS_ADIOS2_MPI
+/* The maximum of `*in` over every rank of MPI_COMM_WORLD into `*out`; an error, not a
+ * hang, when some rank does not take part within OpenTimeout (an Open by some ranks
+ * only: a communicator other than MPI_COMM_WORLD, which this engine cannot see). */
+void NvsEngine::Allreduce(void *in, void *out, MPI_Datatype type)
 {
-    // Every parameter is checked before anything on disk changes.
-    const uint64_t size = ParseSize(Param("PoolSize", "256M"));
+    MPI_Request req;
+    MPI_Iallreduce(in, out, 1, type, MPI_MAX, MPI_COMM_WORLD, &req);
+    const bool forever = m_OpenTimeout < 0;
+    const auto deadline = Deadline(forever ? 0 : m_OpenTimeout);
+    for (int done = 0;;)
+    {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        if (!forever && std::chrono::steady_clock::now() >= deadline)
+            throw std::runtime_error(
+                "nvs engine: " + m_PoolPath + ": rank " + std::to_string(m_Rank) + " of " +
+                std::to_string(m_Ranks) + " waited " + std::to_string(m_OpenTimeout) +
+                " s (OpenTimeout) for every rank of MPI_COMM_WORLD to open it for writing: this "
+                "engine writes an output from every rank of MPI_COMM_WORLD (ADIOS2 does not show "
+                "a plugin engine the communicator of an Open by some ranks only)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+#endif
+
+/* Every rank learns whether every rank got here without an error: rank 0's error (or
+ * the first failing rank's) is everyone's. Returns on success, throws otherwise. */
+void NvsEngine::Collective(const std::string &error)
+{
+#if NVS_ADIOS2_MPI
+    if (m_Ranks > 1)
+    {
+        int failed = error.empty() ? -1 : (int)m_Rank, first = -1;
+        Allreduce(&failed, &first, MPI_INT);
+        if (first < 0)
+            return;
+        // the failing rank with the highest number tells its error to every rank
+        uint64_t len = error.size();
+        MPI_Bcast(&len, 1, MPI_UINT64_T, first, MPI_COMM_WORLD);
+        std::string what = error;
+        what.resize(len);
+        MPI_Bcast(&what[0], (int)len, MPI_CHAR, first, MPI_COMM_WORLD);
+        if (!error.empty())
+            throw std::runtime_error(error);
+        throw std::runtime_error(what + " (rank " + std::to_string(first) + ")");
+    }
+#endif
+    if (!error.empty())
+        throw std::runtime_error(error);
+}
+
+/* Rank 0's part of a writer's Open: make (or replace) the pool, as the mode says. */
+static void PreparePool(const std::string &path, adios2::Mode mode, uint64_t size, uint32_t ranks)
+{
+    nvs_create_options opts;
+    std::memset(&opts, 0, sizeof opts);
+    opts.lanes_max = ranks;
+    opts.lane_names = 1;
+    nvs_pool *pool = nullptr;
     struct stat st;
     int32_t rc;
-    const bool exists = ::stat(m_PoolPath.c_str(), &st) == 0;
-    if (m_OpenMode == adios2::Mode::Write && exists && S_ISREG(st.st_mode))
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (mode == adios2::Mode::Write && exists && S_ISREG(st.st_mode))
     {
         // Write starts a new stream, as BP5 replaces its output: the new pool is made
         // beside the old one and renamed over it, so a Write that fails (no room, a bad
         // size) leaves the old pool as it was. Followers of the old file see it replaced.
-        // Never under a live writer of it (another rank of this job writing the same
-        // output, another engine of this process, another run): its steps would go on into
-        // a file no name reaches any more, silently lost. Its writer's locks (nvs's: OFD
-        // write locks on the pool's first bytes) are taken here until the new pool is in
+        // Never under a live writer of it (another job writing the same output, another
+        // engine of this process, another run): its steps would go on into a file no
+        // name reaches any more, silently lost. Its writers' locks (nvs's: OFD write
+        // locks on the pool's first bytes) are taken here until the new pool is in
         // place, so two Writes cannot replace each other's either.
-        const int held = ::open(m_PoolPath.c_str(), O_RDWR | O_CLOEXEC);
+        const int held = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
         struct flock fl;
         std::memset(&fl, 0, sizeof fl);
         fl.l_type = F_WRLCK;
@@ -346,64 +530,126 @@ void NvsEngine::OpenWriter()
                 ::close(held);
             if (e == EAGAIN || e == EACCES)
                 throw std::runtime_error(
-                    "nvs engine: Write: " + m_PoolPath +
-                    " is being written by a live writer (another rank of this job writing the same "
-                    "output, another engine or another run): refused, nothing changed. Each writer "
-                    "process needs its own pool (PoolPath); several "
-                    "ranks writing one output are not supported by this engine yet (BP5 does it)");
-            throw std::runtime_error("nvs engine: Write: cannot open " + m_PoolPath + " to replace it: " +
+                    "nvs engine: Write: " + path +
+                    " is being written by a live writer (another job writing the same output, "
+                    "another engine or another run): refused, nothing changed");
+            throw std::runtime_error("nvs engine: Write: cannot open " + path + " to replace it: " +
                                      std::strerror(e));
         }
-        const std::string fresh = m_PoolPath + ".nvs-new-" + std::to_string(::getpid());
-        rc = nvs_pool_create(fresh.c_str(), size, nullptr, &m_Pool);
+        const std::string fresh = path + ".nvs-new-" + std::to_string(::getpid());
+        rc = nvs_pool_create(fresh.c_str(), size, &opts, &pool);
         if (rc != NVS_OK)
         {
             ::close(held);
-            Fail("create " + m_PoolPath, rc);
+            Fail("create " + path, rc);
         }
-        rc = nvs_pool_close(m_Pool);
-        m_Pool = nullptr;
-        if (rc != NVS_OK || ::rename(fresh.c_str(), m_PoolPath.c_str()) != 0)
+        rc = nvs_pool_close(pool);
+        if (rc != NVS_OK || ::rename(fresh.c_str(), path.c_str()) != 0)
         {
             const std::string why = rc != NVS_OK ? nvs_last_error() : std::strerror(errno);
             ::unlink(fresh.c_str());
             ::close(held);
-            throw std::runtime_error("nvs engine: Write: cannot replace " + m_PoolPath + ": " + why);
+            throw std::runtime_error("nvs engine: Write: cannot replace " + path + ": " + why);
         }
         ::close(held);
-    }
-    else if (m_OpenMode == adios2::Mode::Write && exists && !S_ISCHR(st.st_mode))
-        throw std::invalid_argument("nvs engine: Write: " + m_PoolPath +
-                                    " is neither a regular file nor a device");
-    else if (m_OpenMode == adios2::Mode::Write && exists)
-    {
-        // A device (device-DAX) is formatted in place: the new stream fills it.
-        rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
-        if (rc != NVS_OK)
-            Fail("create " + m_PoolPath, rc);
         return;
     }
-    if (::stat(m_PoolPath.c_str(), &st) == 0)
+    if (mode == adios2::Mode::Write && exists && !S_ISCHR(st.st_mode))
+        throw std::invalid_argument("nvs engine: Write: " + path +
+                                    " is neither a regular file nor a device");
+    if (exists && mode != adios2::Mode::Write)
+        return; // Append: every rank opens its lane of the pool there
+    // a new file, or a device (device-DAX) formatted in place: the new stream fills it
+    rc = nvs_pool_create(path.c_str(), size, &opts, &pool);
+    if (rc != NVS_OK && !exists && ::stat(path.c_str(), &st) == 0)
+        Fail("create " + path + " (another writer created it meanwhile: another job writing "
+             "the same output?)",
+             rc);
+    if (rc != NVS_OK)
+        Fail("create " + path, rc);
+    rc = nvs_pool_close(pool);
+    if (rc != NVS_OK)
+        Fail("create " + path, rc);
+}
+
+void NvsEngine::OpenWriter()
+{
+    // Every parameter is checked before anything on disk changes.
+    std::string error;
+    try
     {
-        rc = nvs_pool_open(m_PoolPath.c_str(), NVS_OPEN_READ_WRITE, &m_Pool);
-        if (rc != NVS_OK)
-            Fail("open " + m_PoolPath, rc);
-        uint64_t latest = 0;
-        rc = nvs_latest(m_Pool, kStepIndex, &latest);
-        if (rc == NVS_OK)
-            m_Step = latest; // steps 0..latest-1 are committed: append after them
-        else if (rc != NVS_E_NOT_FOUND)
-            Fail("open " + m_PoolPath, rc);
+        const uint64_t size = ParseSize(Param("PoolSize", "256M"));
+        const bool replace = ParseBool("Replace", Param("Replace", "false"));
+        if (m_OpenMode == adios2::Mode::Write && m_Rank == 0 && !replace)
+        {
+            char *real = ::realpath(m_PoolPath.c_str(), nullptr);
+            const std::string key = real ? real : m_PoolPath;
+            std::free(real);
+            if (WrittenPaths().count(key))
+                throw std::invalid_argument(
+                    "nvs engine: Write: this process already wrote " + m_PoolPath +
+                    " in Write mode: a plugin engine is not told the name given to Open, so "
+                    "a second output needs a PoolPath of its own (a second Write would replace "
+                    "the first output); refused, nothing changed (the parameter Replace=true "
+                    "replaces it on purpose, as a rewritten restart file)");
+        }
+        if (m_Rank == 0)
+            PreparePool(m_PoolPath, m_OpenMode, size, m_Ranks);
     }
+    catch (const std::exception &e)
+    {
+        error = e.what();
+    }
+    Collective(error);
+
+    int32_t rc = nvs_pool_open_lane(m_PoolPath.c_str(), m_Rank, &m_Pool);
+    uint64_t latest = 0;
+    if (rc == NVS_E_ARG)
+        error = "nvs engine: " + m_PoolPath + ": rank " + std::to_string(m_Rank) +
+                " cannot write a lane of its own: " + nvs_last_error() +
+                " (a pool this engine writes has lane names and a lane per rank: one written "
+                "by an older nvs-adios2 or by another program is read with `nvs`; start a new "
+                "one with Write)";
+    else if (rc == NVS_E_BUSY)
+        error = "nvs engine: " + m_PoolPath + ": rank " + std::to_string(m_Rank) +
+                "'s lane is being written by a live writer (another job writing the same "
+                "output?): refused";
+    else if (rc != NVS_OK)
+        error = std::string("nvs engine: open ") + m_PoolPath + ": " + nvs_status_name(rc) + ": " +
+                nvs_last_error();
     else
     {
-        rc = nvs_pool_create(m_PoolPath.c_str(), size, nullptr, &m_Pool);
-        if (rc != NVS_OK && ::stat(m_PoolPath.c_str(), &st) == 0)
-            Fail("create " + m_PoolPath + " (another writer created it meanwhile: another rank of "
-                 "this job writing the same output? each writer process needs its own PoolPath)",
-                 rc);
-        if (rc != NVS_OK)
-            Fail("create " + m_PoolPath, rc);
+        rc = nvs_latest_on(m_Pool, m_Rank, kStepIndex, &latest);
+        if (rc != NVS_OK && rc != NVS_E_NOT_FOUND)
+            error = std::string("nvs engine: open ") + m_PoolPath + ": " + nvs_status_name(rc) +
+                    ": " + nvs_last_error();
+    }
+    try
+    {
+        Collective(error);
+    }
+    catch (...)
+    {
+        if (m_Pool)
+            nvs_pool_close_detached(m_Pool);
+        m_Pool = nullptr;
+        throw;
+    }
+    // Append continues after the last step any rank committed (a rank that died in a
+    // step it never committed skips it: readers skip that step).
+#if NVS_ADIOS2_MPI
+    if (m_Ranks > 1)
+    {
+        uint64_t mine = latest;
+        Allreduce(&mine, &latest, MPI_UINT64_T);
+    }
+#endif
+    m_Step = latest;
+    if (m_OpenMode == adios2::Mode::Write && m_Rank == 0)
+    {
+        char *real = ::realpath(m_PoolPath.c_str(), nullptr);
+        WrittenPaths().insert(real ? real : m_PoolPath);
+        std::free(real);
     }
 }
 
@@ -471,6 +717,150 @@ void NvsEngine::OpenReader()
         Fail("follow " + m_PoolPath, rc);
 }
 
+/* A rank's step index (lane `lane`, version `version`, `len` bytes) into m_Pending. */
+void NvsEngine::TakeIndex(uint32_t lane, uint64_t version, size_t len)
+{
+    const uint64_t step = version - 1;
+    const std::string where = "the index of step " + std::to_string(step) + " of rank " +
+                              std::to_string(lane) + " in " + m_PoolPath;
+    std::vector<char> text(len);
+    size_t got = 0;
+    int32_t rc = nvs_follower_get_on(m_Follower, lane, kStepIndex, version, text.data(), text.size(), &got);
+    if (rc != NVS_OK)
+        Fail("read " + where, rc);
+    std::stringstream lines(std::string(text.data(), got));
+    std::string line;
+    RankStep rs;
+    StepVar *cur = nullptr;
+    auto damaged = [&](const std::string &why) {
+        return std::runtime_error("nvs engine: " + where + " is damaged or not this engine's (" +
+                                  why + (line.empty() ? "" : ": the line \"" + line + "\"") + ")");
+    };
+    bool head = false;
+    while (std::getline(lines, line))
+    {
+        const std::vector<std::string> f = Fields(line);
+        uint64_t a = 0, b = 0;
+        if (!head)
+        {
+            if (f.size() != 4 || f[0] != "nvs-adios2" || f[1] != "2" || !ParseU64(f[2], a) ||
+                !ParseU64(f[3], b) || a == 0 || a > 256 || b != lane)
+                throw damaged("not a version-2 index of this rank: a pool written by an older "
+                              "nvs-adios2 is read with `nvs`");
+            rs.ranks = (uint32_t)a;
+            head = true;
+        }
+        else if (f.size() == 5 && f[0] == "v")
+        {
+            StepVar v;
+            v.dtype = f[2];
+            if (f[3].size() != 1 || std::string("glvr").find(f[3][0]) == std::string::npos ||
+                !ParseDims(f[4], v.shape) || rs.vars.count(f[1]))
+                throw damaged("a variable's line");
+            v.kind = f[3][0];
+            rs.order.push_back(f[1]);
+            cur = &(rs.vars[f[1]] = std::move(v));
+        }
+        else if (f.size() == 7 && f[0] == "b" && cur)
+        {
+            Block bl;
+            bl.rank = lane;
+            if (!ParseDims(f[1], bl.start) || !ParseDims(f[2], bl.count) || !ParseU64(f[3], a) ||
+                !ParseU64(f[4], b) || !Unhex(f[5], bl.min) || !Unhex(f[6], bl.max))
+                throw damaged("a block's line");
+            bl.offset = a;
+            bl.bytes = b;
+            cur->blocks.push_back(std::move(bl));
+        }
+        else
+            throw damaged("an unknown line");
+    }
+    if (!head)
+        throw damaged("empty");
+    const uint32_t ranks = rs.ranks;
+    m_Pending[step][lane] = std::move(rs);
+    uint64_t &last = m_LaneLast[lane];
+    last = std::max(last, step + 1);
+    // every rank of the job is a lane the stream has: it ends only when all have ended
+    for (; m_Expected < ranks; ++m_Expected)
+    {
+        rc = nvs_follower_expect_lane(m_Follower, m_Expected);
+        if (rc != NVS_OK)
+            Fail("follow " + m_PoolPath + " (rank " + std::to_string(m_Expected) + ")", rc);
+    }
+}
+
+/* Makes the first step every rank has committed the current one, if there is one;
+ * steps some rank never committed but went on past are dropped. */
+bool NvsEngine::ServeReady()
+{
+    while (!m_Pending.empty())
+    {
+        auto first = m_Pending.begin();
+        const uint64_t step = first->first;
+        const uint32_t ranks = first->second.begin()->second.ranks;
+        std::vector<uint32_t> missing;
+        bool abandoned = true;
+        for (uint32_t r = 0; r < ranks; ++r)
+            if (!first->second.count(r))
+            {
+                missing.push_back(r);
+                abandoned = abandoned && m_LaneLast[r] > step + 1;
+            }
+        for (const auto &kv : first->second)
+            if (kv.second.ranks != ranks || kv.first >= ranks)
+                throw std::runtime_error("nvs engine: step " + std::to_string(step) + " in " +
+                                         m_PoolPath + ": its ranks disagree on how many ranks there are");
+        if (missing.empty())
+        {
+            // one StepVar per variable, with every rank's blocks in rank order
+            m_Order.clear();
+            m_Vars.clear();
+            m_Loaded.clear();
+            for (auto &kv : first->second)
+                for (const std::string &name : kv.second.order)
+                {
+                    StepVar &from = kv.second.vars[name];
+                    auto it = m_Vars.find(name);
+                    if (it == m_Vars.end())
+                    {
+                        m_Order.push_back(name);
+                        it = m_Vars.emplace(name, std::move(from)).first;
+                        continue;
+                    }
+                    StepVar &into = it->second;
+                    if (into.dtype != from.dtype || into.kind != from.kind || into.shape != from.shape)
+                        throw std::runtime_error("nvs engine: variable " + name + " of step " +
+                                                 std::to_string(step) + ": rank " +
+                                                 std::to_string(kv.first) +
+                                                 " wrote it with another type or shape than a lower rank");
+                    for (Block &b : from.blocks)
+                        into.blocks.push_back(std::move(b));
+                }
+            // local values are read as a 1-D array: one element per block, in rank order
+            for (auto &kv : m_Vars)
+                if (kv.second.kind == 'r')
+                {
+                    kv.second.shape = {kv.second.blocks.size()};
+                    for (size_t i = 0; i < kv.second.blocks.size(); ++i)
+                    {
+                        kv.second.blocks[i].start = {i};
+                        kv.second.blocks[i].count = {1};
+                    }
+                }
+            m_Step = step;
+            m_StepRanks = ranks;
+            m_AnyStep = true;
+            m_Pending.erase(first);
+            return true;
+        }
+        if (!abandoned)
+            return false;
+        m_Pending.erase(first); // a rank died in it and the job went on without it
+    }
+    return false;
+}
+
 adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSeconds)
 {
     if (m_Closed)
@@ -493,8 +883,15 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
     // file it follows (a Write replaces it with a new stream, and the old one's writer may
     // have detached: no event would ever come).
     const int64_t slice = 500;
+    const std::string after = m_AnyStep ? " after step " + std::to_string(m_Step) : " before any step";
     for (;;)
     {
+        if (ServeReady())
+        {
+            DefineReadVariables();
+            m_InStep = true;
+            return adios2::StepStatus::OK;
+        }
         int64_t ms = slice;
         bool last = false;
         if (timeout >= 0)
@@ -514,66 +911,42 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
             if (::stat(m_PoolPath.c_str(), &st) != 0 || st.st_dev != m_Dev || st.st_ino != m_Ino)
                 throw std::runtime_error("nvs engine: " + m_PoolPath +
                                          " was replaced or removed (a writer in Write mode starts a "
-                                         "new stream) " +
-                                         (m_AnyStep ? "after step " + std::to_string(m_Step)
-                                                    : "before any step") +
-                                         "; open it again to read the new stream");
+                                         "new stream)" + after + "; open it again to read the new stream");
         }
         if (rc != NVS_OK)
             Fail("follow " + m_PoolPath, rc);
-        if (ev.kind == NVS_EVENT_TIMEOUT && !last)
-            continue;
         switch (ev.kind)
         {
         case NVS_EVENT_OBJECT:
-            break;
+            // a variable's object: its rank's step index follows in the same commit
+            if (std::strcmp(ev.name, kStepIndex) == 0)
+                TakeIndex(ev.lane, ev.version, ev.len);
+            continue;
         case NVS_EVENT_END_OF_STREAM:
-            return adios2::StepStatus::EndOfStream;
+        {
+            if (m_Pending.empty())
+                return adios2::StepStatus::EndOfStream;
+            const auto &first = *m_Pending.begin();
+            std::vector<uint32_t> missing;
+            for (uint32_t r = 0; r < first.second.begin()->second.ranks; ++r)
+                if (!first.second.count(r))
+                    missing.push_back(r);
+            throw std::runtime_error("nvs engine: the stream of " + m_PoolPath + " ended" + after +
+                                     " without rank(s) " + RankList(missing) + " of step " +
+                                     std::to_string(first.first) +
+                                     " (their writers ended their streams without it)");
+        }
         case NVS_EVENT_WRITER_GONE:
             throw std::runtime_error(
-                "nvs engine: the writer of " + m_PoolPath +
-                " died (no writer holds the pool and its stream was not ended)" +
-                (m_AnyStep ? " after step " + std::to_string(m_Step) : " before any step"));
+                "nvs engine: the writer of rank " + std::to_string(ev.lane) + " of " + m_PoolPath +
+                " died (no writer holds its lane and its stream was not ended)" + after);
         case NVS_EVENT_TIMEOUT:
+            if (!last)
+                continue;
             return adios2::StepStatus::NotReady;
         default:
             throw std::runtime_error("nvs engine: unknown follower event " + std::to_string(ev.kind));
         }
-        if (std::strcmp(ev.name, kStepIndex) != 0)
-            continue; // a variable's object: its step's index follows in the same commit
-
-        // the step's index: every variable of the step is committed with it
-        std::vector<char> text(ev.len);
-        size_t len = 0;
-        rc = nvs_follower_get(m_Follower, kStepIndex, ev.version, text.data(), text.size(), &len);
-        if (rc != NVS_OK)
-            Fail("read the index of step " + std::to_string(ev.version - 1), rc);
-        m_Step = ev.version - 1;
-        m_AnyStep = true;
-        m_Order.clear();
-        m_Vars.clear();
-        std::stringstream lines(std::string(text.data(), len));
-        std::string line;
-        while (std::getline(lines, line))
-        {
-            if (line.empty())
-                continue;
-            std::stringstream fields(line);
-            std::string name, dtype, shape, rest;
-            StepVar v;
-            if (!std::getline(fields, name, '\t') || !std::getline(fields, dtype, '\t') ||
-                (std::getline(fields, shape, '\t') && std::getline(fields, rest)) ||
-                !ParseDims(shape, v.shape) || m_Vars.count(name))
-                throw std::runtime_error("nvs engine: the index of step " + std::to_string(m_Step) +
-                                         " in " + m_PoolPath + " is damaged (the line \"" + line +
-                                         "\")");
-            v.dtype = dtype;
-            m_Order.push_back(name);
-            m_Vars[name] = std::move(v);
-        }
-        DefineReadVariables();
-        m_InStep = true;
-        return adios2::StepStatus::OK;
     }
 }
 
@@ -596,19 +969,25 @@ void NvsEngine::DefineReadVariables()
                                      "redefine a variable's type; read it with another IO");      \
         if (!v)                                                                                    \
         {                                                                                          \
-            if (sv.shape.empty())                                                                  \
-                m_IO.DefineVariable<T>(name);                                                      \
+            if (sv.kind == 'v')                                                                    \
+                v = m_IO.DefineVariable<T>(name);                                                  \
+            else if (sv.kind == 'l')                                                               \
+                v = m_IO.DefineVariable<T>(name, {}, {}, sv.blocks.empty() ? adios2::Dims{1}      \
+                                                                          : sv.blocks[0].count);  \
             else                                                                                   \
-                m_IO.DefineVariable<T>(name, sv.shape, adios2::Dims(sv.shape.size(), 0),           \
-                                       sv.shape);                                                  \
+                v = m_IO.DefineVariable<T>(name, sv.shape, adios2::Dims(sv.shape.size(), 0),       \
+                                           sv.shape);                                              \
         }                                                                                          \
-        else if (!sv.shape.empty())                                                                \
+        else if (sv.kind == 'g' || sv.kind == 'r')                                                 \
         {                                                                                          \
-            /* each step starts with the whole array selected, as with BP5 */                      \
             if (v.Shape() != sv.shape)                                                             \
                 v.SetShape(sv.shape);                                                              \
-            v.SetSelection({adios2::Dims(sv.shape.size(), 0), sv.shape});                         \
         }                                                                                          \
+        /* Each step starts with the whole array selected, as with BP5, and with a block id  \
+         * no one sets: a SetBlockSelection is seen at the Get. */                                 \
+        v.SetBlockSelection(kNoBlock);                                                             \
+        if (sv.kind == 'g' || sv.kind == 'r')                                                      \
+            v.SetSelection({adios2::Dims(sv.shape.size(), 0), sv.shape});                          \
     }
         NVS_DTYPES(X)
 #undef X
@@ -627,6 +1006,7 @@ void NvsEngine::EndStep()
     {
         m_Vars.clear();
         m_Order.clear();
+        m_Loaded.clear();
         return;
     }
     // Attributes are not stored (yet): a reader would never see them.
@@ -637,38 +1017,35 @@ void NvsEngine::EndStep()
                                     "): attributes are not stored by this engine yet, and a reader "
                                     "would not see them; nothing of step " + std::to_string(m_Step) +
                                     " was committed");
-    // one batch: every variable of the step, then the step's index; one commit
+    // one batch on this rank's lane: every variable it put in the step, then its step
+    // index; one commit
     const uint64_t version = m_Step + 1;
-    std::vector<std::string> metas;
-    metas.reserve(m_Order.size());
-    std::string index;
+    std::string index = "nvs-adios2\t2\t" + std::to_string(m_Ranks) + "\t" + std::to_string(m_Rank) + "\n";
     std::vector<nvs_object> objs(m_Order.size() + 1);
     for (size_t i = 0; i < m_Order.size(); ++i)
     {
         const StepVar &v = m_Vars[m_Order[i]];
-        metas.push_back("dtype=" + v.dtype + "\nshape=" + DimsText(v.shape) + "\n");
-        index += m_Order[i] + "\t" + v.dtype + "\t" + DimsText(v.shape) + "\n";
+        index += "v\t" + m_Order[i] + "\t" + v.dtype + "\t" + v.kind + "\t" + DimsText(v.shape) + "\n";
+        for (const Block &b : v.blocks)
+            index += "b\t" + DimsText(b.start) + "\t" + DimsText(b.count) + "\t" +
+                     std::to_string(b.offset) + "\t" + std::to_string(b.bytes) + "\t" +
+                     Hex(b.min.data(), b.min.size()) + "\t" + Hex(b.max.data(), b.max.size()) + "\n";
         nvs_object &o = objs[i];
         std::memset(&o, 0, sizeof o);
         o.name = m_Order[i].c_str();
         o.data = v.data.data();
         o.len = v.data.size();
         o.version = version;
-        o.meta = metas.back().data();
-        o.meta_len = metas.back().size();
     }
-    const std::string indexMeta = "adios2_step=" + std::to_string(m_Step) + "\n";
     nvs_object &o = objs.back();
     std::memset(&o, 0, sizeof o);
     o.name = kStepIndex;
     o.data = index.data();
     o.len = index.size();
     o.version = version;
-    o.meta = indexMeta.data();
-    o.meta_len = indexMeta.size();
-    int32_t rc = nvs_put_batch(m_Pool, 0, objs.data(), objs.size(), nullptr);
+    int32_t rc = nvs_put_batch(m_Pool, m_Rank, objs.data(), objs.size(), nullptr);
     if (rc != NVS_OK)
-        Fail("commit step " + std::to_string(m_Step), rc);
+        Fail("commit step " + std::to_string(m_Step) + " of rank " + std::to_string(m_Rank), rc);
     m_Vars.clear();
     m_Order.clear();
     ++m_Step;
@@ -698,6 +1075,39 @@ void NvsEngine::DoClose(const int)
     }
 }
 
+adios2::MinVarInfo *NvsEngine::MinBlocksInfo(const std::string &varName, const size_t step) const
+{
+    if (m_Writer || !m_InStep || step != m_Step)
+        return nullptr; // only the current step's blocks are known (a stream)
+    auto it = m_Vars.find(varName);
+    if (it == m_Vars.end())
+        return nullptr;
+    const StepVar &v = it->second;
+    const bool array = v.kind == 'g' || v.kind == 'r';
+    auto *info = new adios2::MinVarInfo(v.kind == 'v' ? 0 : (int)(array ? v.shape.size()
+                                                                       : (v.blocks.empty() ? 0 : v.blocks[0].count.size())),
+                                        array ? v.shape.data() : nullptr);
+    info->Step = step;
+    info->WasLocalValue = false;
+    info->IsValue = v.kind == 'v';
+    for (size_t i = 0; i < v.blocks.size(); ++i)
+    {
+        const Block &b = v.blocks[i];
+        adios2::MinBlockInfo mb;
+        mb.WriterID = (int)b.rank;
+        mb.BlockID = i;
+        mb.Start = b.start.data();
+        mb.Count = b.count.data();
+        std::memset(&mb.MinMax, 0, sizeof mb.MinMax);
+        std::memcpy(&mb.MinMax.MinUnion, b.min.data(), std::min(b.min.size(), sizeof mb.MinMax.MinUnion));
+        std::memcpy(&mb.MinMax.MaxUnion, b.max.data(), std::min(b.max.size(), sizeof mb.MinMax.MaxUnion));
+        // a value's bytes are its extremes
+        mb.BufferP = info->IsValue ? (void *)&v.blocks[i].min[0] : nullptr;
+        info->BlocksInfo.push_back(mb);
+    }
+    return info;
+}
+
 template <class T>
 void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
 {
@@ -712,48 +1122,104 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
                                     std::to_string(variable.Operations().size()) +
                                     " operator(s) (compression): not supported (nvs stores the "
                                     "values as they are); remove them for this engine");
-    adios2::Dims shape = variable.Shape();
-    adios2::Dims start = variable.Start();
-    adios2::Dims count = variable.Count();
-    const bool local = shape.empty() && !count.empty();
-    if (local)
+    char kind;
+    adios2::Dims shape, start, count;
+    switch (variable.ShapeID())
     {
-        // a local array: stored as one block of its own shape
-        if (m_Vars.count(name))
-            throw std::invalid_argument("nvs engine: local array " + name +
-                                        ": one block per step (a second Put in this step)");
-        shape = count;
-        start.assign(count.size(), 0);
+    case adios2::ShapeID::GlobalValue:
+        kind = 'v';
+        break;
+    case adios2::ShapeID::LocalValue:
+        kind = 'r';
+        break;
+    case adios2::ShapeID::GlobalArray:
+        kind = 'g';
+        shape = variable.Shape();
+        start = variable.Start();
+        count = variable.Count();
+        if (start.empty())
+            start.assign(shape.size(), 0);
+        if (count.empty())
+            count = shape;
+        CheckBox(name, start, count, shape);
+        break;
+    case adios2::ShapeID::LocalArray:
+        kind = 'l';
+        count = variable.Count();
+        break;
+    default:
+        throw std::invalid_argument("nvs engine: variable " + name +
+                                    ": a joined array is not supported by this engine");
     }
-    if (start.empty())
-        start.assign(shape.size(), 0);
-    if (count.empty())
-        count = shape;
-    CheckBox(name, start, count, shape);
-
     auto it = m_Vars.find(name);
     if (it == m_Vars.end())
     {
         StepVar v;
         v.dtype = DType<T>::str();
+        v.kind = kind;
         v.shape = shape;
         v.elemSize = sizeof(T);
-        v.data = Buffer(Bytes(shape, sizeof(T), "variable " + name), "variable " + name);
         it = m_Vars.emplace(name, std::move(v)).first;
         m_Order.push_back(name);
     }
-    else if (it->second.shape != shape)
+    StepVar &v = it->second;
+    if (v.shape != shape)
         throw std::invalid_argument("nvs engine: variable " + name +
                                     " put twice in a step with different shapes");
-    StepVar &v = it->second;
-    const adios2::Dims zero(shape.size(), 0);
-    CopyBox(sizeof(T), start, count, reinterpret_cast<const char *>(values), start, count,
-            v.data.data(), zero, shape);
+    if ((kind == 'v' || kind == 'r') && !v.blocks.empty())
+        throw std::invalid_argument("nvs engine: variable " + name +
+                                    ": a value is put once per step and rank (a second Put)");
+    Block b;
+    b.rank = m_Rank;
+    b.start = start;
+    b.count = count;
+    b.offset = v.data.size();
+    const size_t n = Bytes(count, sizeof(T), "variable " + name) / sizeof(T);
+    b.bytes = n * sizeof(T);
+    try
+    {
+        v.data.reserve(v.data.size() + b.bytes);
+        v.data.insert(v.data.end(), reinterpret_cast<const char *>(values),
+                      reinterpret_cast<const char *>(values) + b.bytes);
+    }
+    catch (const std::bad_alloc &)
+    {
+        throw std::runtime_error("nvs engine: variable " + name + ": cannot allocate " +
+                                 std::to_string(b.bytes) + " more bytes for it");
+    }
+    Extremes(values, n, b);
+    v.blocks.push_back(std::move(b));
+}
+
+/* The bytes rank `rank` stored for `name` in the current step, read once per step. */
+const std::vector<char> &NvsEngine::Object(const std::string &name, uint32_t rank, const std::string &what)
+{
+    auto key = std::make_pair(rank, name);
+    auto it = m_Loaded.find(key);
+    if (it != m_Loaded.end())
+        return it->second;
+    size_t len = 0;
+    int32_t rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, nullptr, 0, &len);
+    if (rc != NVS_OK)
+        Fail("read " + what + " of rank " + std::to_string(rank), rc);
+    std::vector<char> data = Buffer(len, what);
+    rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, data.data(), data.size(), &len);
+    if (rc != NVS_OK)
+        Fail("read " + what + " of rank " + std::to_string(rank), rc);
+    if (len != data.size())
+        throw std::runtime_error("nvs engine: " + what + ": changed length while read");
+    // every block the index names lies inside the object (a damaged or forged pool is
+    // an error, not a read past the buffer)
+    for (const Block &b : m_Vars[name].blocks)
+        if (b.rank == rank && (b.offset > len || b.bytes > len - b.offset))
+            throw std::runtime_error("nvs engine: " + what + " of rank " + std::to_string(rank) +
+                                     ": " + std::to_string(len) + " bytes, its index names a block at " +
+                                     std::to_string(b.offset) + "+" + std::to_string(b.bytes));
+    return m_Loaded.emplace(key, std::move(data)).first->second;
 }
 
 template <class T>
-void NvsEngine::Get(adios2::Variable<T> &variable, T *values, const adios2::Dims &start0,
-                    const adios2::Dims &count0)
+StepVar &NvsEngine::ReadVar(adios2::Variable<T> &variable)
 {
     if (m_Writer)
         throw std::logic_error("nvs engine: Get on a writer");
@@ -768,43 +1234,118 @@ void NvsEngine::Get(adios2::Variable<T> &variable, T *values, const adios2::Dims
     if (v.dtype != DType<T>::str())
         throw std::invalid_argument("nvs engine: variable " + name + " is " + v.dtype +
                                     ", read as " + DType<T>::str());
-    if (!v.loaded)
+    for (const Block &b : v.blocks)
+        if (b.bytes != Bytes(b.count, sizeof(T), "variable " + name))
+            throw std::runtime_error("nvs engine: variable " + name + " of step " +
+                                     std::to_string(m_Step) + ": a block of " +
+                                     std::to_string(b.bytes) + " bytes, its count {" +
+                                     DimsText(b.count) + "} needs another size");
+    return v;
+}
+
+template <class T>
+void NvsEngine::GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims start,
+                       adios2::Dims count, const adios2::Dims *memStart, const adios2::Dims *memCount)
+{
+    StepVar &v = ReadVar(variable);
+    const std::string name = variable.Name();
+    const std::string what = "variable " + name + " of step " + std::to_string(m_Step);
+    if (v.kind == 'v')
     {
-        // The object's length first: a step index that does not match the object (a
-        // damaged or forged pool) is an error, not a buffer of the wrong size.
-        const std::string what = "variable " + name + " of step " + std::to_string(m_Step);
-        size_t len = 0;
-        int32_t rc = nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, nullptr, 0, &len);
-        if (rc != NVS_OK)
-            Fail("read " + what, rc);
-        const size_t need = Bytes(v.shape, sizeof(T), what);
-        if (len != need)
-            throw std::runtime_error("nvs engine: " + what + ": " + std::to_string(len) +
-                                     " bytes, its shape {" + DimsText(v.shape) + "} needs " +
-                                     std::to_string(need));
-        v.data = Buffer(need, what);
-        rc = nvs_follower_get(m_Follower, name.c_str(), m_Step + 1, v.data.data(), v.data.size(), &len);
-        if (rc != NVS_OK)
-            Fail("read " + what, rc);
-        if (len != need)
-            throw std::runtime_error("nvs engine: " + what + ": changed length while read");
-        v.loaded = true;
+        if (v.blocks.empty())
+            throw std::runtime_error("nvs engine: " + what + ": no rank wrote it");
+        const Block &b = v.blocks[0]; // rank 0's, as BP5 reads a global value
+        const std::vector<char> &obj = Object(name, b.rank, what);
+        std::memcpy(values, obj.data() + b.offset, sizeof(T));
+        return;
     }
-    adios2::Dims start = start0, count = count0;
+    if (v.kind == 'l')
+        throw std::invalid_argument("nvs engine: " + what +
+                                    " is a local array: read it a block at a time (a block "
+                                    "Selection, or SetBlockSelection)");
     if (start.empty())
         start.assign(v.shape.size(), 0);
     if (count.empty())
         count = v.shape;
     CheckBox(name, start, count, v.shape);
-    const adios2::Dims zero(v.shape.size(), 0);
-    CopyBox(sizeof(T), start, count, v.data.data(), zero, v.shape,
-            reinterpret_cast<char *>(values), start, count);
+    adios2::Dims dstOrigin = start, dstExt = count;
+    if (memStart)
+    {
+        if (memStart->size() != count.size() || memCount->size() != count.size())
+            throw std::invalid_argument("nvs engine: " + what + ": a memory selection of " +
+                                        std::to_string(memCount->size()) + " dimensions for a box of " +
+                                        std::to_string(count.size()));
+        for (size_t d = 0; d < count.size(); ++d)
+        {
+            if ((*memStart)[d] > (*memCount)[d] || count[d] > (*memCount)[d] - (*memStart)[d])
+                throw std::invalid_argument("nvs engine: " + what + ": the box {" + DimsText(count) +
+                                            "} at {" + DimsText(*memStart) +
+                                            "} does not fit the memory selection's {" +
+                                            DimsText(*memCount) + "}");
+            dstOrigin[d] = start[d] - (*memStart)[d]; // modular: offsets come out right
+        }
+        dstExt = *memCount;
+    }
+    for (const Block &b : v.blocks)
+    {
+        // the part of the block inside the box
+        adios2::Dims lo(count.size()), n(count.size());
+        bool empty = false;
+        for (size_t d = 0; d < count.size(); ++d)
+        {
+            const size_t a = std::max(start[d], b.start[d]);
+            const size_t e = std::min(start[d] + count[d], b.start[d] + b.count[d]);
+            if (a >= e)
+                empty = true;
+            lo[d] = a;
+            n[d] = empty ? 0 : e - a;
+        }
+        if (empty && !count.empty())
+            continue;
+        const std::vector<char> &obj = Object(name, b.rank, what);
+        CopyBox(sizeof(T), lo, n, obj.data() + b.offset, b.start, b.count,
+                reinterpret_cast<char *>(values), dstOrigin, dstExt);
+    }
+}
+
+template <class T>
+void NvsEngine::GetBlock(adios2::Variable<T> &variable, T *values, size_t block)
+{
+    StepVar &v = ReadVar(variable);
+    const std::string what = "variable " + variable.Name() + " of step " + std::to_string(m_Step);
+    if (block >= v.blocks.size())
+        throw std::invalid_argument("nvs engine: " + what + ": block " + std::to_string(block) +
+                                    " of " + std::to_string(v.blocks.size()));
+    const Block &b = v.blocks[block];
+    const std::vector<char> &obj = Object(variable.Name(), b.rank, what);
+    std::memcpy(values, obj.data() + b.offset, b.bytes);
 }
 
 template <class T>
 void NvsEngine::GetVar(adios2::Variable<T> &variable, T *values)
 {
-    Get(variable, values, variable.Start(), variable.Count());
+    StepVar &v = ReadVar(variable);
+    const size_t block = variable.BlockID();
+    if (v.kind == 'l')
+    {
+        if (block == kNoBlock)
+            throw std::invalid_argument("nvs engine: variable " + variable.Name() +
+                                        " is a local array: read it a block at a time "
+                                        "(SetBlockSelection, or a block Selection)");
+        if (!variable.Start().empty())
+            throw std::invalid_argument("nvs engine: variable " + variable.Name() +
+                                        ": a box within a block of a local array is not supported");
+        GetBlock(variable, values, block);
+        return;
+    }
+    if (block != kNoBlock && v.kind != 'v')
+        throw std::invalid_argument(
+            "nvs engine: variable " + variable.Name() +
+            ": SetBlockSelection on a global array, then a Get without a Selection: ADIOS2 2.12 "
+            "does not show a plugin engine whether the block or a later box selection is meant; "
+            "pass the block as a Selection (Get(variable, data, adios2::Selection::Block(" +
+            std::to_string(block) + ")))");
+    GetBox(variable, values, variable.Start(), variable.Count(), nullptr, nullptr);
 }
 
 template <class T>
@@ -813,14 +1354,19 @@ void NvsEngine::GetSel(adios2::Variable<T> &variable, T *values, const adios2::c
     if (sel.GetStepCount() > 1)
         throw std::invalid_argument("nvs engine: reads one step at a time (a step selection of " +
                                     std::to_string(sel.GetStepCount()) + ")");
-    if (sel.HasMemorySelection())
-        throw std::invalid_argument("nvs engine: memory selections are not supported");
-    if (sel.HasBlockSelection() && sel.GetBlockID() != 0)
-        throw std::invalid_argument("nvs engine: a step's variable is one block (block 0)");
-    if (sel.GetSelectionType() == adios2::SelectionType::BoundingBox)
-        Get(variable, values, sel.GetStart(), sel.GetCount());
-    else
-        Get(variable, values, {}, {});
+    if (sel.HasBlockSelection())
+    {
+        if (sel.HasMemorySelection() ||
+            sel.GetSelectionType() == adios2::SelectionType::BoundingBox)
+            throw std::invalid_argument("nvs engine: variable " + variable.Name() +
+                                        ": a box or memory selection within a block is not supported");
+        GetBlock(variable, values, sel.GetBlockID());
+        return;
+    }
+    const bool box = sel.GetSelectionType() == adios2::SelectionType::BoundingBox;
+    GetBox(variable, values, box ? sel.GetStart() : adios2::Dims{}, box ? sel.GetCount() : adios2::Dims{},
+           sel.HasMemorySelection() ? &sel.GetMemoryStart() : nullptr,
+           sel.HasMemorySelection() ? &sel.GetMemoryCount() : nullptr);
 }
 
 #define declare(T)                                                                                 \

@@ -1,21 +1,40 @@
 /* nvs-adios2: an ADIOS2 (>= 2.12, plugin interface v2) engine over nvs's C ABI.
  *
- * Writer: BeginStep ... Put ... EndStep is one nvs_put_batch (one commit): every variable
- * put in the step is an object named as the variable, version step+1, metadata
- * "dtype=<numpy typestr>\nshape=d0,d1,...\n"; the batch ends with the step's index object
- * "__adios2_step" (version step+1) listing "name\tdtype\tshape" per variable.
- * Reader: follows the pool (nvs_follower_*); a step is there once its index object is,
- * and since the batch is one commit a reader never sees part of a step.
+ * Ranks. Every rank of the communicator ADIOS2 gives the engine (an MPI build of ADIOS2;
+ * a serial build is one rank) writes its own lane of one pool: a pool with lane names,
+ * as many lanes as ranks, rank r writing lane r (nvs_pool_open_lane). One pool, not a
+ * pool per rank: a reader follows one file, sees every rank's commits in one stream,
+ * and learns from nvs's per-lane locks which rank's writer died. Ranks never wait for
+ * each other after Open (no collective call per step).
+ *
+ * Writer: BeginStep ... Put ... EndStep is one nvs_put_batch on the rank's lane (one
+ * commit per rank per step): every variable the rank put in the step is an object
+ * named as the variable (in the rank's name space), version step+1, holding the rank's
+ * blocks one after the other; the batch ends with the rank's step index
+ * "__adios2_step" (version step+1): a line "nvs-adios2 2 RANKS RANK", then per variable
+ * "v NAME DTYPE KIND SHAPE" and per block "b START COUNT OFFSET BYTES MIN MAX"
+ * (tab-separated; MIN and MAX the block's extreme elements in hex).
+ * Reader: follows the pool (nvs_follower_*); step S is there once every rank's index of
+ * S is (a rank's step is one commit, so a reader never sees part of one); a step some
+ * rank never committed and went on past (it died, and the job was restarted with
+ * Append) is skipped, as BP5 has no trace of it either. A box selection is assembled
+ * from the blocks of every rank it meets.
  *
  * Modes: Write starts a new pool (an existing file at PoolPath is replaced, as BP5
  * replaces its output: the new pool is made beside it and renamed over it, so a Write
  * that fails leaves the old pool whole; a reader of the old one gets an error saying it
- * was replaced; never while a live writer holds it: refused); Append opens the pool (or creates it) and continues after the last
- * committed step; Read follows the pool as a stream.
+ * was replaced; never while a live writer holds it: refused); Append opens the pool (or
+ * creates it) and continues after the last step any rank committed; Read follows the
+ * pool as a stream. Rank 0 makes the pool; every rank learns the outcome before any
+ * opens its lane, so one failing rank fails them all with the same message.
  *
  * Parameters (engine type="Plugin", PluginName="nvs", PluginLibrary="nvs_adios2"),
  * checked before anything on disk changes:
- *   PoolPath     the pool file (required; the path given to Open is not used)
+ *   PoolPath     the pool file (required: a plugin engine is not told the name given to
+ *                Open, so two outputs need two PoolPaths; a second Write of one PoolPath
+ *                in one process is refused rather than replacing the first output)
+ *   Replace      Write: true lets a process replace a PoolPath it wrote before (a restart
+ *                file rewritten); default false
  *   PoolSize     a new pool's size in bytes, suffixes K/M/G/T (writer; default 256M)
  *   EndStream    writer Close: true (default) ends the stream, false detaches
  *                (followers wait for a restarted writer); true/false, on/off, yes/no, 1/0
@@ -26,13 +45,18 @@
  *                (default 60; negative or inf: as long as it takes); a file that is
  *                there and is not a pool is an error at once
  *
- * Not offered: span puts, several blocks of a local array in one step, operators (errors
- * at the Put), attributes (an error at EndStep: not stored), several writer processes of
- * one pool (a Write or Append over a pool a live writer holds is refused). Memory
- * selections and a block selection made after a box selection are not shown to a plugin
- * engine by the plugin interface (2.12): a Put or Get with one acts as if it had none.
- * AvailableVariables lists every variable the stream has had, not only the current
- * step's (a Get of one the step lacks is an error naming the step).
+ * Served: global arrays (any number of blocks per rank and step), local arrays, global
+ * values (rank 0's), local values (read as a 1-D array, one per rank), box selections,
+ * block selections and memory selections passed to Get as an adios2::Selection,
+ * BlocksInfo (start, count, min, max per block). Refused at the call, naming it: span
+ * puts, operators, attributes (at EndStep: not stored), string variables, a step
+ * selection of several steps, ReadRandomAccess, a variable's SetBlockSelection followed
+ * by a Get without a Selection (ADIOS2 2.12 does not show a plugin engine which of a
+ * block and a box selection was made last). Not shown to a plugin engine at all, so
+ * neither served nor refusable: a writer's SetMemorySelection (the values are read as if
+ * there were none) and a reader's (use a Get with a Selection instead). AvailableVariables
+ * lists every variable the stream has had, not only the current step's (a Get of one the
+ * step lacks is an error naming the step).
  */
 #ifndef NVS_ADIOS2_NVSENGINE_H_
 #define NVS_ADIOS2_NVSENGINE_H_
@@ -47,17 +71,41 @@
 
 #include "nvs.h"
 
+#if NVS_ADIOS2_MPI
+#include <mpi.h>
+#endif
+
 namespace nvs_adios2
 {
 
-/** One variable of one step: its numpy dtype, global shape and bytes (row-major). */
+/** One block of a variable: where it lies in the global array (local arrays: count
+ * only; values: neither), where its bytes are in its rank's object, and its extremes. */
+struct Block
+{
+    uint32_t rank = 0;
+    adios2::Dims start, count;
+    size_t offset = 0, bytes = 0;
+    std::string min, max; // the extreme elements' bytes (empty: none)
+};
+
+/** One variable of one step: its numpy dtype, kind ('g' global array, 'l' local array,
+ * 'v' global value, 'r' local value), global shape and blocks; a writer's own bytes. */
 struct StepVar
 {
     std::string dtype;
+    char kind = 'g';
     adios2::Dims shape;
     size_t elemSize = 0;
-    std::vector<char> data;
-    bool loaded = false; // reader: data read from the pool
+    std::vector<Block> blocks; // writer: this rank's; reader: every rank's, in rank order
+    std::vector<char> data;    // writer: this rank's blocks, one after the other
+};
+
+/** One rank's index of one step, as a reader parsed it. */
+struct RankStep
+{
+    uint32_t ranks = 0;
+    std::vector<std::string> order;
+    std::map<std::string, StepVar> vars;
 };
 
 class NvsEngine : public adios2::plugin::PluginEngineInterface
@@ -72,6 +120,7 @@ public:
     void PerformPuts() override {}
     void PerformGets() override {}
     void DoClose(const int transportIndex = -1) override;
+    adios2::MinVarInfo *MinBlocksInfo(const std::string &varName, const size_t step) const override;
 
 #define declare(T)                                                                                 \
     void DoPutSync(adios2::Variable<T> variable, const T *values) override;                        \
@@ -92,6 +141,7 @@ public:
 #undef declare
 
 private:
+    uint32_t m_Rank = 0, m_Ranks = 1; // writer: this rank and the communicator's size
     bool m_Writer = false;
     bool m_InStep = false;
     bool m_Closed = false;
@@ -109,6 +159,22 @@ private:
     std::vector<std::string> m_Order;   // the step's variables, in put order
     std::map<std::string, StepVar> m_Vars;
 
+    // reader
+    uint32_t m_StepRanks = 0;                             // ranks of the current step
+    std::map<uint64_t, std::map<uint32_t, RankStep>> m_Pending; // step -> rank -> index
+    std::map<uint32_t, uint64_t> m_LaneLast;              // rank -> its last step seen
+    uint32_t m_Expected = 1;                              // lanes declared to the follower
+    std::map<std::pair<uint32_t, std::string>, std::vector<char>> m_Loaded; // the step's objects
+
+
+    void Collective(const std::string &error);
+#if NVS_ADIOS2_MPI
+    void Allreduce(void *in, void *out, MPI_Datatype type);
+#endif
+    bool ServeReady();
+    void TakeIndex(uint32_t lane, uint64_t version, size_t len);
+    const std::vector<char> &Object(const std::string &name, uint32_t rank, const std::string &what);
+
     std::string Param(const std::string &key, const std::string &def) const;
     void OpenWriter();
     void OpenReader();
@@ -116,8 +182,12 @@ private:
     template <class T>
     void Put(adios2::Variable<T> &variable, const T *values);
     template <class T>
-    void Get(adios2::Variable<T> &variable, T *values, const adios2::Dims &start,
-             const adios2::Dims &count);
+    StepVar &ReadVar(adios2::Variable<T> &variable);
+    template <class T>
+    void GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims start, adios2::Dims count,
+                const adios2::Dims *memStart, const adios2::Dims *memCount);
+    template <class T>
+    void GetBlock(adios2::Variable<T> &variable, T *values, size_t block);
     template <class T>
     void GetVar(adios2::Variable<T> &variable, T *values);
     template <class T>

@@ -62,8 +62,8 @@ wait $w 2>/dev/null || true
 rc1=0; wait $r1 || rc1=$?; t1=$(( $(ms) - killed ))
 rc2=0; wait $r2 || rc2=$?; t2=$(( $(ms) - killed ))
 cat r1.out r2.out
-[ $rc1 = 2 ] && grep -q "writer of sim.nvs died" r1.out || fail "C++ reader: exit $rc1, not the dead-writer error"
-[ $rc2 = 2 ] && grep -q "writer of sim.nvs died" r2.out || fail "Python reader: exit $rc2, not the dead-writer error"
+[ $rc1 = 2 ] && grep -q "writer of rank 0 of sim.nvs died" r1.out || fail "C++ reader: exit $rc1, not the dead-writer error"
+[ $rc2 = 2 ] && grep -q "writer of rank 0 of sim.nvs died" r2.out || fail "Python reader: exit $rc2, not the dead-writer error"
 echo "readers ended ${t1} ms and ${t2} ms after the SIGKILL (exit 2: the writer died)"
 
 echo "== nvs: a restarted writer (Append) continues after the last committed step"

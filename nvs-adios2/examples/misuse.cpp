@@ -164,10 +164,14 @@ int main(int argc, char **argv)
         const std::string p = Path("keep.nvs");
         WriteSteps(p, 3, adios2::Mode::Write);
         for (const char *size : {"64MB", "x", "-1", "99999999999G", "1K"})
-            Throws(size == std::string("1K") ? "too small" : "PoolSize",
-                   [&] { WriteSteps(p, 1, adios2::Mode::Write, {{"PoolSize", size}}); });
+            Throws(size == std::string("1K") ? "too small" : "PoolSize", [&] {
+                WriteSteps(p, 1, adios2::Mode::Write, {{"PoolSize", size}, {"Replace", "true"}});
+            });
         Require(CountSteps(p) == 3, "the old pool lost steps");
-        WriteSteps(p, 2, adios2::Mode::Write); // a good Write replaces it
+        // a second Write of one PoolPath in one process: refused unless said on purpose
+        Throws("already wrote", [&] { WriteSteps(p, 2, adios2::Mode::Write); });
+        Require(CountSteps(p) == 3, "the refused Write changed the pool");
+        WriteSteps(p, 2, adios2::Mode::Write, {{"Replace", "true"}}); // a good Write replaces it
         Require(CountSteps(p) == 2, "a Write did not start a new stream");
     });
 
@@ -184,7 +188,7 @@ int main(int argc, char **argv)
         }
         std::thread([p] {
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
-            WriteSteps(p, 1, adios2::Mode::Write);
+            WriteSteps(p, 1, adios2::Mode::Write, {{"Replace", "true"}});
         }).detach();
         Throws("was replaced", [&] { r.BeginStep(); });
         r.Close();
@@ -201,17 +205,39 @@ int main(int argc, char **argv)
         w.Close();
     });
 
-    Case("a second block of a local array in one step is refused", [] {
+    Case("two blocks of a local array in one step are read back block by block", [] {
+        const std::string p = Path("local.nvs");
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p);
+            auto v = io.DefineVariable<double>("loc", {}, {}, {3});
+            adios2::Engine w = io.Open(p, adios2::Mode::Write);
+            std::vector<double> a{1, 2, 3}, b{4, 5, 6};
+            w.BeginStep();
+            w.Put(v, a.data(), adios2::Mode::Sync);
+            w.Put(v, b.data(), adios2::Mode::Sync);
+            w.EndStep();
+            w.Close();
+        }
         adios2::ADIOS adios;
-        adios2::IO io = NvsIO(adios, Path("local.nvs"));
-        auto v = io.DefineVariable<double>("loc", {}, {}, {3});
-        adios2::Engine w = io.Open(Path("local.nvs"), adios2::Mode::Write);
-        std::vector<double> a{1, 2, 3}, b{4, 5, 6};
-        w.BeginStep();
-        w.Put(v, a.data(), adios2::Mode::Sync);
-        Throws("one block per step", [&] { w.Put(v, b.data(), adios2::Mode::Sync); });
-        w.EndStep();
-        w.Close();
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        Require(r.BeginStep() == adios2::StepStatus::OK, "a step");
+        auto v = io.InquireVariable<double>("loc");
+        std::vector<double> d(3);
+        Throws("local array", [&] { r.Get(v, d.data(), adios2::Mode::Sync); });
+        v.SetBlockSelection(1);
+        r.Get(v, d.data(), adios2::Mode::Sync);
+        Require(d == std::vector<double>{4, 5, 6}, "block 1 (SetBlockSelection)");
+        r.Get(v, d.data(), adios2::Selection::Block(0), adios2::Mode::Sync);
+        Require(d == std::vector<double>{1, 2, 3}, "block 0 (a block Selection)");
+        Throws("block 2 of 2", [&] { r.Get(v, d.data(), adios2::Selection::Block(2)); });
+        auto blocks = r.BlocksInfo(v, r.CurrentStep());
+        Require(blocks.size() == 2 && blocks[1].Count == adios2::Dims{3} && blocks[1].Min == 4 &&
+                    blocks[1].Max == 6,
+                "BlocksInfo");
+        r.EndStep();
+        r.Close();
     });
 
     Case("names the step index cannot hold are refused at Put", [] {
@@ -233,8 +259,8 @@ int main(int argc, char **argv)
     Case("a global shape too large for memory is an error", [] {
         adios2::ADIOS adios;
         adios2::IO io = NvsIO(adios, Path("huge.nvs"));
-        auto a = io.DefineVariable<double>("a", {size_t(1) << 61}, {0}, {2});
-        auto b = io.DefineVariable<double>("b", {size_t(1000000000000)}, {0}, {2});
+        auto a = io.DefineVariable<double>("a", {size_t(1) << 61}, {0}, {size_t(1) << 61});
+        auto b = io.DefineVariable<double>("b", {size_t(1000000000000)}, {0}, {size_t(1000000000000)});
         adios2::Engine w = io.Open(Path("huge.nvs"), adios2::Mode::Write);
         std::vector<double> d{1, 2};
         w.BeginStep();
@@ -265,8 +291,13 @@ int main(int argc, char **argv)
     Case("a step index that does not match its objects is an error, not a crash", [] {
         const std::string p = Path("forged.nvs");
         nvs_pool *pool = nullptr;
-        Require(nvs_pool_create(p.c_str(), 8 << 20, nullptr, &pool) == NVS_OK, "create");
-        const std::string index = "x\t<f8\t2305843009213693952\n";
+        nvs_create_options opts;
+        std::memset(&opts, 0, sizeof opts);
+        opts.lanes_max = 1;
+        opts.lane_names = 1;
+        Require(nvs_pool_create(p.c_str(), 8 << 20, &opts, &pool) == NVS_OK, "create");
+        const std::string index = "nvs-adios2\t2\t1\t0\nv\tx\t<f8\tg\t2305843009213693952\n"
+                                  "b\t0\t2305843009213693952\t0\t0\t\t\n";
         nvs_object o[2];
         std::memset(o, 0, sizeof o);
         o[0].name = "x"; // 0 bytes, but the index says 2^61 doubles
@@ -381,7 +412,7 @@ int main(int argc, char **argv)
             w.Put(v, d.data(), adios2::Mode::Sync);
             w.EndStep();
         }
-        Throws("live writer", [&] { WriteSteps(p, 1, adios2::Mode::Write); });
+        Throws("live writer", [&] { WriteSteps(p, 1, adios2::Mode::Write, {{"Replace", "true"}}); });
         std::vector<double> d(4, 2.0);
         w.BeginStep();
         w.Put(v, d.data(), adios2::Mode::Sync);

@@ -129,9 +129,11 @@ typedef struct nvs_pool nvs_pool;
 // What `nvs_follower_wait` learnt.
 typedef struct nvs_event {
   // `NVS_EVENT_OBJECT`, `NVS_EVENT_END_OF_STREAM`, `NVS_EVENT_WRITER_GONE` or
-  // `NVS_EVENT_TIMEOUT`; the other fields are set for `NVS_EVENT_OBJECT` only.
+  // `NVS_EVENT_TIMEOUT`; the other fields are set for `NVS_EVENT_OBJECT` only, but
+  // `lane`.
   int32_t kind;
-  // The lane that committed the object.
+  // The lane that committed the object; for `NVS_EVENT_WRITER_GONE`, the lowest lane
+  // whose writer is gone (an MPI rank's lane names the rank that died).
   uint32_t lane;
   // The sequence number (in its lane) of the unit that committed it.
   uint64_t seq;

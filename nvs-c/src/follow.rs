@@ -34,9 +34,11 @@ pub struct nvs_follower {
 #[derive(Clone, Copy, Debug)]
 pub struct nvs_event {
     /// `NVS_EVENT_OBJECT`, `NVS_EVENT_END_OF_STREAM`, `NVS_EVENT_WRITER_GONE` or
-    /// `NVS_EVENT_TIMEOUT`; the other fields are set for `NVS_EVENT_OBJECT` only.
+    /// `NVS_EVENT_TIMEOUT`; the other fields are set for `NVS_EVENT_OBJECT` only, but
+    /// `lane`.
     pub kind: i32,
-    /// The lane that committed the object.
+    /// The lane that committed the object; for `NVS_EVENT_WRITER_GONE`, the lowest lane
+    /// whose writer is gone (an MPI rank's lane names the rank that died).
     pub lane: u32,
     /// The sequence number (in its lane) of the unit that committed it.
     pub seq: u64,
@@ -134,7 +136,10 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
             match h.f.wait(timeout, Duration::from_millis(1))? {
                 Followed::Objects(objs) => h.queue.extend(objs),
                 Followed::EndOfStream => out.kind = NVS_EVENT_END_OF_STREAM,
-                Followed::WriterGone => out.kind = NVS_EVENT_WRITER_GONE,
+                Followed::WriterGone => {
+                    out.kind = NVS_EVENT_WRITER_GONE;
+                    out.lane = h.f.gone_lanes().first().copied().unwrap_or(0);
+                }
                 Followed::Timeout => out.kind = NVS_EVENT_TIMEOUT,
             }
         }
