@@ -80,7 +80,7 @@ target/pyenv/bin/pip install -q maturin numpy pytest
 # maturin is the PEP 517 backend; the venv's bin on PATH lets pip find it (no isolation).
 PATH="$PWD/target/pyenv/bin:$PATH" target/pyenv/bin/pip install -q --no-build-isolation ./nvs-py
 NVS_BIN="$PWD/${CARGO_TARGET_DIR:-target}/release/nvs" target/pyenv/bin/python -m pytest -q nvs-py/tests
-step "adios2: the nvs ADIOS2 engine (g++ against the PyPI adios2 wheel; C++ and Python, nvs and BP5, live, SIGKILL, restart)"
+step "adios2: the nvs ADIOS2 engine (the PyPI wheel, and an MPI ADIOS2 built once and cached; C++ and Python, nvs and BP5 value by value at 1, 2 and 4 ranks, live, SIGKILL, restart)"
 if command -v g++ >/dev/null 2>&1; then
   ADIOS2_VENV="$PWD/${CARGO_TARGET_DIR:-target}/adios2-venv" nvs-adios2/run.sh
 else

@@ -937,9 +937,24 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
                                      " (their writers ended their streams without it)");
         }
         case NVS_EVENT_WRITER_GONE:
-            throw std::runtime_error(
-                "nvs engine: the writer of rank " + std::to_string(ev.lane) + " of " + m_PoolPath +
-                " died (no writer holds its lane and its stream was not ended)" + after);
+        {
+            // The ranks the next step lacks are the ones that died in it (others may have
+            // died after committing it: killed with them by the MPI launcher).
+            std::string who = "rank " + std::to_string(ev.lane);
+            if (!m_Pending.empty())
+            {
+                const auto &first = *m_Pending.begin();
+                std::vector<uint32_t> missing;
+                for (uint32_t r = 0; r < first.second.begin()->second.ranks; ++r)
+                    if (!first.second.count(r))
+                        missing.push_back(r);
+                who = (missing.size() > 1 ? "rank(s) " : "rank ") + RankList(missing) +
+                      " (step " + std::to_string(first.first) + " lacks its blocks)";
+            }
+            throw std::runtime_error("nvs engine: the writer of " + who + " of " + m_PoolPath +
+                                     " died (no writer holds its lane and its stream was not ended)" +
+                                     after);
+        }
         case NVS_EVENT_TIMEOUT:
             if (!last)
                 continue;
@@ -1077,8 +1092,10 @@ void NvsEngine::DoClose(const int)
 
 adios2::MinVarInfo *NvsEngine::MinBlocksInfo(const std::string &varName, const size_t step) const
 {
-    if (m_Writer || !m_InStep || step != m_Step)
-        return nullptr; // only the current step's blocks are known (a stream)
+    // A stream knows the current step's blocks only: ADIOS2 asks for them by step 0
+    // (Python) or by the absolute step (C++), as of BP5 in streaming mode.
+    if (m_Writer || !m_InStep)
+        return nullptr;
     auto it = m_Vars.find(varName);
     if (it == m_Vars.end())
         return nullptr;
@@ -1087,7 +1104,7 @@ adios2::MinVarInfo *NvsEngine::MinBlocksInfo(const std::string &varName, const s
     auto *info = new adios2::MinVarInfo(v.kind == 'v' ? 0 : (int)(array ? v.shape.size()
                                                                        : (v.blocks.empty() ? 0 : v.blocks[0].count.size())),
                                         array ? v.shape.data() : nullptr);
-    info->Step = step;
+    info->Step = m_Step;
     info->WasLocalValue = false;
     info->IsValue = v.kind == 'v';
     for (size_t i = 0; i < v.blocks.size(); ++i)
@@ -1335,6 +1352,16 @@ void NvsEngine::GetVar(adios2::Variable<T> &variable, T *values)
         if (!variable.Start().empty())
             throw std::invalid_argument("nvs engine: variable " + variable.Name() +
                                         ": a box within a block of a local array is not supported");
+        // The caller's buffer holds Count() elements (ADIOS2's contract), and ADIOS2 2.12
+        // does not let a plugin engine make Count() follow a block selection: a block of
+        // another size is refused, never written past the buffer.
+        if (block < v.blocks.size() && v.blocks[block].count != variable.Count())
+            throw std::invalid_argument(
+                "nvs engine: variable " + variable.Name() + ": block " + std::to_string(block) +
+                " has count {" + DimsText(v.blocks[block].count) + "}, the variable's Count() is {" +
+                DimsText(variable.Count()) + "} (ADIOS2 2.12 does not let a plugin engine set it "
+                "from SetBlockSelection): SetSelection({{}, {" + DimsText(v.blocks[block].count) +
+                "}}) after SetBlockSelection, or a block Selection");
         GetBlock(variable, values, block);
         return;
     }

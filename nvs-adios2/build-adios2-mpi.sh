@@ -13,9 +13,10 @@ if [ -x "$prefix/bin/adios2-config" ] && [ -f "$prefix/.complete" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-url=$(curl -fsSL "https://pypi.org/pypi/adios2/$version/json" |
-    python3 -c 'import json, sys; print([u["url"] for u in json.load(sys.stdin)["urls"] if u["packagetype"] == "sdist"][0])')
-curl -fsSL -o "$work/adios2.tar.gz" "$url"
+url=https://files.pythonhosted.org/packages/58/d9/254e366559bf9a3f7cb21fb4e516852d5b89466ea5f7864005765404ed33/adios2-$version.tar.gz
+sha256=f3bf3a6e64b800351a091d4fc70cc8437041c36c81f90f01697b81f168b6adb0
+curl -fsSL --retry 3 -o "$work/adios2.tar.gz" "$url"
+echo "$sha256  $work/adios2.tar.gz" | sha256sum -c --quiet - >&2
 tar -xzf "$work/adios2.tar.gz" -C "$work"
 off=""
 for f in Fortran Python HDF5 SST DataMan DataSpaces ZeroMQ Blosc2 BZip2 ZFP SZ SZ3 MGARD PNG \

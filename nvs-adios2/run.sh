@@ -7,6 +7,8 @@
 #   used wrongly (examples/misuse.cpp: every case a clear error, nothing committed lost).
 # Every reader checks every value it reads and exits non-zero on a mismatch.
 #   ADIOS2_VENV  a venv with adios2 (2.12.x) and numpy (made with pip if missing)
+#   ADIOS2_MPI   an MPI ADIOS2's install prefix (default: build-adios2-mpi.sh's, built
+#                once and cached); NVS_ADIOS2_MPI=0 skips the MPI runs
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -90,6 +92,87 @@ if command -v mpirun >/dev/null 2>&1; then
         $T "$R" "$E/nvs.xml" sim.bp 10 > /dev/null || fail "ranks: the pool does not hold the writer's 10 steps"
     done
     echo "3 runs: each time one rank wrote all 10 steps, three were refused naming the other writer"
+fi
+
+# An MPI ADIOS2 (built once from PyPI's source distribution and cached outside the
+# clone; NVS_ADIOS2_MPI=0 skips this part, saying so) for MPI programs of several ranks.
+A2MPI=""
+if [ "${NVS_ADIOS2_MPI:-1}" = 0 ]; then
+    echo "SKIPPED: the MPI ADIOS2 runs (NVS_ADIOS2_MPI=0)"
+elif ! command -v mpicxx >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+    fail "the MPI ADIOS2 runs need mpicxx and cmake (NVS_ADIOS2_MPI=0 skips them)"
+else
+    echo "== an MPI ADIOS2 (build-adios2-mpi.sh: cached after the first build, ~7 min)"
+    A2MPI=${ADIOS2_MPI:-$("$here/build-adios2-mpi.sh")} || fail "could not build an MPI ADIOS2"
+    echo "$A2MPI"
+    M="$OUT/mpi"
+    ADIOS2_MPI="$A2MPI" NVS_LIB="$target/release" OUT="$M" "$here/build.sh" >/dev/null
+fi
+if [ -n "$A2MPI" ]; then
+    # The MPI plugin for MPI programs; the serial one (the wheel's) for Python readers.
+    mpi() { ADIOS2_PLUGIN_PATH="$M" $T mpirun "$@"; }
+    dump() { ADIOS2_PLUGIN_PATH="$M" $T "$M/mpi_dump" "$@"; }
+    pydump() { $T "$PY" "$E/dump.py" "$@"; }
+    same() { cmp -s "$1" "$2" || { diff "$1" "$2" | head -20; fail "$3: $1 and $2 differ"; }; }
+    echo "== MPI: 1, 2 and 4 ranks write one global array (and a two-block array, a local array, a global value, a local value); every value read equals BP5's (C++ and Python readers)"
+    for n in 1 2 4; do
+        d="$work/mpi$n"; mkdir -p "$d"; cd "$d"
+        mpi -np $n "$M/mpi_writer" "$E/bp5.xml" sim.bp 4
+        mpi -np $n "$M/mpi_writer" "$E/nvs.xml" sim.bp 4
+        dump "$E/bp5.xml" sim.bp > bp5.txt && dump "$E/nvs.xml" sim.bp > nvs.txt || fail "mpi_dump ($n ranks)"
+        same bp5.txt nvs.txt "C++ reader, $n ranks"
+        pydump "$E/bp5.xml" sim.bp > py-bp5.txt && pydump "$E/nvs.xml" sim.bp > py-nvs.txt || fail "dump.py ($n ranks)"
+        same py-bp5.txt py-nvs.txt "Python reader, $n ranks"
+        echo "$n rank(s): $(grep -c '^step [0-9]*$' nvs.txt) steps, $(wc -w < nvs.txt) words of C++ dump and $(wc -w < py-nvs.txt) of Python dump, the same as BP5's"
+    done
+    # a block of a local array whose size is not Count()'s: refused, never written past
+    # the caller's buffer (Python sizes it by Count(), which a plugin engine cannot set)
+    $T "$PY" - "$E/nvs.xml" <<'PYEOF' || fail "Python: a local array's block of another size was not refused"
+import sys, adios2
+io = adios2.Adios(sys.argv[1]).declare_io("SimIO")
+with adios2.Stream(io, "sim.bp", "r") as s:
+    for _ in s.steps(timeout=10.0):
+        try:
+            s.read("particles", block_id=3)
+        except Exception as e:
+            assert "does not let a plugin engine" in str(e), e
+            print("Python: a block of another size than Count() is refused:", str(e)[:90], "...")
+            break
+        sys.exit("block 3 of particles was read into a buffer of Count()'s size")
+PYEOF
+
+    echo "== MPI: readers started before 4 ranks write follow them live (C++ and Python)"
+    cd "$work/mpi4"
+    rm -f sim.nvs
+    dump "$E/nvs.xml" sim.bp > live.txt & r1=$!
+    pydump "$E/nvs.xml" sim.bp > py-live.txt & r2=$!
+    sleep 0.5
+    mpi -np 4 "$M/mpi_writer" "$E/nvs.xml" sim.bp 4 --sleep 100
+    wait $r1 || fail "C++ live reader"
+    wait $r2 || fail "Python live reader"
+    same bp5.txt live.txt "C++ live reader, 4 ranks"
+    same py-bp5.txt py-live.txt "Python live reader, 4 ranks"
+    echo "both followed 4 steps of 4 ranks live, the same values as BP5"
+
+    echo "== MPI: rank 2 of 4 dies inside step 3; readers get an error naming it, the steps before are intact; Append continues"
+    d="$work/mpikill"; mkdir -p "$d"; cd "$d"
+    dump "$E/nvs.xml" sim.bp > live.txt 2> live.err & r1=$!
+    sleep 0.5
+    mpi -np 4 "$M/mpi_writer" "$E/nvs.xml" sim.bp 8 --die 2 3 > /dev/null 2>&1 && fail "the writer job did not fail"
+    rc=0; wait $r1 || rc=$?
+    cat live.err
+    [ $rc = 2 ] && grep -q "writer of rank 2 (step 3 lacks its blocks) of sim.nvs died" live.err ||
+        fail "the live reader: exit $rc, not an error naming rank 2"
+    # the first 3 steps, value for value, are those of the whole BP5 run of 4 ranks
+    head -n $(grep -n '^step 3$' "$work/mpi4/bp5.txt" | cut -d: -f1) "$work/mpi4/bp5.txt" | sed '$d' > want.txt
+    same want.txt live.txt "steps 0..2 before the rank died"
+    rc=0; pydump "$E/nvs.xml" sim.bp > py.txt 2> py.err || rc=$?
+    [ $rc = 2 ] && grep -q "writer of rank 2 (step 3 lacks its blocks)" py.err || { cat py.err; fail "Python reader: exit $rc"; }
+    mpi -np 4 "$M/mpi_writer" "$E/nvs.xml" sim.bp 2 --append
+    dump "$E/nvs.xml" sim.bp > after.txt || fail "reading after the Append"
+    [ "$(grep '^step [0-9]*$' after.txt | tr '\n' ' ')" = "step 0 step 1 step 2 step 4 step 5 " ] ||
+        fail "after the Append: $(grep '^step [0-9]*$' after.txt | tr '\n' ' ')"
+    echo "Append after the death: steps 0, 1, 2, 4, 5 (step 3, which rank 2 never committed, is skipped)"
 fi
 
 echo "== nvs: misuse (bad parameters, damaged or forged pools, calls it does not offer): clear errors, nothing lost"

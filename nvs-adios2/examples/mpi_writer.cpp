@@ -7,7 +7,8 @@
 //   rank_value   a local value (100 s + r)
 //   particles    a local array of int32 (r + 2 values)
 // Values derive from (s, r, index): a reader can check every one. --die RANK STEP: that
-// rank exits at once (no Close) inside step STEP, after its Puts, before its EndStep.
+// rank exits (no Close) inside step STEP, after its Puts, before its EndStep, a second
+// after the others have committed that step.
 #include <adios2.h>
 #include <mpi.h>
 
@@ -87,8 +88,11 @@ int main(int argc, char **argv)
             w.Put(vL, parts.data(), adios2::Mode::Sync);
             if (long(r) == dieRank && long(s) == dieStep)
             {
+                // a rank dies inside a step the others commit: no EndStep, no Close (the
+                // launcher then kills the others, waiting in the barrier below)
                 std::fflush(stdout);
-                _exit(9); // a rank dies inside a step: no EndStep, no Close
+                std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+                _exit(9);
             }
             w.EndStep();
             if (dieRank >= 0)
