@@ -761,6 +761,22 @@ void NvsEngine::TakeIndex(uint32_t lane, uint64_t version, size_t len)
             rs.order.push_back(f[1]);
             cur = &(rs.vars[f[1]] = std::move(v));
         }
+        else if (f.size() >= 4 && f[0] == "a" && (f[3] == "0" || f[3] == "1") && lane == 0)
+        {
+            Attr at;
+            at.dtype = f[2];
+            at.value = f[3] == "1";
+            for (size_t i = 4; i < f.size(); ++i)
+            {
+                std::string e;
+                if (!Unhex(f[i], e))
+                    throw damaged("an attribute's line");
+                at.elems.push_back(std::move(e));
+            }
+            if (at.value && at.elems.size() != 1)
+                throw damaged("an attribute's line");
+            rs.attrs[f[1]] = std::move(at);
+        }
         else if (f.size() == 7 && f[0] == "b" && cur)
         {
             Block bl;
@@ -813,6 +829,7 @@ bool NvsEngine::ServeReady()
                                          m_PoolPath + ": its ranks disagree on how many ranks there are");
         if (missing.empty())
         {
+            m_StepAttrs = std::move(first->second.begin()->second.attrs); // rank 0's
             // one StepVar per variable, with every rank's blocks in rank order
             m_Order.clear();
             m_Vars.clear();
@@ -888,6 +905,7 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
     {
         if (ServeReady())
         {
+            DefineReadAttributes(m_StepAttrs);
             DefineReadVariables();
             m_InStep = true;
             return adios2::StepStatus::OK;
@@ -1012,6 +1030,93 @@ void NvsEngine::DefineReadVariables()
     }
 }
 
+/* The IO's attributes as lines of a step index: "a NAME DTYPE VALUE HEX..." (one hex
+ * field per element; VALUE 1 for a single value). Checked before anything is committed. */
+std::string NvsEngine::AttributeLines()
+{
+    std::string lines;
+    for (const auto &kv : m_IO.AvailableAttributes())
+    {
+        const std::string &name = kv.first;
+        if (name.empty() || name.find_first_of(std::string("\t\n\0", 3)) != std::string::npos)
+            throw std::invalid_argument("nvs engine: attribute \"" + name +
+                                        "\": a tab, newline or NUL cannot be part of its name "
+                                        "here; nothing of step " + std::to_string(m_Step) +
+                                        " was committed");
+        std::string line;
+        if (auto a = m_IO.InquireAttribute<std::string>(name))
+        {
+            line = "a\t" + name + "\tstring\t" + (a.IsValue() ? "1" : "0");
+            for (const std::string &e : a.Data())
+                line += "\t" + Hex(e.data(), e.size());
+        }
+#define X(T, S)                                                                                    \
+    else if (auto a = m_IO.InquireAttribute<T>(name))                                              \
+    {                                                                                              \
+        line = "a\t" + name + "\t" + S + "\t" + (a.IsValue() ? "1" : "0");                        \
+        for (const T &e : a.Data())                                                                \
+            line += "\t" + Hex(&e, sizeof(T));                                                     \
+    }
+        NVS_DTYPES(X)
+#undef X
+        else
+            throw std::invalid_argument("nvs engine: attribute " + name + " is of type " +
+                                        m_IO.AttributeType(name) + ", not one this engine stores; "
+                                        "nothing of step " + std::to_string(m_Step) + " was committed");
+        lines += line + "\n";
+    }
+    return lines;
+}
+
+/* Defines (or updates) the step's attributes in the reader's IO. */
+void NvsEngine::DefineReadAttributes(const std::map<std::string, Attr> &attrs)
+{
+    for (const auto &kv : attrs)
+    {
+        const std::string &name = kv.first;
+        const Attr &at = kv.second;
+        auto same = m_Attrs.find(name);
+        if (same != m_Attrs.end() && same->second.dtype == at.dtype &&
+            same->second.value == at.value && same->second.elems == at.elems)
+            continue;
+        if (same != m_Attrs.end() && same->second.dtype != at.dtype)
+            m_IO.RemoveAttribute(name);
+        bool known = false;
+        if (at.dtype == "string")
+        {
+            known = true;
+            if (at.value && at.elems.size() == 1)
+                m_IO.DefineAttribute<std::string>(name, at.elems[0], "", "/", true);
+            else
+                m_IO.DefineAttribute<std::string>(name, at.elems.data(), at.elems.size(), "", "/", true);
+        }
+#define X(T, S)                                                                                    \
+    else if (at.dtype == S)                                                                        \
+    {                                                                                              \
+        known = true;                                                                              \
+        std::vector<T> data(at.elems.size());                                                      \
+        for (size_t i = 0; i < data.size(); ++i)                                                   \
+        {                                                                                          \
+            if (at.elems[i].size() != sizeof(T))                                                   \
+                throw std::runtime_error("nvs engine: attribute " + name + " of step " +           \
+                                         std::to_string(m_Step) + " is damaged");                  \
+            std::memcpy(&data[i], at.elems[i].data(), sizeof(T));                                  \
+        }                                                                                          \
+        if (at.value && data.size() == 1)                                                          \
+            m_IO.DefineAttribute<T>(name, data[0], "", "/", true);                                 \
+        else                                                                                       \
+            m_IO.DefineAttribute<T>(name, data.data(), data.size(), "", "/", true);                \
+    }
+        NVS_DTYPES(X)
+#undef X
+        if (!known)
+            throw std::runtime_error("nvs engine: attribute " + name + " of step " +
+                                     std::to_string(m_Step) + " has dtype " + at.dtype +
+                                     ", not one this engine reads");
+        m_Attrs[name] = at;
+    }
+}
+
 void NvsEngine::EndStep()
 {
     if (!m_InStep)
@@ -1024,18 +1129,12 @@ void NvsEngine::EndStep()
         m_Loaded.clear();
         return;
     }
-    // Attributes are not stored (yet): a reader would never see them.
-    if (!m_IO.AvailableAttributes().empty())
-        throw std::invalid_argument("nvs engine: the IO defines " +
-                                    std::to_string(m_IO.AvailableAttributes().size()) +
-                                    " attribute(s) (first: " + m_IO.AvailableAttributes().begin()->first +
-                                    "): attributes are not stored by this engine yet, and a reader "
-                                    "would not see them; nothing of step " + std::to_string(m_Step) +
-                                    " was committed");
     // one batch on this rank's lane: every variable it put in the step, then its step
     // index; one commit
     const uint64_t version = m_Step + 1;
     std::string index = "nvs-adios2\t2\t" + std::to_string(m_Ranks) + "\t" + std::to_string(m_Rank) + "\n";
+    if (m_Rank == 0)
+        index += AttributeLines(); // the IO's attributes as they are at this step
     std::vector<nvs_object> objs(m_Order.size() + 1);
     for (size_t i = 0; i < m_Order.size(); ++i)
     {

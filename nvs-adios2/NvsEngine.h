@@ -100,10 +100,20 @@ struct StepVar
     std::vector<char> data;    // writer: this rank's blocks, one after the other
 };
 
+/** An attribute as a step's index holds it: its dtype ("string" for strings), whether
+ * it is a single value, and its elements' bytes (strings: one element each). */
+struct Attr
+{
+    std::string dtype;
+    bool value = false;
+    std::vector<std::string> elems;
+};
+
 /** One rank's index of one step, as a reader parsed it. */
 struct RankStep
 {
     uint32_t ranks = 0;
+    std::map<std::string, Attr> attrs; // rank 0's: the IO's attributes at that step
     std::vector<std::string> order;
     std::map<std::string, StepVar> vars;
 };
@@ -158,6 +168,8 @@ private:
     nvs_follower *m_Follower = nullptr; // reader
     std::vector<std::string> m_Order;   // the step's variables, in put order
     std::map<std::string, StepVar> m_Vars;
+    std::map<std::string, Attr> m_Attrs;     // reader: the attributes defined in the IO
+    std::map<std::string, Attr> m_StepAttrs; // reader: the step being begun's
 
     // reader
     uint32_t m_StepRanks = 0;                             // ranks of the current step
@@ -179,6 +191,8 @@ private:
     void OpenWriter();
     void OpenReader();
     void DefineReadVariables();
+    std::string AttributeLines();
+    void DefineReadAttributes(const std::map<std::string, Attr> &attrs);
     template <class T>
     void Put(adios2::Variable<T> &variable, const T *values);
     template <class T>

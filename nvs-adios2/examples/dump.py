@@ -5,7 +5,7 @@ wrote, from any number of ranks; the serial PyPI adios2 reads it).
 
     dump.py CONFIG.xml PATH
 
-Per step: the whole temperature array, a box across every writer's rows, BlocksInfo of
+Per step: every attribute, the whole temperature array, a box across every writer's rows, BlocksInfo of
 temperature and pressure (start, count, min, max), each block of the local array
 particles (read by block id), the global value step and the local values rank_value."""
 import sys
@@ -29,6 +29,8 @@ def main():
             for _ in inp.steps(timeout=60.0):
                 s = inp.current_step()
                 print(f"step {s}")
+                for name in sorted(inp.available_attributes()):
+                    print(f"attribute {name}: {inp.read_attribute(name)!r}")
                 t = inp.read("temperature")
                 print("temperature shape {%s}" % ",".join(str(d) for d in t.shape))
                 values("temperature", t)

@@ -2,7 +2,7 @@
 // form, so that the dumps of two engines can be compared byte for byte (run it as one
 // rank; the writer's rank count is learnt from what it wrote).
 //   mpi_dump CONFIG.xml PATH
-// Per step: the whole temperature array; a box spanning every writer's rows; each block
+// Per step: every attribute; the whole temperature array; a box spanning every writer's rows; each block
 // of temperature, pressure and particles (block Selections) with its BlocksInfo (start,
 // count, min, max); the global value step; the local values rank_value (a 1-D array).
 #include <adios2.h>
@@ -68,6 +68,23 @@ int main(int argc, char **argv)
         while (r.BeginStep(adios2::StepMode::Read, 60.0f) == adios2::StepStatus::OK)
         {
             std::printf("step %zu\n", r.CurrentStep());
+            for (const auto &kv : io.AvailableAttributes())
+            {
+                std::printf("attribute %s (%s):", kv.first.c_str(), io.AttributeType(kv.first).c_str());
+                if (auto a = io.InquireAttribute<std::string>(kv.first))
+                    for (const std::string &e : a.Data())
+                        std::printf(" \"%s\"", e.c_str());
+                if (auto a = io.InquireAttribute<double>(kv.first))
+                    for (double e : a.Data())
+                        std::printf(" %.17g", e);
+                if (auto a = io.InquireAttribute<int32_t>(kv.first))
+                    for (int32_t e : a.Data())
+                        std::printf(" %d", e);
+                if (auto a = io.InquireAttribute<int64_t>(kv.first))
+                    for (int64_t e : a.Data())
+                        std::printf(" %lld", (long long)e);
+                std::printf("\n");
+            }
             auto vT = io.InquireVariable<double>("temperature");
             auto vP = io.InquireVariable<float>("pressure");
             auto vS = io.InquireVariable<int64_t>("step");

@@ -6,7 +6,8 @@
 //   step         a global value (s)
 //   rank_value   a local value (100 s + r)
 //   particles    a local array of int32 (r + 2 values)
-// Values derive from (s, r, index): a reader can check every one. --die RANK STEP: that
+// and the attributes units, origin, ranks, temperature/description and last_step (s,
+// modified each step). Values derive from (s, r, index): a reader can check every one. --die RANK STEP: that
 // rank exits (no Close) inside step STEP, after its Puts, before its EndStep, a second
 // after the others have committed that step.
 #include <adios2.h>
@@ -60,12 +61,18 @@ int main(int argc, char **argv)
         auto vS = io.DefineVariable<int64_t>("step");
         auto vR = io.DefineVariable<int32_t>("rank_value", {adios2::LocalValueDim});
         auto vL = io.DefineVariable<int32_t>("particles", {}, {}, {r + 2});
+        io.DefineAttribute<std::string>("units", "K");
+        const double origin[2] = {0.5, 1.5};
+        io.DefineAttribute<double>("origin", origin, 2);
+        io.DefineAttribute<int32_t>("ranks", int32_t(N));
+        io.DefineAttribute<std::string>("description", "temperature by row", "temperature");
         adios2::Engine w = io.Open(argv[2], append ? adios2::Mode::Append : adios2::Mode::Write);
         size_t first = 0, last = 0;
         for (size_t k = 0; k < nsteps; ++k)
         {
             w.BeginStep();
             const size_t s = w.CurrentStep();
+            io.DefineAttribute<int64_t>("last_step", int64_t(s), "", "/", true); // modified
             if (k == 0)
                 first = s;
             last = s;
