@@ -460,7 +460,7 @@ void NvsEngine::Allreduce(void *in, void *out, MPI_Datatype type)
         if (!forever && std::chrono::steady_clock::now() >= deadline)
             throw std::runtime_error(
                 "nvs engine: " + m_PoolPath + ": rank " + std::to_string(m_Rank) + " of " +
-                std::to_string(m_Ranks) + " waited " + std::to_string(m_OpenTimeout) +
+                std::to_string(m_Ranks) + " waited " + std::to_string((int64_t)m_OpenTimeout) +
                 " s (OpenTimeout) for every rank of MPI_COMM_WORLD to open it for writing: this "
                 "engine writes an output from every rank of MPI_COMM_WORLD (ADIOS2 does not show "
                 "a plugin engine the communicator of an Open by some ranks only)");
@@ -576,9 +576,10 @@ void NvsEngine::OpenWriter()
 {
     // Every parameter is checked before anything on disk changes.
     std::string error;
+    uint64_t size = 0;
     try
     {
-        const uint64_t size = ParseSize(Param("PoolSize", "256M"));
+        size = ParseSize(Param("PoolSize", "256M"));
         const bool replace = ParseBool("Replace", Param("Replace", "false"));
         if (m_OpenMode == adios2::Mode::Write && m_Rank == 0 && !replace)
         {
@@ -593,6 +594,16 @@ void NvsEngine::OpenWriter()
                     "the first output); refused, nothing changed (the parameter Replace=true "
                     "replaces it on purpose, as a rewritten restart file)");
         }
+    }
+    catch (const std::exception &e)
+    {
+        error = e.what();
+    }
+    // every rank is here, its parameters good (or it is an error, after OpenTimeout at
+    // most) before anything changes
+    Collective(error);
+    try
+    {
         if (m_Rank == 0)
             PreparePool(m_PoolPath, m_OpenMode, size, m_Ranks);
     }
@@ -1166,6 +1177,17 @@ void NvsEngine::EndStep()
 }
 
 size_t NvsEngine::CurrentStep() const { return m_Step; }
+
+/* ADIOS2 opens a plugin engine in Read mode when ReadRandomAccess is asked for (Python's
+ * FileReader, bpls): a stream does not know its number of steps, so the caller that asks
+ * gets an error rather than 0. */
+size_t NvsEngine::Steps() const
+{
+    throw std::invalid_argument(
+        "nvs engine: Steps(): " + m_PoolPath + " is read as a stream (BeginStep/EndStep): "
+        "ReadRandomAccess (Python's FileReader, bpls) is not supported by this engine (ADIOS2 "
+        "opens a plugin engine in Read mode instead); read it with adios2.Stream(..., \"r\")");
+}
 
 void NvsEngine::DoClose(const int)
 {

@@ -48,12 +48,16 @@
  * Served: global arrays (any number of blocks per rank and step), local arrays, global
  * values (rank 0's), local values (read as a 1-D array, one per rank), box selections,
  * block selections and memory selections passed to Get as an adios2::Selection,
- * BlocksInfo (start, count, min, max per block). Refused at the call, naming it: span
- * puts, operators, attributes (at EndStep: not stored), string variables, a step
- * selection of several steps, ReadRandomAccess, a variable's SetBlockSelection followed
- * by a Get without a Selection (ADIOS2 2.12 does not show a plugin engine which of a
- * block and a box selection was made last). Not shown to a plugin engine at all, so
- * neither served nor refusable: a writer's SetMemorySelection (the values are read as if
+ * BlocksInfo (start, count, min, max per block), attributes (rank 0's, with each step).
+ * Refused at the call, naming it: span puts, operators, string variables, a step
+ * selection of several steps, Steps() (ADIOS2 opens a plugin engine in Read mode when
+ * ReadRandomAccess is asked for: a stream does not know it), a SetBlockSelection followed
+ * by a Get without a Selection on a global array (ADIOS2 2.12 does not show a plugin
+ * engine which of a block and a box selection was made last) or on a local array's block
+ * whose count is not the variable's Count() (the caller's buffer holds Count()). An Open
+ * for writing by some ranks of MPI_COMM_WORLD only (ADIOS2 2.12 does not give a plugin
+ * engine its communicator): an error after OpenTimeout, nothing changed. Not shown to a
+ * plugin engine at all, so neither served nor refusable: a writer's SetMemorySelection (the values are read as if
  * there were none) and a reader's (use a Get with a Selection instead). AvailableVariables
  * lists every variable the stream has had, not only the current step's (a Get of one the
  * step lacks is an error naming the step).
@@ -127,6 +131,7 @@ public:
     adios2::StepStatus BeginStep(adios2::StepMode mode, const float timeoutSeconds = -1.0f) override;
     void EndStep() override;
     size_t CurrentStep() const override;
+    size_t Steps() const override;
     void PerformPuts() override {}
     void PerformGets() override {}
     void DoClose(const int transportIndex = -1) override;

@@ -3,12 +3,14 @@
 # compressors) from the adios2 source distribution on PyPI, once: the install is cached
 # outside the clone and reused while its version matches. Prints the install prefix.
 #   NVS_CACHE  the cache directory (default: ~/.cache/nvs)
-# Needs cmake, a C++ compiler, mpicc/mpicxx (MPICH) and curl. ~7 min on 2 cores.
+# Needs cmake, a C++ compiler, mpicc/mpicxx (MPICH) and curl. 7-10 min on 2 cores.
 set -eu
+# Only the prefix goes to stdout (callers take it with $(...)); the rest to stderr.
+exec 3>&1 1>&2
 version=2.12.1.1001
 prefix=${NVS_CACHE:-$HOME/.cache/nvs}/adios2-mpi-$version
 if [ -x "$prefix/bin/adios2-config" ] && [ -f "$prefix/.complete" ]; then
-    echo "$prefix"
+    echo "$prefix" >&3
     exit 0
 fi
 work=$(mktemp -d)
@@ -31,4 +33,4 @@ cmake -S "$work/adios2-$version" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$work/build" -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -30 "$work/make.log" >&2; exit 1; }
 cmake --install "$work/build" >/dev/null
 touch "$prefix/.complete"
-echo "$prefix"
+echo "$prefix" >&3

@@ -102,7 +102,7 @@ if [ "${NVS_ADIOS2_MPI:-1}" = 0 ]; then
 elif ! command -v mpicxx >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
     fail "the MPI ADIOS2 runs need mpicxx and cmake (NVS_ADIOS2_MPI=0 skips them)"
 else
-    echo "== an MPI ADIOS2 (build-adios2-mpi.sh: cached after the first build, ~7 min)"
+    echo "== an MPI ADIOS2 (build-adios2-mpi.sh: cached after the first build, 7-10 min)"
     A2MPI=${ADIOS2_MPI:-$("$here/build-adios2-mpi.sh")} || fail "could not build an MPI ADIOS2"
     echo "$A2MPI"
     M="$OUT/mpi"
@@ -140,6 +140,29 @@ with adios2.Stream(io, "sim.bp", "r") as s:
             break
         sys.exit("block 3 of particles was read into a buffer of Count()'s size")
 PYEOF
+
+    # ReadRandomAccess: ADIOS2 opens a plugin engine in Read mode instead; the call that
+    # needs it (the number of steps) is refused, not answered 0
+    $T "$PY" - "$E/nvs.xml" <<'PYEOF' || fail "Python FileReader: Steps() was not refused"
+import sys, adios2
+io = adios2.Adios(sys.argv[1]).declare_io("SimIO")
+with adios2.FileReader(io, "sim.bp") as f:
+    try:
+        n = f.num_steps()
+    except Exception as e:
+        assert "ReadRandomAccess" in str(e), e
+        print("Python FileReader: num_steps() refused:", str(e)[:100], "...")
+    else:
+        sys.exit(f"FileReader: num_steps() gave {n}")
+PYEOF
+
+    echo "== MPI: 2 of 4 ranks open an output with a communicator of their own: an error after OpenTimeout, nothing made"
+    d="$work/mpionly"; mkdir -p "$d"; cd "$d"
+    sed 's|<parameter key="PoolSize" value="64M"/>|&<parameter key="OpenTimeout" value="3"/>|' "$E/nvs.xml" > only.xml
+    mpi -np 4 "$M/mpi_writer" only.xml sim.bp 2 --only 2 > only.out 2>&1 && fail "an Open by 2 of 4 ranks did not fail"
+    grep -q "rank 0 of 4 waited 3 s (OpenTimeout)" only.out || { cat only.out; fail "no OpenTimeout error"; }
+    [ ! -e sim.nvs ] || fail "the refused Open made a pool"
+    grep "rank 0" only.out | head -1
 
     echo "== MPI: readers started before 4 ranks write follow them live (C++ and Python)"
     cd "$work/mpi4"

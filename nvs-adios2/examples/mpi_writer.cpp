@@ -1,5 +1,6 @@
 // An MPI ADIOS2 writer: nothing in it names an engine; the XML config chooses one.
 //   mpirun -np N mpi_writer CONFIG.xml PATH NSTEPS [--append] [--sleep MS] [--die RANK STEP]
+//                                                  [--only K]
 // Per step s, rank r of N writes:
 //   temperature  a global array of doubles {4N, 6}: rows 4r..4r+3 (one block per rank)
 //   pressure     a global array of floats {10N}: two blocks per rank (3 and 7 values)
@@ -9,7 +10,8 @@
 // and the attributes units, origin, ranks, temperature/description and last_step (s,
 // modified each step). Values derive from (s, r, index): a reader can check every one. --die RANK STEP: that
 // rank exits (no Close) inside step STEP, after its Puts, before its EndStep, a second
-// after the others have committed that step.
+// after the others have committed that step. --only K: only ranks 0..K-1 open the output
+// (with a communicator of their own).
 #include <adios2.h>
 #include <mpi.h>
 
@@ -38,23 +40,37 @@ int main(int argc, char **argv)
     bool append = false;
     int sleepMs = 0;
     long dieRank = -1, dieStep = -1;
+    int only = 0;
     for (int i = 4; i < argc; ++i)
     {
         if (!std::strcmp(argv[i], "--append"))
             append = true;
         else if (!std::strcmp(argv[i], "--sleep") && i + 1 < argc)
             sleepMs = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+            only = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--die") && i + 2 < argc)
         {
             dieRank = std::atol(argv[++i]);
             dieStep = std::atol(argv[++i]);
         }
     }
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if (only > 0)
+    {
+        MPI_Comm_split(MPI_COMM_WORLD, rank < only ? 0 : 1, rank, &comm);
+        if (rank >= only)
+        {
+            MPI_Finalize();
+            return 0;
+        }
+        size = only;
+    }
     const size_t N = size, r = rank, ROWS = 4, COLS = 6;
     int rc = 0;
     try
     {
-        adios2::ADIOS adios(argv[1], MPI_COMM_WORLD);
+        adios2::ADIOS adios(argv[1], comm);
         adios2::IO io = adios.DeclareIO("SimIO");
         auto vT = io.DefineVariable<double>("temperature", {ROWS * N, COLS}, {ROWS * r, 0}, {ROWS, COLS});
         auto vP = io.DefineVariable<float>("pressure", {10 * N}, {10 * r}, {3});
@@ -66,7 +82,7 @@ int main(int argc, char **argv)
         io.DefineAttribute<double>("origin", origin, 2);
         io.DefineAttribute<int32_t>("ranks", int32_t(N));
         io.DefineAttribute<std::string>("description", "temperature by row", "temperature");
-        adios2::Engine w = io.Open(argv[2], append ? adios2::Mode::Append : adios2::Mode::Write);
+        adios2::Engine w = io.Open(argv[2], append ? adios2::Mode::Append : adios2::Mode::Write, comm);
         size_t first = 0, last = 0;
         for (size_t k = 0; k < nsteps; ++k)
         {
