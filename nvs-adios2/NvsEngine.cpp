@@ -76,20 +76,6 @@ size_t Bytes(const adios2::Dims &shape, size_t esz, const std::string &what)
     return n;
 }
 
-/* A buffer of `n` zero bytes, or a clear error where std::bad_alloc would say nothing. */
-std::vector<char> Buffer(size_t n, const std::string &what)
-{
-    try
-    {
-        return std::vector<char>(n, 0);
-    }
-    catch (const std::bad_alloc &)
-    {
-        throw std::runtime_error("nvs engine: " + what + ": cannot allocate " + std::to_string(n) +
-                                 " bytes for it");
-    }
-}
-
 std::string DimsText(const adios2::Dims &d)
 {
     std::string s;
@@ -1147,6 +1133,7 @@ void NvsEngine::EndStep()
     if (m_Rank == 0)
         index += AttributeLines(); // the IO's attributes as they are at this step
     std::vector<nvs_object> objs(m_Order.size() + 1);
+    std::vector<std::vector<nvs_iovec>> parts(m_Order.size()); // each variable's blocks
     for (size_t i = 0; i < m_Order.size(); ++i)
     {
         const StepVar &v = m_Vars[m_Order[i]];
@@ -1155,11 +1142,14 @@ void NvsEngine::EndStep()
             index += "b\t" + DimsText(b.start) + "\t" + DimsText(b.count) + "\t" +
                      std::to_string(b.offset) + "\t" + std::to_string(b.bytes) + "\t" +
                      Hex(b.min.data(), b.min.size()) + "\t" + Hex(b.max.data(), b.max.size()) + "\n";
+        std::vector<nvs_iovec> &p = parts[i];
+        for (const Block &b : v.blocks)
+            p.push_back({b.ext ? b.ext : v.data.data() + b.at, b.bytes});
         nvs_object &o = objs[i];
         std::memset(&o, 0, sizeof o);
         o.name = m_Order[i].c_str();
-        o.data = v.data.data();
-        o.len = v.data.size();
+        o.parts = p.data();
+        o.parts_len = p.size();
         o.version = version;
     }
     nvs_object &o = objs.back();
@@ -1246,8 +1236,34 @@ adios2::MinVarInfo *NvsEngine::MinBlocksInfo(const std::string &varName, const s
     return info;
 }
 
+/* A copy of a block's bytes in its variable's data (a sync Put's caller may reuse its
+ * buffer at once). */
+static void Keep(StepVar &v, Block &b, const char *bytes, const std::string &what)
+{
+    try
+    {
+        b.at = v.data.size();
+        v.data.insert(v.data.end(), bytes, bytes + b.bytes);
+    }
+    catch (const std::bad_alloc &)
+    {
+        throw std::runtime_error("nvs engine: " + what + ": cannot allocate " +
+                                 std::to_string(b.bytes) + " more bytes for it");
+    }
+    b.ext = nullptr;
+}
+
+/* After PerformPuts the caller may reuse the buffers of its deferred Puts: copy them. */
+void NvsEngine::PerformPuts()
+{
+    for (auto &kv : m_Vars)
+        for (Block &b : kv.second.blocks)
+            if (b.ext)
+                Keep(kv.second, b, b.ext, "variable " + kv.first);
+}
+
 template <class T>
-void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
+void NvsEngine::Put(adios2::Variable<T> &variable, const T *values, bool deferred)
 {
     if (!m_Writer)
         throw std::logic_error("nvs engine: Put on a reader");
@@ -1311,26 +1327,22 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values)
     b.rank = m_Rank;
     b.start = start;
     b.count = count;
-    b.offset = v.data.size();
+    b.offset = v.total;
     const size_t n = Bytes(count, sizeof(T), "variable " + name) / sizeof(T);
     b.bytes = n * sizeof(T);
-    try
-    {
-        v.data.reserve(v.data.size() + b.bytes);
-        v.data.insert(v.data.end(), reinterpret_cast<const char *>(values),
-                      reinterpret_cast<const char *>(values) + b.bytes);
-    }
-    catch (const std::bad_alloc &)
-    {
-        throw std::runtime_error("nvs engine: variable " + name + ": cannot allocate " +
-                                 std::to_string(b.bytes) + " more bytes for it");
-    }
+    if (b.bytes > SIZE_MAX - v.total)
+        throw std::invalid_argument("nvs engine: variable " + name + ": its blocks do not fit in memory");
+    if (deferred)
+        b.ext = reinterpret_cast<const char *>(values); // stored from there at EndStep: no copy
+    else
+        Keep(v, b, reinterpret_cast<const char *>(values), "variable " + name);
     Extremes(values, n, b);
+    v.total += b.bytes;
     v.blocks.push_back(std::move(b));
 }
 
 /* The bytes rank `rank` stored for `name` in the current step, read once per step. */
-const std::vector<char> &NvsEngine::Object(const std::string &name, uint32_t rank, const std::string &what)
+const Loaded &NvsEngine::Object(const std::string &name, uint32_t rank, const std::string &what)
 {
     auto key = std::make_pair(rank, name);
     auto it = m_Loaded.find(key);
@@ -1340,20 +1352,67 @@ const std::vector<char> &NvsEngine::Object(const std::string &name, uint32_t ran
     int32_t rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, nullptr, 0, &len);
     if (rc != NVS_OK)
         Fail("read " + what + " of rank " + std::to_string(rank), rc);
-    std::vector<char> data = Buffer(len, what);
-    rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, data.data(), data.size(), &len);
+    Loaded data;
+    data.p.reset(new (std::nothrow) char[len ? len : 1]);
+    if (!data.p)
+        throw std::runtime_error("nvs engine: " + what + ": cannot allocate " + std::to_string(len) +
+                                 " bytes for it");
+    data.n = len;
+    rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, data.p.get(), len, &len);
     if (rc != NVS_OK)
         Fail("read " + what + " of rank " + std::to_string(rank), rc);
-    if (len != data.size())
+    if (len != data.n)
         throw std::runtime_error("nvs engine: " + what + ": changed length while read");
-    // every block the index names lies inside the object (a damaged or forged pool is
-    // an error, not a read past the buffer)
+    CheckBlocks(name, rank, len, what);
+    return m_Loaded.emplace(key, std::move(data)).first->second;
+}
+
+/* Every block the index names lies inside the object (a damaged or forged pool is an
+ * error, not a read past a buffer). */
+void NvsEngine::CheckBlocks(const std::string &name, uint32_t rank, size_t len, const std::string &what)
+{
     for (const Block &b : m_Vars[name].blocks)
         if (b.rank == rank && (b.offset > len || b.bytes > len - b.offset))
             throw std::runtime_error("nvs engine: " + what + " of rank " + std::to_string(rank) +
                                      ": " + std::to_string(len) + " bytes, its index names a block at " +
                                      std::to_string(b.offset) + "+" + std::to_string(b.bytes));
-    return m_Loaded.emplace(key, std::move(data)).first->second;
+}
+
+/* Reads a block straight into the caller's buffer when it can: the block is its rank's
+ * whole object (not read yet), all of it is selected, and it is one run of the
+ * destination (its rows span the destination's). One copy instead of two. */
+template <class T>
+bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Dims &lo,
+                       const adios2::Dims &n, T *values, const adios2::Dims &dstOrigin,
+                       const adios2::Dims &dstExt, const std::string &what)
+{
+    if (b.offset != 0 || n != b.count || m_Loaded.count(std::make_pair(b.rank, name)))
+        return false;
+    size_t own = 0; // the rank's blocks of this variable: the object is this one only
+    for (const Block &x : m_Vars[name].blocks)
+        own += x.rank == b.rank;
+    if (own != 1)
+        return false;
+    size_t at = 0;
+    for (size_t d = 0; d < n.size(); ++d)
+    {
+        if (d > 0 && n[d] != dstExt[d])
+            return false;
+        at = at * dstExt[d] + (lo[d] - dstOrigin[d]);
+    }
+    size_t len = 0;
+    int32_t rc = nvs_follower_get_on(m_Follower, b.rank, name.c_str(), m_Step + 1, nullptr, 0, &len);
+    if (rc != NVS_OK)
+        Fail("read " + what + " of rank " + std::to_string(b.rank), rc);
+    if (len != b.bytes)
+    {
+        CheckBlocks(name, b.rank, len, what);
+        return false;
+    }
+    rc = nvs_follower_get_on(m_Follower, b.rank, name.c_str(), m_Step + 1, values + at, b.bytes, &len);
+    if (rc != NVS_OK)
+        Fail("read " + what + " of rank " + std::to_string(b.rank), rc);
+    return true;
 }
 
 template <class T>
@@ -1393,7 +1452,7 @@ void NvsEngine::GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims st
         if (v.blocks.empty())
             throw std::runtime_error("nvs engine: " + what + ": no rank wrote it");
         const Block &b = v.blocks[0]; // rank 0's, as BP5 reads a global value
-        const std::vector<char> &obj = Object(name, b.rank, what);
+        const Loaded &obj = Object(name, b.rank, what);
         std::memcpy(values, obj.data() + b.offset, sizeof(T));
         return;
     }
@@ -1440,7 +1499,9 @@ void NvsEngine::GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims st
         }
         if (empty && !count.empty())
             continue;
-        const std::vector<char> &obj = Object(name, b.rank, what);
+        if (Direct(name, b, lo, n, values, dstOrigin, dstExt, what))
+            continue;
+        const Loaded &obj = Object(name, b.rank, what);
         CopyBox(sizeof(T), lo, n, obj.data() + b.offset, b.start, b.count,
                 reinterpret_cast<char *>(values), dstOrigin, dstExt);
     }
@@ -1455,7 +1516,7 @@ void NvsEngine::GetBlock(adios2::Variable<T> &variable, T *values, size_t block)
         throw std::invalid_argument("nvs engine: " + what + ": block " + std::to_string(block) +
                                     " of " + std::to_string(v.blocks.size()));
     const Block &b = v.blocks[block];
-    const std::vector<char> &obj = Object(variable.Name(), b.rank, what);
+    const Loaded &obj = Object(variable.Name(), b.rank, what);
     std::memcpy(values, obj.data() + b.offset, b.bytes);
 }
 
@@ -1520,11 +1581,11 @@ void NvsEngine::GetSel(adios2::Variable<T> &variable, T *values, const adios2::c
 #define declare(T)                                                                                 \
     void NvsEngine::DoPutSync(adios2::Variable<T> variable, const T *values)                       \
     {                                                                                              \
-        Put(variable, values);                                                                     \
+        Put(variable, values, false); /* copied now: the caller's buffer is free at once */       \
     }                                                                                              \
     void NvsEngine::DoPutDeferred(adios2::Variable<T> variable, const T *values)                   \
     {                                                                                              \
-        Put(variable, values); /* copied now: the caller's buffer is free at once */              \
+        Put(variable, values, true); /* stored from the caller's buffer at EndStep */             \
     }                                                                                              \
     void NvsEngine::DoGetSync(adios2::Variable<T> variable, T *values) { GetVar(variable, values); } \
     void NvsEngine::DoGetDeferred(adios2::Variable<T> variable, T *values)                         \

@@ -10,7 +10,8 @@
  * Writer: BeginStep ... Put ... EndStep is one nvs_put_batch on the rank's lane (one
  * commit per rank per step): every variable the rank put in the step is an object
  * named as the variable (in the rank's name space), version step+1, holding the rank's
- * blocks one after the other; the batch ends with the rank's step index
+ * blocks one after the other (a sync Put's copied at the Put, a deferred Put's stored
+ * from the caller's buffer at EndStep, or copied at PerformPuts); the batch ends with the rank's step index
  * "__adios2_step" (version step+1): a line "nvs-adios2 2 RANKS RANK", then per variable
  * "v NAME DTYPE KIND SHAPE" and per block "b START COUNT OFFSET BYTES MIN MAX"
  * (tab-separated; MIN and MAX the block's extreme elements in hex).
@@ -70,6 +71,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,10 @@ struct Block
     adios2::Dims start, count;
     size_t offset = 0, bytes = 0;
     std::string min, max; // the extreme elements' bytes (empty: none)
+    // writer: where the bytes are until EndStep: a deferred Put's caller's buffer (valid
+    // until EndStep or PerformPuts, by ADIOS2's contract), else the variable's data at `at`
+    const char *ext = nullptr;
+    size_t at = 0;
 };
 
 /** One variable of one step: its numpy dtype, kind ('g' global array, 'l' local array,
@@ -101,7 +107,8 @@ struct StepVar
     adios2::Dims shape;
     size_t elemSize = 0;
     std::vector<Block> blocks; // writer: this rank's; reader: every rank's, in rank order
-    std::vector<char> data;    // writer: this rank's blocks, one after the other
+    std::vector<char> data;    // writer: the blocks of sync Puts (and PerformPuts')
+    size_t total = 0;          // writer: the bytes of every block
 };
 
 /** An attribute as a step's index holds it: its dtype ("string" for strings), whether
@@ -111,6 +118,15 @@ struct Attr
     std::string dtype;
     bool value = false;
     std::vector<std::string> elems;
+};
+
+/** An object read whole (uninitialised until read: no zeroing of what is overwritten). */
+struct Loaded
+{
+    std::unique_ptr<char[]> p;
+    size_t n = 0;
+    const char *data() const { return p.get(); }
+    size_t size() const { return n; }
 };
 
 /** One rank's index of one step, as a reader parsed it. */
@@ -132,7 +148,7 @@ public:
     void EndStep() override;
     size_t CurrentStep() const override;
     size_t Steps() const override;
-    void PerformPuts() override {}
+    void PerformPuts() override;
     void PerformGets() override {}
     void DoClose(const int transportIndex = -1) override;
     adios2::MinVarInfo *MinBlocksInfo(const std::string &varName, const size_t step) const override;
@@ -181,7 +197,11 @@ private:
     std::map<uint64_t, std::map<uint32_t, RankStep>> m_Pending; // step -> rank -> index
     std::map<uint32_t, uint64_t> m_LaneLast;              // rank -> its last step seen
     uint32_t m_Expected = 1;                              // lanes declared to the follower
-    std::map<std::pair<uint32_t, std::string>, std::vector<char>> m_Loaded; // the step's objects
+    std::map<std::pair<uint32_t, std::string>, Loaded> m_Loaded; // the step's objects read whole
+    template <class T>
+    bool Direct(const std::string &name, const Block &b, const adios2::Dims &lo,
+                const adios2::Dims &n, T *values, const adios2::Dims &dstOrigin,
+                const adios2::Dims &dstExt, const std::string &what);
 
 
     void Collective(const std::string &error);
@@ -190,7 +210,8 @@ private:
 #endif
     bool ServeReady();
     void TakeIndex(uint32_t lane, uint64_t version, size_t len);
-    const std::vector<char> &Object(const std::string &name, uint32_t rank, const std::string &what);
+    const Loaded &Object(const std::string &name, uint32_t rank, const std::string &what);
+    void CheckBlocks(const std::string &name, uint32_t rank, size_t len, const std::string &what);
 
     std::string Param(const std::string &key, const std::string &def) const;
     void OpenWriter();
@@ -199,7 +220,7 @@ private:
     std::string AttributeLines();
     void DefineReadAttributes(const std::map<std::string, Attr> &attrs);
     template <class T>
-    void Put(adios2::Variable<T> &variable, const T *values);
+    void Put(adios2::Variable<T> &variable, const T *values, bool deferred);
     template <class T>
     StepVar &ReadVar(adios2::Variable<T> &variable);
     template <class T>

@@ -23,7 +23,7 @@ if [ -n "${ADIOS2_MPI:-}" ]; then
     pluginlibs="-L$ADIOS2_MPI/lib -ladios2_cxx -ladios2_core -Wl,-rpath,$ADIOS2_MPI/lib"
     flags="$flags $("$ADIOS2_MPI/bin/adios2-config" --cxx-flags -m)"
     libs="$("$ADIOS2_MPI/bin/adios2-config" --cxx-libs -m) -L$ADIOS2_MPI/lib -ladios2_core_mpi -ladios2_core -Wl,-rpath,$ADIOS2_MPI/lib"
-    examples="writer reader misuse mpi_writer mpi_dump"
+    examples="writer reader misuse mpi_writer mpi_dump mpi_bench"
 else
     PYTHON=${PYTHON:-python3}
     ADIOS2_DIR=${ADIOS2_DIR:-$("$PYTHON" -c 'import adios2, os; print(os.path.dirname(adios2.__file__))')}

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
             std::vector<double> t(ROWS * COLS);
             for (size_t i = 0; i < t.size(); ++i)
                 t[i] = double(s) * 1e4 + double((ROWS * r + i / COLS) * COLS + i % COLS);
-            w.Put(vT, t.data(), adios2::Mode::Sync);
+            w.Put(vT, t.data()); // deferred: t is read at EndStep
             std::vector<float> p(10);
             for (size_t i = 0; i < 10; ++i)
                 p[i] = float(s) * 100.0f + float(10 * r + i) + 0.5f;
@@ -108,7 +108,10 @@ int main(int argc, char **argv)
             std::vector<int32_t> parts(r + 2);
             for (size_t i = 0; i < parts.size(); ++i)
                 parts[i] = int32_t(1000 * s + 10 * r + i);
-            w.Put(vL, parts.data(), adios2::Mode::Sync);
+            w.Put(vL, parts.data()); // deferred, then PerformPuts: the buffer is free after it
+            w.PerformPuts();
+            for (int32_t &x : parts)
+                x = -1;
             if (long(r) == dieRank && long(s) == dieStep)
             {
                 // a rank dies inside a step the others commit: no EndStep, no Close (the
