@@ -349,6 +349,16 @@ std::string RankList(const std::vector<uint32_t> &ranks)
     return s;
 }
 
+/* The ranks whose index of a step is not there (of as many as its lowest rank says). */
+std::vector<uint32_t> Missing(const std::map<uint32_t, RankStep> &step)
+{
+    std::vector<uint32_t> missing;
+    for (uint32_t r = 0; r < step.begin()->second.ranks; ++r)
+        if (!step.count(r))
+            missing.push_back(r);
+    return missing;
+}
+
 } // namespace
 
 NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode mode)
@@ -376,6 +386,14 @@ NvsEngine::NvsEngine(adios2::IO io, const std::string &name, const adios2::Mode 
                                     "file; the engine does not see the name given to Open: two "
                                     "outputs need two PoolPaths)");
     m_EndStream = ParseBool("EndStream", Param("EndStream", "true"));
+    {
+        const std::string keep = Param("KeepSteps", "0");
+        uint64_t k = 0;
+        if (!ParseU64(keep, k) || k > UINT32_MAX)
+            throw std::invalid_argument("nvs engine: KeepSteps \"" + keep +
+                                        "\": not a number of steps (0: keep every step)");
+        m_KeepSteps = (uint32_t)k;
+    }
     m_Timeout = ParseSeconds("Timeout", Param("Timeout", "-1"));
     m_OpenTimeout = ParseSeconds("OpenTimeout", Param("OpenTimeout", "60"));
     switch (mode)
@@ -455,8 +473,8 @@ void NvsEngine::Allreduce(void *in, void *out, MPI_Datatype type)
 }
 #endif
 
-/* Every rank learns whether every rank got here without an error: rank 0's error (or
- * the first failing rank's) is everyone's. Returns on success, throws otherwise. */
+/* Every rank learns whether every rank got here without an error: the error of the
+ * highest-numbered failing rank is everyone's. Returns on success, throws otherwise. */
 void NvsEngine::Collective(const std::string &error)
 {
 #if NVS_ADIOS2_MPI
@@ -812,14 +830,10 @@ bool NvsEngine::ServeReady()
         auto first = m_Pending.begin();
         const uint64_t step = first->first;
         const uint32_t ranks = first->second.begin()->second.ranks;
-        std::vector<uint32_t> missing;
+        const std::vector<uint32_t> missing = Missing(first->second);
         bool abandoned = true;
-        for (uint32_t r = 0; r < ranks; ++r)
-            if (!first->second.count(r))
-            {
-                missing.push_back(r);
-                abandoned = abandoned && m_LaneLast[r] > step + 1;
-            }
+        for (uint32_t r : missing)
+            abandoned = abandoned && m_LaneLast[r] > step + 1;
         for (const auto &kv : first->second)
             if (kv.second.ranks != ranks || kv.first >= ranks)
                 throw std::runtime_error("nvs engine: step " + std::to_string(step) + " in " +
@@ -863,7 +877,6 @@ bool NvsEngine::ServeReady()
                     }
                 }
             m_Step = step;
-            m_StepRanks = ranks;
             m_AnyStep = true;
             m_Pending.erase(first);
             return true;
@@ -942,12 +955,8 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
             if (m_Pending.empty())
                 return adios2::StepStatus::EndOfStream;
             const auto &first = *m_Pending.begin();
-            std::vector<uint32_t> missing;
-            for (uint32_t r = 0; r < first.second.begin()->second.ranks; ++r)
-                if (!first.second.count(r))
-                    missing.push_back(r);
             throw std::runtime_error("nvs engine: the stream of " + m_PoolPath + " ended" + after +
-                                     " without rank(s) " + RankList(missing) + " of step " +
+                                     " without rank(s) " + RankList(Missing(first.second)) + " of step " +
                                      std::to_string(first.first) +
                                      " (their writers ended their streams without it)");
         }
@@ -959,10 +968,7 @@ adios2::StepStatus NvsEngine::BeginStep(adios2::StepMode, const float timeoutSec
             if (!m_Pending.empty())
             {
                 const auto &first = *m_Pending.begin();
-                std::vector<uint32_t> missing;
-                for (uint32_t r = 0; r < first.second.begin()->second.ranks; ++r)
-                    if (!first.second.count(r))
-                        missing.push_back(r);
+                const std::vector<uint32_t> missing = Missing(first.second);
                 who = (missing.size() > 1 ? "rank(s) " : "rank ") + RankList(missing) +
                       " (step " + std::to_string(first.first) + " lacks its blocks)";
             }
@@ -1158,9 +1164,28 @@ void NvsEngine::EndStep()
     o.data = index.data();
     o.len = index.size();
     o.version = version;
+    const std::string what = "commit step " + std::to_string(m_Step) + " of rank " + std::to_string(m_Rank);
     int32_t rc = nvs_put_batch(m_Pool, m_Rank, objs.data(), objs.size(), nullptr);
+    if (rc == NVS_E_FULL && m_KeepSteps > 0)
+    {
+        // Retention: the pool is full (a failed batch commits nothing); release this
+        // rank's segments holding only steps older than the last KeepSteps, and retry.
+        uint32_t freed = 0;
+        const int32_t r = nvs_reclaim(m_Pool, m_KeepSteps, &freed);
+        if (r != NVS_OK)
+            Fail(what + " (the pool was full; releasing the steps before the last " +
+                     std::to_string(m_KeepSteps) + " failed)",
+                 r);
+        if (freed > 0)
+            rc = nvs_put_batch(m_Pool, m_Rank, objs.data(), objs.size(), nullptr);
+    }
+    if (rc == NVS_E_FULL)
+        Fail(what + (m_KeepSteps > 0 ? " (the pool is full even without the steps before the last " +
+                                           std::to_string(m_KeepSteps) + ": a larger PoolSize)"
+                                     : " (the pool is full: a larger PoolSize, or KeepSteps)"),
+             rc);
     if (rc != NVS_OK)
-        Fail("commit step " + std::to_string(m_Step) + " of rank " + std::to_string(m_Rank), rc);
+        Fail(what, rc);
     m_Vars.clear();
     m_Order.clear();
     ++m_Step;
@@ -1341,6 +1366,17 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values, bool deferre
     v.blocks.push_back(std::move(b));
 }
 
+/* A read of the current step that failed: a step the writers' retention (KeepSteps)
+ * released while this reader was behind says so. */
+void NvsEngine::ReadFailed(const std::string &what, uint32_t rank, int32_t rc)
+{
+    Fail("read " + what + " of rank " + std::to_string(rank) +
+             (rc == NVS_E_NOT_FOUND ? " (released by the writers' retention, KeepSteps, while "
+                                      "this reader was behind?)"
+                                    : ""),
+         rc);
+}
+
 /* The bytes rank `rank` stored for `name` in the current step, read once per step. */
 const Loaded &NvsEngine::Object(const std::string &name, uint32_t rank, const std::string &what)
 {
@@ -1351,7 +1387,7 @@ const Loaded &NvsEngine::Object(const std::string &name, uint32_t rank, const st
     size_t len = 0;
     int32_t rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, nullptr, 0, &len);
     if (rc != NVS_OK)
-        Fail("read " + what + " of rank " + std::to_string(rank), rc);
+        ReadFailed(what, rank, rc);
     Loaded data;
     data.p.reset(new (std::nothrow) char[len ? len : 1]);
     if (!data.p)
@@ -1360,7 +1396,7 @@ const Loaded &NvsEngine::Object(const std::string &name, uint32_t rank, const st
     data.n = len;
     rc = nvs_follower_get_on(m_Follower, rank, name.c_str(), m_Step + 1, data.p.get(), len, &len);
     if (rc != NVS_OK)
-        Fail("read " + what + " of rank " + std::to_string(rank), rc);
+        ReadFailed(what, rank, rc);
     if (len != data.n)
         throw std::runtime_error("nvs engine: " + what + ": changed length while read");
     CheckBlocks(name, rank, len, what);
@@ -1403,7 +1439,7 @@ bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Di
     size_t len = 0;
     int32_t rc = nvs_follower_get_on(m_Follower, b.rank, name.c_str(), m_Step + 1, nullptr, 0, &len);
     if (rc != NVS_OK)
-        Fail("read " + what + " of rank " + std::to_string(b.rank), rc);
+        ReadFailed(what, b.rank, rc);
     if (len != b.bytes)
     {
         CheckBlocks(name, b.rank, len, what);
@@ -1411,7 +1447,7 @@ bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Di
     }
     rc = nvs_follower_get_on(m_Follower, b.rank, name.c_str(), m_Step + 1, values + at, b.bytes, &len);
     if (rc != NVS_OK)
-        Fail("read " + what + " of rank " + std::to_string(b.rank), rc);
+        ReadFailed(what, b.rank, rc);
     return true;
 }
 

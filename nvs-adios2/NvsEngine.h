@@ -36,6 +36,10 @@
  *                in one process is refused rather than replacing the first output)
  *   Replace      Write: true lets a process replace a PoolPath it wrote before (a restart
  *                file rewritten); default false
+ *   KeepSteps    writer: K > 0 bounds a long stream: when a step does not fit, each rank
+ *                releases its oldest segments holding only steps older than its last K
+ *                and commits the step (nvs_reclaim); default 0, every step kept (a full
+ *                pool is an error)
  *   PoolSize     a new pool's size in bytes, suffixes K/M/G/T (writer; default 256M)
  *   EndStream    writer Close: true (default) ends the stream, false detaches
  *                (followers wait for a restarted writer); true/false, on/off, yes/no, 1/0
@@ -177,6 +181,7 @@ private:
     bool m_InStep = false;
     bool m_Closed = false;
     bool m_EndStream = true;
+    uint32_t m_KeepSteps = 0; // writer: when the pool is full, keep the last this many steps
     size_t m_Step = 0;      // the current (or next) step
     bool m_AnyStep = false; // reader: a step was begun
     std::string m_PoolPath;
@@ -193,7 +198,6 @@ private:
     std::map<std::string, Attr> m_StepAttrs; // reader: the step being begun's
 
     // reader
-    uint32_t m_StepRanks = 0;                             // ranks of the current step
     std::map<uint64_t, std::map<uint32_t, RankStep>> m_Pending; // step -> rank -> index
     std::map<uint32_t, uint64_t> m_LaneLast;              // rank -> its last step seen
     uint32_t m_Expected = 1;                              // lanes declared to the follower
@@ -212,6 +216,7 @@ private:
     void TakeIndex(uint32_t lane, uint64_t version, size_t len);
     const Loaded &Object(const std::string &name, uint32_t rank, const std::string &what);
     void CheckBlocks(const std::string &name, uint32_t rank, size_t len, const std::string &what);
+    [[noreturn]] void ReadFailed(const std::string &what, uint32_t rank, int32_t rc);
 
     std::string Param(const std::string &key, const std::string &def) const;
     void OpenWriter();

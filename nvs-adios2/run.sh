@@ -196,6 +196,25 @@ PYEOF
     [ "$(grep '^step [0-9]*$' after.txt | tr '\n' ' ')" = "step 0 step 1 step 2 step 4 step 5 " ] ||
         fail "after the Append: $(grep '^step [0-9]*$' after.txt | tr '\n' ' ')"
     echo "Append after the death: steps 0, 1, 2, 4, 5 (step 3, which rank 2 never committed, is skipped)"
+
+    echo "== MPI: KeepSteps bounds a long stream: 200 steps of 4 ranks in a 1 MiB pool; the steps kept equal BP5's"
+    d="$work/mpikeep"; mkdir -p "$d"; cd "$d"
+    sed 's|<parameter key="PoolSize" value="64M"/>|<parameter key="PoolSize" value="1M"/>|' "$E/nvs.xml" > full.xml
+    sed 's|<parameter key="PoolSize" value="1M"/>|&<parameter key="KeepSteps" value="3"/>|' full.xml > keep.xml
+    mpi -np 4 "$M/mpi_writer" full.xml sim.bp 200 > full.out 2>&1 && fail "200 steps fit in a 1 MiB pool without KeepSteps?"
+    grep -q "the pool is full: a larger PoolSize, or KeepSteps" full.out || { cat full.out; fail "no pool-full error"; }
+    rm -f sim.nvs
+    mpi -np 4 "$M/mpi_writer" keep.xml sim.bp 200
+    dump keep.xml sim.bp > keep.txt || fail "reading the stream KeepSteps bounded"
+    mpi -np 4 "$M/mpi_writer" "$E/bp5.xml" sim.bp 200 > /dev/null
+    dump "$E/bp5.xml" sim.bp > bp5.txt
+    first=$(grep -m1 '^step [0-9]*$' keep.txt)
+    # (the dumps' last lines count the steps read: BP5's reader read all 200)
+    sed -n "/^$first\$/,\$p" bp5.txt | grep -v '^end of stream' > want.txt
+    grep -v '^end of stream' keep.txt > kept.txt
+    same want.txt kept.txt "the steps KeepSteps kept"
+    echo "without KeepSteps: $(grep -o 'commit step [0-9]* of rank [0-9]* (the pool is full[^)]*)' full.out | head -1)"
+    echo "KeepSteps=3: all 200 steps committed; a reader after them gets $(grep -c '^step [0-9]*$' keep.txt) ($first..199), each the same as BP5's"
 fi
 
 echo "== nvs: misuse (bad parameters, damaged or forged pools, calls it does not offer): clear errors, nothing lost"

@@ -347,7 +347,8 @@ int main(int argc, char **argv)
             r.Close();
         }
         for (const auto &kv : std::vector<std::pair<std::string, std::string>>{
-                 {"EndStream", "maybe"}, {"Timeout", "2s"}, {"Timeout", "nan"}, {"OpenTimeout", "abc"}})
+                 {"EndStream", "maybe"}, {"Timeout", "2s"}, {"Timeout", "nan"}, {"OpenTimeout", "abc"},
+                 {"KeepSteps", "-1"}, {"KeepSteps", "3 steps"}, {"KeepSteps", "99999999999"}})
         {
             adios2::ADIOS adios;
             adios2::IO io = NvsIO(adios, p, {{kv.first, kv.second}});
