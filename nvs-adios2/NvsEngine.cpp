@@ -315,12 +315,37 @@ void Extremes(const T *v, size_t n, Block &b)
         if (n == 0)
             return;
         T lo = v[0], hi = v[0];
-        for (size_t i = 1; i < n; ++i)
+        size_t i = 0;
+        if constexpr (sizeof(T) <= 8 && std::is_arithmetic<T>::value)
         {
-            if (v[i] < lo)
-                lo = v[i];
-            if (hi < v[i])
-                hi = v[i];
+            // 16-byte vectors of selects (the compiler makes min/max instructions of
+            // them), four at a time; the same result as one scan, NaNs included (a NaN is
+            // never less: skipped, unless it is the first element)
+            typedef T V __attribute__((vector_size(16)));
+            constexpr size_t W = 16 / sizeof(T);
+            V l[4], h[4];
+            for (size_t a = 0; a < 4; ++a)
+                for (size_t k = 0; k < W; ++k)
+                    l[a][k] = h[a][k] = v[0];
+            for (; i + 4 * W <= n; i += 4 * W)
+                for (size_t a = 0; a < 4; ++a)
+                {
+                    V x;
+                    std::memcpy(&x, v + i + a * W, sizeof x);
+                    l[a] = x < l[a] ? x : l[a];
+                    h[a] = h[a] < x ? x : h[a];
+                }
+            for (size_t a = 0; a < 4; ++a)
+                for (size_t k = 0; k < W; ++k)
+                {
+                    lo = l[a][k] < lo ? l[a][k] : lo;
+                    hi = hi < h[a][k] ? h[a][k] : hi;
+                }
+        }
+        for (; i < n; ++i)
+        {
+            lo = v[i] < lo ? v[i] : lo;
+            hi = hi < v[i] ? v[i] : hi;
         }
         b.min.assign(reinterpret_cast<const char *>(&lo), sizeof(T));
         b.max.assign(reinterpret_cast<const char *>(&hi), sizeof(T));

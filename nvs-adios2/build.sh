@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 NVS_LIB=${NVS_LIB:-${CARGO_TARGET_DIR:-$root/target}/release}
 OUT=${OUT:-$NVS_LIB/adios2}
-flags="-std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -I$root/nvs-c/include"
+flags="-std=c++17 -O3 -g -Wall -Wextra -Wno-unused-parameter -I$root/nvs-c/include"
 nvs="-L$NVS_LIB -lnvs -Wl,-rpath,$NVS_LIB"
 if [ -n "${ADIOS2_MPI:-}" ]; then
     CXX=${CXX:-mpicxx}

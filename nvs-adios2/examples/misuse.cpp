@@ -4,6 +4,8 @@
 //   misuse DIR      (an empty directory for the pools)
 #include <adios2.h>
 
+#include <cmath>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -420,6 +422,72 @@ int main(int argc, char **argv)
         w.EndStep();
         w.Close();
         Require(CountSteps(p) == 3, "the live writer's steps were not all kept");
+    });
+
+    Case("BlocksInfo's min and max are those one scan of the block finds (NaNs, lengths, types)", [] {
+        const std::string p = Path("minmax.nvs");
+        const double nan = std::nan("");
+        // lengths around the vector width, a NaN first, in the middle, last; negatives
+        std::vector<std::vector<double>> ds;
+        for (size_t n : {1, 2, 7, 8, 9, 31, 32, 33, 100})
+        {
+            std::vector<double> d(n);
+            for (size_t i = 0; i < n; ++i)
+                d[i] = double((i * 7919) % 101) - 50.0;
+            ds.push_back(d);
+        }
+        ds.push_back({nan, 1, 2, 3, 4, 5, 6, 7, 8, 9, -3});
+        ds.push_back({1, 2, nan, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, -4, 13, 14, 15, 16, 17});
+        ds.push_back({5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8, -9, -10, nan});
+        std::vector<int32_t> is(37);
+        for (size_t i = 0; i < is.size(); ++i)
+            is[i] = int32_t((i * 31) % 17) - 8;
+        {
+            adios2::ADIOS adios;
+            adios2::IO io = NvsIO(adios, p);
+            auto vd = io.DefineVariable<double>("d", {}, {}, {1});
+            auto vi = io.DefineVariable<int32_t>("i", {}, {}, {is.size()});
+            adios2::Engine w = io.Open(p, adios2::Mode::Write);
+            w.BeginStep();
+            for (auto &d : ds)
+            {
+                vd.SetSelection({{}, {d.size()}});
+                w.Put(vd, d.data(), adios2::Mode::Sync);
+            }
+            w.Put(vi, is.data(), adios2::Mode::Sync);
+            w.EndStep();
+            w.Close();
+        }
+        auto scan = [](const auto &v) {
+            auto lo = v[0], hi = v[0];
+            for (auto x : v)
+            {
+                if (x < lo)
+                    lo = x;
+                if (hi < x)
+                    hi = x;
+            }
+            return std::make_pair(lo, hi);
+        };
+        auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+        adios2::ADIOS adios;
+        adios2::IO io = NvsIO(adios, p);
+        adios2::Engine r = io.Open(p, adios2::Mode::Read);
+        Require(r.BeginStep() == adios2::StepStatus::OK, "a step");
+        auto bd = r.BlocksInfo(io.InquireVariable<double>("d"), r.CurrentStep());
+        Require(bd.size() == ds.size(), "a block per Put");
+        for (size_t b = 0; b < ds.size(); ++b)
+        {
+            const auto mm = scan(ds[b]);
+            Require(same(bd[b].Min, mm.first) && same(bd[b].Max, mm.second),
+                    "block " + std::to_string(b) + ": min " + std::to_string(bd[b].Min) + " max " +
+                        std::to_string(bd[b].Max));
+        }
+        auto bi = r.BlocksInfo(io.InquireVariable<int32_t>("i"), r.CurrentStep());
+        const auto mi = scan(is);
+        Require(bi.size() == 1 && bi[0].Min == mi.first && bi[0].Max == mi.second, "int32 min/max");
+        r.EndStep();
+        r.Close();
     });
 
     Case("an attribute name the step index cannot hold is refused at EndStep, nothing committed", [] {
