@@ -711,12 +711,16 @@ pub const HOLD_NOT_FOUND: u8 = 127;
 
 /// The pid of `hold`'s command, for the signal handler that passes signals on.
 static HELD_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// A signal that came before the command was spawned, passed on once it is.
+static PENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn pass_on(sig: libc::c_int) {
-    let pid = HELD_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    let pid = HELD_CHILD.load(std::sync::atomic::Ordering::SeqCst);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe; the pid is our child's.
         unsafe { libc::kill(pid, sig) };
+    } else {
+        PENDING.store(sig, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -750,22 +754,26 @@ pub fn hold(pool: &Path, command: &[std::ffi::OsString]) -> Result<std::process:
             Ok(())
         });
     }
-    // Ignored before the spawn: a Ctrl-C right after it cannot end hold alone.
-    // SAFETY: setting dispositions to ignored.
+    // Ignored before the spawn: a Ctrl-C right after it cannot end hold alone. And
+    // SIGTERM/SIGHUP are caught before it too: one that comes before the command's pid
+    // is known is kept and passed on once it is (hold used to die of it).
+    let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: setting dispositions; `pass_on` is async-signal-safe (atomics and kill).
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGHUP, handler);
     }
     let mut child = cmd.spawn().map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound { HOLD_NOT_FOUND } else { HOLD_CANNOT_RUN };
         (code, CliError::io(format!("run {}", program.to_string_lossy()), e))
     })?;
-    HELD_CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
-    let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: `pass_on` is async-signal-safe (an atomic load and kill).
-    unsafe {
-        libc::signal(libc::SIGTERM, handler);
-        libc::signal(libc::SIGHUP, handler);
+    HELD_CHILD.store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
+    let early = PENDING.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, early) };
     }
     let status = child.wait().map_err(|e| failed(CliError::io("wait for the command", e)))?;
     drop(held);
