@@ -5,7 +5,7 @@
 #                with $PYTHON -c 'import adios2')
 #   ADIOS2_MPI   instead: the prefix of an MPI-enabled ADIOS2 (build-adios2-mpi.sh makes
 #                one): the plugin and the examples are built with mpicxx, for MPI programs,
-#                plus the MPI examples (mpi_writer, mpi_dump)
+#                plus the MPI examples (mpi_writer, mpi_dump, mpi_bench)
 #   NVS_LIB      the directory holding libnvs.so (default: $CARGO_TARGET_DIR/release or target/release)
 #   OUT          where to put libnvs_adios2.so and the programs (default: $NVS_LIB/adios2)
 set -eu
