@@ -20,7 +20,16 @@ const PROGRESS_MIN: u64 = 16 << 20;
 /// How many versions `ls` shows on a name's line before summarising the rest.
 const LS_SHOWN: usize = 8;
 
-pub fn create(pool: &Path, size: u64, opts: CreateOptions) -> Result<(), CliError> {
+pub fn create(pool: &Path, size: Option<u64>, opts: CreateOptions) -> Result<(), CliError> {
+    let size = match size {
+        Some(size) => size,
+        None => nvs_std::dax_device_len(pool).ok_or_else(|| {
+            CliError::Usage(format!(
+                "{}: --size is needed (only a /dev/dax device has a size of its own)",
+                pool.display()
+            ))
+        })?,
+    };
     let p = FilePool::create(pool, size, &opts)?;
     let sb = p.layout();
     stdout(&format!(

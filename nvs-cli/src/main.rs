@@ -57,12 +57,15 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create and format a new pool file (never overwrites).
+    /// Create and format a new pool file (never overwrites), or format a /dev/dax device
+    /// in place.
     Create {
         pool: PathBuf,
-        /// Pool size: bytes, or with a suffix K, M, G, T (powers of 1024).
+        /// Pool size: bytes, or with a suffix K, M, G, T (powers of 1024). Needed for a
+        /// file; a /dev/dax device's pool spans the device (a size says the least it
+        /// must hold).
         #[arg(long, value_parser = size::parse_size)]
-        size: u64,
+        size: Option<u64>,
         /// Segment size (default: about 1/16 of the pool, 4 KiB to 64 MiB).
         #[arg(long, value_parser = size::parse_size)]
         segment_size: Option<u64>,

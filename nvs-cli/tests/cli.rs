@@ -171,7 +171,7 @@ fn usage_errors_exit_2() {
     assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "fast"]), 2);
     assert_fails(&nvs(&["frobnicate"]), 2);
     let err = assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "dax"]), 2);
-    assert!(err.contains("needs a /dev/dax"), "{err}");
+    assert!(err.contains("durability dax needs persistent memory mapped directly"), "{err}");
     assert!(!pool.exists());
 
     create(&pool, &[]);

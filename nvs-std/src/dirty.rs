@@ -496,7 +496,7 @@ fn pagemap_fd() -> Result<RawFd, i32> {
 fn ioctl<T>(fd: RawFd, req: u64, arg: &mut T) -> Result<libc::c_int, i32> {
     // SAFETY: every request used here takes a pointer to exactly the `T` its number encodes
     // (checked by the const asserts above), and `arg` is a live exclusive reference.
-    let rc = unsafe { libc::ioctl(fd, req as libc::c_ulong, arg as *mut T) };
+    let rc = unsafe { libc::ioctl(fd, req as _, arg as *mut T) };
     if rc < 0 {
         Err(errno())
     } else {

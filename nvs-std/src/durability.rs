@@ -1,12 +1,14 @@
 //! [`Durability`]: what an acknowledged put survives, and [`Backing`]: what a pool file is.
 //!
 //! Invariants:
-//! - [`Durability::Dax`] is only ever used on a `/dev/dax` character device (the kernel's
-//!   sysfs says its subsystem is `dax`) with non-temporal stores: there, NT stores plus
-//!   `sfence` reach the persistence domain. Asking for it anywhere else is an error.
+//! - [`Durability::Dax`] is only ever used on persistent memory mapped directly, with
+//!   non-temporal stores: a `/dev/dax` character device (the kernel's sysfs says its
+//!   subsystem is `dax`), or a file on a DAX file system that the kernel mapped with
+//!   `MAP_SYNC` (fsdax). There NT stores plus `sfence` reach the persistence domain.
+//!   Asking for it anywhere else is an error.
 //! - The default never promises more than it gives: `msync` on a disk file (every fence
 //!   ends with `msync(MS_SYNC)`), `process` on tmpfs (nothing there survives a power
-//!   loss, so an msync would buy nothing), `dax` on a DAX device.
+//!   loss, so an msync would buy nothing), `dax` on a DAX device or an fsdax file.
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -23,8 +25,9 @@ const RAMFS_MAGIC: i64 = 0x8584_58f6;
 /// What a put must survive once it has returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Durability {
-    /// NT stores + `sfence` reach a DAX device's persistence domain: process crash and
-    /// power loss. Only for `/dev/dax*` character devices.
+    /// NT stores + `sfence` reach the persistence domain of persistent memory: process
+    /// crash and power loss. Only for `/dev/dax*` character devices and files on a DAX
+    /// file system mapped with `MAP_SYNC`.
     Dax,
     /// NT stores + `sfence`, then `msync(MS_SYNC)` of the pages dirtied since the last
     /// fence, at every fence: process crash and power loss. The default on a disk file.
@@ -48,8 +51,8 @@ impl Durability {
     pub fn describe(self) -> &'static str {
         match self {
             Durability::Dax => {
-                "dax: non-temporal stores + sfence reach the DAX device's persistence domain; \
-                 an acknowledged put survives a process crash and a power loss"
+                "dax: non-temporal stores + sfence reach persistent memory's persistence domain \
+                 (no msync); an acknowledged put survives a process crash and a power loss"
             }
             Durability::Msync => {
                 "msync: non-temporal stores + sfence, then msync(MS_SYNC) of the dirtied pages \
@@ -91,7 +94,7 @@ impl Durability {
     /// The default for a pool on `backing`.
     pub fn default_for(backing: Backing) -> Durability {
         match backing {
-            Backing::DaxDevice => Durability::Dax,
+            Backing::DaxDevice | Backing::FsDax => Durability::Dax,
             Backing::Tmpfs => Durability::Process,
             Backing::DiskFile => Durability::Msync,
         }
@@ -99,12 +102,13 @@ impl Durability {
 
     /// Check that this mode can be honoured on `backing` (only `Dax` has a requirement).
     pub fn check(self, backing: Backing, path: &Path) -> Result<()> {
-        if self == Durability::Dax && backing != Backing::DaxDevice {
+        if self == Durability::Dax && !matches!(backing, Backing::DaxDevice | Backing::FsDax) {
             return Err(Error::Unsupported {
                 path: path.to_path_buf(),
                 what: format!(
-                    "durability dax needs a /dev/dax character device, and this is a {backing}; \
-                     use msync (power-loss durable) or process"
+                    "durability dax needs persistent memory mapped directly (a /dev/dax character device, \
+                     or a file on a file system mounted -o dax that the kernel maps with MAP_SYNC), \
+                     and this is a {backing}; use msync (power-loss durable) or process"
                 ),
             });
         }
@@ -137,6 +141,9 @@ pub enum Backing {
     DaxDevice,
     /// A regular file on tmpfs (e.g. `/dev/shm`): memory, gone at power loss.
     Tmpfs,
+    /// A regular file on a DAX file system (ext4 or xfs mounted `-o dax` on persistent
+    /// memory), mapped `MAP_SYNC`: no page cache, the file's bytes are the memory.
+    FsDax,
     /// A regular file on any other file system: the page cache in front of a disk.
     DiskFile,
 }
@@ -146,6 +153,7 @@ impl fmt::Display for Backing {
         f.write_str(match self {
             Backing::DaxDevice => "device-DAX character device",
             Backing::Tmpfs => "regular file on tmpfs",
+            Backing::FsDax => "regular file on a DAX file system (fsdax, MAP_SYNC)",
             Backing::DiskFile => "regular file on a disk file system",
         })
     }
@@ -154,7 +162,9 @@ impl fmt::Display for Backing {
 impl Backing {
     /// Find out what the open `file` is, and its usable length in bytes. Regular files
     /// and device-DAX character devices are accepted; anything else is refused (nvs never
-    /// maps a block device: formatting one by a typo would destroy a disk).
+    /// maps a block device: formatting one by a typo would destroy a disk). A file on a
+    /// disk file system is [`Backing::DiskFile`] here; the mapping finds out whether it
+    /// is [`Backing::FsDax`] (only the kernel's grant of `MAP_SYNC` says so).
     pub fn probe(file: &File, path: &Path) -> Result<(Backing, u64)> {
         let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
         let meta = file.metadata().map_err(|e| io("stat", e))?;
@@ -164,7 +174,7 @@ impl Backing {
             return Ok((kind, meta.len()));
         }
         if ft.is_char_device() {
-            if let Some(len) = dax_device_len(meta.rdev()) {
+            if let Some(len) = device_len(meta.rdev()) {
                 return Ok((Backing::DaxDevice, len));
             }
         }
@@ -220,16 +230,31 @@ fn is_tmpfs(_file: &File) -> std::io::Result<bool> {
     Ok(false)
 }
 
-/// The size of the character device `rdev` if sysfs says it is a device-DAX instance.
-fn dax_device_len(rdev: u64) -> Option<u64> {
+/// The usable size of `path` if it is a device-DAX character device (see [`Backing::probe`]).
+pub fn dax_device_len(path: &Path) -> Option<u64> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.file_type().is_char_device() {
+        return None;
+    }
+    device_len(meta.rdev())
+}
+
+/// The usable size of the character device `rdev` if sysfs says it is a device-DAX
+/// instance: its size rounded down to its alignment (a device-DAX mapping's length must
+/// be a multiple of it; 2 MiB unless the device says otherwise).
+fn device_len(rdev: u64) -> Option<u64> {
     let (major, minor) = (libc::major(rdev as libc::dev_t), libc::minor(rdev as libc::dev_t));
     let dir = Path::new("/sys/dev/char").join(format!("{major}:{minor}"));
     let subsystem = std::fs::read_link(dir.join("subsystem")).ok()?;
     if subsystem.file_name()? != "dax" {
         return None;
     }
-    let size = std::fs::read_to_string(dir.join("size")).ok()?;
-    size.trim().parse().ok().filter(|&n| n > 0)
+    let number = |file: &str| -> Option<u64> { std::fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok() };
+    let size = number("size")?;
+    // `align` is the device's own since Linux 5.10; its region's before.
+    let align = number("align").or_else(|| number("device/dax_region/align")).filter(|a| a.is_power_of_two());
+    let len = size - size % align.unwrap_or(2 << 20);
+    (len > 0).then_some(len)
 }
 
 #[cfg(test)]

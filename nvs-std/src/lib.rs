@@ -42,7 +42,7 @@ mod media;
 mod meta;
 mod pool;
 
-pub use durability::{Backing, Durability};
+pub use durability::{dax_device_len, Backing, Durability};
 pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use fork::generation as fork_generation;

@@ -4,7 +4,13 @@
 //! Invariants:
 //! - Every access to the mapping goes through the inner [`Region`]; nothing else reads or
 //!   writes it, and no Rust reference to it is ever made (it is held as a
-//!   [`memmap2::MmapRaw`], which hands out only raw pointers).
+//!   [`memmap2::MmapRaw`] or, on a DAX file system, as a `MAP_SYNC` mapping of our own,
+//!   both of which hand out only raw pointers).
+//! - A regular file on a disk file system is first mapped `MAP_SHARED_VALIDATE |
+//!   MAP_SYNC`: the kernel grants that only on a DAX file system (fsdax), where it makes
+//!   every write fault's block mapping durable before the fault returns, so NT stores +
+//!   `sfence` alone make a put durable ([`Backing::FsDax`]). Refused, the file is mapped
+//!   as any other.
 //! - A read-only media is mapped `PROT_READ`, and its store methods refuse before they
 //!   reach the region: a read-only pool never stores (nvs-core's promise), and if a bug
 //!   broke that promise it would panic here or fault, never write.
@@ -45,7 +51,7 @@ struct SyncState {
 #[derive(Debug)]
 pub struct MappedMedia {
     region: Region,
-    map: MmapRaw,
+    map: Mapping,
     durability: Durability,
     backing: Backing,
     writable: bool,
@@ -126,31 +132,44 @@ impl MappedMedia {
         durability: Option<Durability>,
         populate: bool,
     ) -> Result<MappedMedia> {
-        let (backing, len) = Backing::probe(file, path)?;
-        let durability = durability.unwrap_or(Durability::default_for(backing));
-        durability.check(backing, path)?;
+        let (mut backing, len) = Backing::probe(file, path)?;
         let unsupported = |what: &str| Error::Unsupported { path: path.to_path_buf(), what: what.into() };
         if len == 0 {
             // Nothing to map: an empty file is no pool (mmap would refuse length 0).
             return Err(Error::Core { path: path.to_path_buf(), source: nvs_core::Error::NotFormatted });
         }
         let len = usize::try_from(len).map_err(|_| unsupported("too large to map"))?;
-        let mut opts = MmapOptions::new();
-        opts.len(len);
-        if populate {
-            opts.populate();
-        }
         let writable = access == Access::ReadWrite;
         let sparse = if !writable && holes_take_memory(backing, file) { SparseFile::of(file) } else { None };
-        let map = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) }
-            .map_err(|source| Error::Io { op: "map", path: path.to_path_buf(), source })?;
+        let synced = match backing {
+            Backing::DiskFile => SyncMapping::map(file, len, writable, populate),
+            _ => None,
+        };
+        let map = match synced {
+            Some(m) => {
+                backing = Backing::FsDax;
+                Mapping::Sync(m)
+            }
+            None => {
+                let mut opts = MmapOptions::new();
+                opts.len(len);
+                if populate {
+                    opts.populate();
+                }
+                let map = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) }
+                    .map_err(|source| Error::Io { op: "map", path: path.to_path_buf(), source })?;
+                Mapping::Shared(map)
+            }
+        };
+        let durability = durability.unwrap_or(Durability::default_for(backing));
+        durability.check(backing, path)?;
         let base = map.as_mut_ptr();
         if !(base as usize).is_multiple_of(64) {
             // mmap returns page-aligned addresses; refuse rather than trust it blindly.
             return Err(unsupported("the mapping is not 64-byte aligned"));
         }
         // SAFETY: Region::new's obligations, one by one:
-        // - one mapping valid for `len` bytes: `map` maps exactly `len` bytes and is stored
+        // - one mapping valid for `len` bytes: `map` maps exactly `len` bytes (either kind) and is stored
         //   next to the region in this struct, so it outlives every use of the region.
         //   For writes: a read-write mapping is writable; a read-only one is not, and no
         //   write ever reaches the region then, because every store method of this type
@@ -158,7 +177,7 @@ impl MappedMedia {
         // - 64-byte aligned: mappings are page aligned (and checked just above);
         // - no one else writes the range: a writer holds the pool file's writer lock
         //   (FilePool), so the only other writer is another nvs writer while we read;
-        // - no Rust reference to the range: MmapRaw never makes one, and nothing else in
+        // - no Rust reference to the range: neither kind of Mapping makes one, and nothing else in
         //   this crate touches the mapping.
         let region = unsafe { Region::new(base, len) };
         // A read-only mapping is a reader's: a writer in another process may be storing
@@ -650,7 +669,7 @@ impl Media for MappedMedia {
             let (lo, hi) = (s.lo, s.hi);
             s.lo = usize::MAX;
             s.hi = 0;
-            // memmap2 rounds the start down to a page; `hi` is inside the mapping.
+            // The start is rounded down to a page; `hi` is inside the mapping.
             let injected = std::mem::take(&mut s.fail_next).then(|| io::Error::from_raw_os_error(libc::EIO));
             if let Some(e) = injected.map_or_else(|| self.map.flush_range(lo, hi - lo).err(), Some) {
                 if s.failed.is_none() {
@@ -658,6 +677,88 @@ impl Media for MappedMedia {
                 }
             }
         }
+    }
+}
+
+/// The mapping of a pool: memmap2's, or a `MAP_SYNC` one on a DAX file system.
+#[derive(Debug)]
+enum Mapping {
+    Shared(MmapRaw),
+    Sync(SyncMapping),
+}
+
+impl Mapping {
+    fn as_mut_ptr(&self) -> *mut u8 {
+        match self {
+            Mapping::Shared(m) => m.as_mut_ptr(),
+            Mapping::Sync(m) => m.ptr,
+        }
+    }
+
+    /// `msync(MS_SYNC)` of `off..off + len` (the start rounded down to a page).
+    fn flush_range(&self, off: usize, len: usize) -> io::Result<()> {
+        match self {
+            Mapping::Shared(m) => m.flush_range(off, len),
+            Mapping::Sync(m) => {
+                let start = off & !(page_size() - 1);
+                // SAFETY: `start..off + len` lies inside the mapping, which lives as long
+                // as `m`; msync changes no memory contents.
+                let rc = unsafe { libc::msync(m.ptr.add(start).cast(), off + len - start, libc::MS_SYNC) };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            }
+        }
+    }
+}
+
+/// A `MAP_SHARED_VALIDATE | MAP_SYNC` mapping of a whole file, unmapped on drop. The
+/// kernel grants it only for a file on a DAX file system (ext4 or xfs mounted `-o dax`)
+/// whose device is synchronous: there a write fault returns only once the file system's
+/// metadata for the page (its block) is durable, so the file's bytes are persistent
+/// memory as a device-DAX's are.
+#[derive(Debug)]
+struct SyncMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared by every thread of the process; the pointer
+// is only used through `Region`, which does its own synchronisation, and for munmap.
+unsafe impl Send for SyncMapping {}
+// SAFETY: as for Send: `&SyncMapping` only hands out the pointer.
+unsafe impl Sync for SyncMapping {}
+
+impl SyncMapping {
+    /// Map `len` bytes of `file` with `MAP_SYNC`, or `None` where the kernel refuses
+    /// (not a DAX file system, a kernel before 4.15, any other failure: the caller then
+    /// maps the file as any other and reports that error if there is one).
+    #[cfg(target_os = "linux")]
+    fn map(file: &File, len: usize, writable: bool, populate: bool) -> Option<SyncMapping> {
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        let mut flags = libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC;
+        if populate {
+            flags |= libc::MAP_POPULATE;
+        }
+        // SAFETY: a new mapping at an address the kernel picks, of a descriptor `file`
+        // keeps open during the call; nothing else is touched.
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
+        (ptr != libc::MAP_FAILED).then(|| SyncMapping { ptr: ptr.cast(), len })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn map(_file: &File, _len: usize, _writable: bool, _populate: bool) -> Option<SyncMapping> {
+        None
+    }
+}
+
+impl Drop for SyncMapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the range mmap returned; no pointer into it outlives the media
+        // (the region goes with it).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 

@@ -285,6 +285,9 @@ impl FilePool {
             allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
         }
         let media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
+        if (fresh || cleanup.0.is_some()) && media.backing() == Backing::FsDax {
+            write_every_block(&file, size_bytes).map_err(|e| io("write the blocks of", e))?;
+        }
         let media_len = nvs_core::Media::len(&media) as u64;
         if media_len < size_bytes {
             return Err(Error::Unsupported {
@@ -1120,6 +1123,23 @@ fn back_every_block(file: &File, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Write zeros over the first `len` bytes of a new pool file on a DAX file system, and
+/// make that durable. `posix_fallocate` leaves unwritten extents there, and the first
+/// store into each page of one would, under `MAP_SYNC`, convert it and commit the file
+/// system's journal inside the page fault: in the middle of a put. Written blocks fault
+/// in with no metadata change (and in 2 MiB pages where the file's extents allow).
+fn write_every_block(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; 2 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    file.sync_data()
 }
 
 /// The process's file size limit (`RLIMIT_FSIZE`) in bytes, if it has one.
