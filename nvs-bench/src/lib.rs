@@ -74,6 +74,9 @@ pub struct BenchOptions {
     pub only: Vec<String>,
     /// The clock the rates are computed from.
     pub clock: Clock,
+    /// The durability of the nvs rows' pools (`None`: the default for the file, as
+    /// `nvs` picks it: `dax` on a DAX file system, `process` on tmpfs, `msync` on a disk).
+    pub durability: Option<nvs_std::Durability>,
     /// The command (program and leading arguments) that runs [`worker`] in another
     /// process, for the two-process row: `nvs` passes itself, `/proc/self/exe
     /// bench-worker`. `None`: that row is "not available".
@@ -161,7 +164,14 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     let max_threads = *THREADS.iter().max().unwrap_or(&1);
     let mut slots = Vec::new();
     for k in 0..max_threads {
-        let cfg = run::SlotConfig { dir: &dir, sync_dir: &sync_dir, region, sync_len, max_size: SIZES[3] };
+        let cfg = run::SlotConfig {
+            dir: &dir,
+            sync_dir: &sync_dir,
+            region,
+            sync_len,
+            max_size: SIZES[3],
+            durability: opts.durability,
+        };
         let slot = Slot::new(k, &cfg, &pmdk, &mut cleanup).map_err(Error::Usage)?;
         slots.push(slot);
     }

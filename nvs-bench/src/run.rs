@@ -199,6 +199,8 @@ pub struct Slot {
     pool: Option<Pool<MappedMedia, HeapMemory>>,
     pool_file: File,
     pool_path: PathBuf,
+    /// The durability the pool is mapped with (`None`: the file's default).
+    durability: Option<nvs_std::Durability>,
     /// Segment size the pool is formatted with now.
     pool_seg: u64,
     /// Whether the pool is formatted with payload checksums (the default) now.
@@ -231,6 +233,8 @@ pub struct SlotConfig<'a> {
     pub sync_len: usize,
     /// Largest object.
     pub max_size: usize,
+    /// The pool's durability (`None`: the default for the file).
+    pub durability: Option<nvs_std::Durability>,
 }
 
 /// Segment size for units of `unit` bytes in a pool of `region` bytes: a power of two,
@@ -267,15 +271,30 @@ pub fn make_file(path: &Path, len: usize) -> Result<File, String> {
     Ok(f)
 }
 
+/// Write zeros over the first `len` bytes of `f` and make them durable.
+fn write_zeros(f: &File, path: &Path, len: usize) -> Result<(), String> {
+    let zeros = vec![0u8; 1 << 20];
+    let mut o = 0;
+    while o < len {
+        let n = zeros.len().min(len - o);
+        f.write_all_at(&zeros[..n], o as u64).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        o += n;
+    }
+    f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))
+}
+
 impl Slot {
     /// Make thread `k`'s files (their paths go to `files`, for removal, before each is
     /// made).
     pub fn new(k: usize, cfg: &SlotConfig<'_>, pmdk: &Pmdk, files: &mut crate::Cleanup) -> Result<Slot, String> {
-        let SlotConfig { dir, sync_dir, region, sync_len, max_size } = *cfg;
+        let SlotConfig { dir, sync_dir, region, sync_len, max_size, durability } = *cfg;
         let pid = std::process::id();
         let pool_path = dir.join(format!("nvs-bench-{pid}-{k}.pool"));
         files.push(pool_path.clone());
         let pool_file = make_file(&pool_path, region)?;
+        // Written once: on a DAX file system an allocated block is still unwritten, and
+        // the first store into each page would convert it inside the timed put.
+        write_zeros(&pool_file, &pool_path, region)?;
         // The raw methods' mapping of the same file, pre-faulted like the pool's.
         let raw = MmapOptions::new()
             .len(region)
@@ -301,15 +320,7 @@ impl Slot {
         files.push(sync_path.clone());
         let sync = make_file(&sync_path, sync_len).and_then(|f| {
             // Write it once, so timed writes overwrite allocated blocks in place.
-            let zeros = vec![0u8; 1 << 20];
-            let mut o = 0;
-            while o < sync_len {
-                let n = zeros.len().min(sync_len - o);
-                f.write_all_at(&zeros[..n], o as u64)
-                    .map_err(|e| format!("cannot write {}: {e}", sync_path.display()))?;
-                o += n;
-            }
-            f.sync_all().map_err(|e| format!("cannot sync {}: {e}", sync_path.display()))?;
+            write_zeros(&f, &sync_path, sync_len)?;
             Ok((f, sync_len))
         });
         let src: Vec<u8> = (0..max_size).map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8 ^ k as u8).collect();
@@ -317,6 +328,7 @@ impl Slot {
             pool: None,
             pool_file,
             pool_path,
+            durability,
             pool_seg: 0,
             pool_sum: true,
             pool_id: 0x6e76_7362_656e_6368 ^ ((k as u64) << 48),
@@ -357,7 +369,7 @@ impl Slot {
         let (media, mem) = match self.pool.take() {
             Some(p) => p.close(),
             None => (
-                MappedMedia::map(&self.pool_file, &self.pool_path, Access::ReadWrite, None, true)
+                MappedMedia::map(&self.pool_file, &self.pool_path, Access::ReadWrite, self.durability, true)
                     .map_err(|e| e.to_string())?,
                 HeapMemory::new(),
             ),

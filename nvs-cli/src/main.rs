@@ -496,6 +496,7 @@ fn main() -> ExitCode {
             plot,
             only,
             clock: if clock == "wall" { nvs_bench::Clock::Wall } else { nvs_bench::Clock::Cpu },
+            durability: d,
             // This very program (even if its file was replaced since it started).
             worker: Some(vec!["/proc/self/exe".into(), "bench-worker".into()]),
         }),
