@@ -67,6 +67,9 @@ if command -v qemu-system-x86_64 >/dev/null 2>&1; then
 else
   echo "SKIPPED: qemu-system-x86_64 missing (.ci/run installs qemu-system-x86)"
 fi
+step "persistent memory: a Linux guest on two emulated NVDIMMs (fsdax ext4 -o dax + MAP_SYNC, devdax), qemu SIGKILLed 12 times, every acknowledged put read back"
+cargo build --release -q -p nvs-cli
+pmem-guest/run.sh
 step "bench: nvs bench --quick (keeps it working; numbers are not judged here)"
 cargo run --release -q -p nvs-cli -- bench --quick
 step "bench-delta: nvs bench-delta --quick (delta vs full puts per detector; every version checked)"

@@ -83,6 +83,10 @@ enum Command {
         /// own versions 1, 2, 3...; `get --lane` reads one lane's.
         #[arg(long)]
         lane_names: bool,
+        /// Format a /dev/dax device that holds a pool already (its objects are lost).
+        /// Never overwrites a file.
+        #[arg(long)]
+        replace: bool,
     },
     /// Put FILE (or stdin) as the next version of NAME; prints the committed version
     /// (exit 4 if it was committed but stdout cannot take the version: stderr names it).
@@ -453,11 +457,21 @@ fn main() -> ExitCode {
         };
     }
     let r = match cli.command {
-        Command::Create { pool, size, segment_size, lanes, no_payload_checksum, payload_checksum: _, lane_names } => {
+        Command::Create {
+            pool,
+            size,
+            segment_size,
+            lanes,
+            no_payload_checksum,
+            payload_checksum: _,
+            lane_names,
+            replace,
+        } => {
             let opts = nvs_std::CreateOptions::new()
                 .lanes_max(lanes)
                 .payload_checksum(!no_payload_checksum)
-                .lane_names(lane_names);
+                .lane_names(lane_names)
+                .replace_device_pool(replace);
             commands::create(&pool, size, nvs_std::CreateOptions { segment_len: segment_size, durability: d, ..opts })
         }
         Command::Put { pool, name, file, lane, version, reopen, delta, meta } => {

@@ -59,6 +59,9 @@ pub struct CreateOptions {
     /// Every lane has names of its own (see [`nvs_core::FormatOptions::lane_names`]):
     /// ranks writing one name each get their own versions. Off by default.
     pub lane_names: bool,
+    /// Format a `/dev/dax` device that holds a pool already (its objects are lost).
+    /// Off by default: `create` refuses such a device, as it refuses an existing file.
+    pub replace_device_pool: bool,
 }
 
 impl Default for CreateOptions {
@@ -80,6 +83,7 @@ impl CreateOptions {
             durability: None,
             populate: false,
             lane_names: false,
+            replace_device_pool: false,
         }
     }
 
@@ -118,6 +122,13 @@ impl CreateOptions {
     /// Give every lane names of its own ([`CreateOptions::lane_names`]).
     pub const fn lane_names(mut self, on: bool) -> Self {
         self.lane_names = on;
+        self
+    }
+
+    /// Format a `/dev/dax` device even if it holds a pool (see
+    /// [`CreateOptions::replace_device_pool`]).
+    pub const fn replace_device_pool(mut self, on: bool) -> Self {
+        self.replace_device_pool = on;
         self
     }
 }
@@ -235,7 +246,9 @@ impl FilePool {
     ///
     /// An existing device-DAX character device is the one exception to "refused if it
     /// exists": it is formatted in place, and the pool spans the whole device (which must
-    /// hold at least `size_bytes`).
+    /// hold at least `size_bytes`). A device that holds a pool already is refused
+    /// ([`Error::Unsupported`], naming the pool) unless [`CreateOptions::replace_device_pool`]; one a live
+    /// writer holds is refused always ([`Error::Locked`]).
     pub fn create(path: impl AsRef<Path>, size_bytes: u64, opts: &CreateOptions) -> Result<FilePool> {
         let path = path.as_ref();
         let start = Instant::now();
@@ -259,12 +272,14 @@ impl FilePool {
         // open (an MPI rank killed at start could never restart).
         let unnamed = unnamed_file(path);
         let fresh = unnamed.is_some();
+        let mut device = false;
         let (file, mut cleanup) = match unnamed {
             Some(f) => (f, RemoveOnDrop(None)),
             None => match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
                 Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let f = open_dax_device(path).ok_or_else(|| Error::Exists { path: path.to_path_buf() })?;
+                    device = true;
                     (f, RemoveOnDrop(None))
                 }
                 Err(e) => return Err(io("create", e)),
@@ -287,6 +302,16 @@ impl FilePool {
         let media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
         if (fresh || cleanup.0.is_some()) && media.backing() == Backing::FsDax {
             write_every_block(&file, size_bytes).map_err(|e| io("write the blocks of", e))?;
+        }
+        if device && !opts.replace_device_pool {
+            if let Ok(old) = nvs_core::read_layout(&media) {
+                let what = format!(
+                    "the device holds an nvs pool already (pool id {:#018x}, {} segments): create does not \
+                     format over it (nvs create --replace does, losing its objects)",
+                    old.pool_id, old.segment_count
+                );
+                return Err(Error::Unsupported { path: path.to_path_buf(), what });
+            }
         }
         let media_len = nvs_core::Media::len(&media) as u64;
         if media_len < size_bytes {
