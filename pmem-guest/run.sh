@@ -183,7 +183,9 @@ esac
 echo "pmem-guest: $(echo "$accel" | tr a-z A-Z), kernel $(cat "$cache/kernel-version"), nvs $NVS_BIN," \
     "initramfs $(($(stat -c %s "$scratch/initrd") >> 20)) MiB, $KILLS kills, NVS_GUEST_SEED=$SEED, scratch $scratch"
 
-log_lines() { tr -d '\r' <"$1"; }
+# (Its status is 0 even when a reader like grep -q stops reading early: with pipefail a
+# SIGPIPE of tr would fail the pipeline on a long log.)
+log_lines() { tr -d '\r' <"$1" || true; }
 boot_s=()
 ready_s=()
 # boot MODE K0 KILL_AFTER_ACKS KILL_DELAY_MS LOG: boot the guest; with KILL_AFTER_ACKS > 0,
@@ -264,17 +266,30 @@ grep -q '^NVS DONE' "$log" || die "the setup boot did not finish: $(log_lines "$
 first_boot=$t_init
 echo "pmem-guest: setup boot: /init after $t_init s (qemu start to /init), done in $(secs 0 "$t_ready") s"
 log_lines "$log" | grep -E '^NVS (DEVICES|MOUNT|DAXOFF)' | sed 's/^NVS /  /'
-for step in fs-create fs-put fs-get fs-check fs-info dax-create dax-put dax-get dax-check dax-info; do
+for step in fs-create fs-put fs-follow fs-get fs-check fs-info dax-create dax-put dax-follow dax-get dax-check dax-info; do
     tag=$(echo "${step%%-*}" | tr a-z A-Z)-$(echo "${step#*-}" | tr a-z A-Z)
     rc=$(log_lines "$log" | sed -n "s/^NVS RC $step //p")
     if [ "$rc" = 0 ]; then
-        out=$(log_lines "$log" | sed -n "s/^NVS $tag //p" | head -1)
+        out=$(log_lines "$log" | sed -n "s/^NVS $tag //p" | head -1 || true)
         [ "${step#*-}" = get ] && out="the bytes put"
         echo "  ok   nvs ${step#*-} (${step%%-*}): $out"
     else
         soft_fail "nvs ${step#*-} on the ${step%%-*} pool exited ${rc:-?}: $(log_lines "$log" | sed -n "s/^NVS $tag //p" | tr '\n' ' ')"
     fi
 done
+faults=$(log_lines "$log" | sed -n 's/^NVS FAULTS //p')
+case "$faults" in
+    pmd=*)
+        # "pmd=N pmd_mapped=M pmd_fallback=F pte=P" for a 16 MiB put into the fsdax pool.
+        eval "$faults"
+        if [ "$pmd_mapped" -gt 0 ] && [ "$pmd_fallback" = 0 ] && [ "$pte" = 0 ]; then
+            echo "  ok   a 16 MiB put faults in 2 MiB pages: $pmd_mapped PMD faults mapped, none fell back, no 4 KiB fault"
+        else
+            soft_fail "a 16 MiB put on fsdax did not fault in 2 MiB pages only: $faults"
+        fi
+        ;;
+    *) echo "  note: no page-fault counts: ${faults:-none printed}" ;;
+esac
 echo "  --- nvs info /mnt/p.nvs (fsdax, ext4 -o dax) ---"
 log_lines "$log" | sed -n 's/^NVS FS-INFO /    /p'
 echo "  --- nvs info /dev/dax (devdax) ---"

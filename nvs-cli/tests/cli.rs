@@ -167,7 +167,10 @@ fn usage_errors_exit_2() {
     let err = assert_fails(&nvs(&["create", s(&pool), "--size", "12Q"]), 2);
     assert!(err.contains("bad size '12Q'"), "{err}");
     assert!(!pool.exists());
-    assert_fails(&nvs(&["create", s(&pool)]), 2);
+    // Only a /dev/dax device has a size of its own.
+    let err = assert_fails(&nvs(&["create", s(&pool)]), 2);
+    assert!(err.contains("--size is needed"), "{err}");
+    assert!(!pool.exists());
     assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "fast"]), 2);
     assert_fails(&nvs(&["frobnicate"]), 2);
     let err = assert_fails(&nvs(&["create", s(&pool), "--size", "1M", "--durability", "dax"]), 2);
