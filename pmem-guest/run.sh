@@ -187,7 +187,6 @@ echo "pmem-guest: $(echo "$accel" | tr a-z A-Z), kernel $(cat "$cache/kernel-ver
 # SIGPIPE of tr would fail the pipeline on a long log.)
 log_lines() { tr -d '\r' <"$1" || true; }
 boot_s=()
-ready_s=()
 # boot MODE K0 KILL_AFTER_ACKS KILL_DELAY_MS LOG: boot the guest; with KILL_AFTER_ACKS > 0,
 # SIGKILL qemu once that many ACK lines are on the console (after KILL_DELAY_MS more).
 # Sets boot_rc (qemu's status, or "killed"), boot_acks_at_kill, t_init, t_ready.
@@ -243,7 +242,6 @@ boot() {
         die "the $mode boot never reached /init (qemu status $boot_rc)"
     fi
     boot_s+=("$t_init")
-    [ -z "$t_ready" ] || ready_s+=("$t_ready")
 }
 
 # The deterministic content of counter k: the same bytes as init.sh's gen.
@@ -369,7 +367,6 @@ verify_boot() {
     done <"$acked"
 }
 total_kills=0
-kill_boots=0
 for i in $(seq 1 "$KILLS"); do
     log=$scratch/boot-put-$i.log
     target=$((3 + RANDOM % 28))

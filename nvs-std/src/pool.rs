@@ -272,21 +272,21 @@ impl FilePool {
         // open (an MPI rank killed at start could never restart).
         let unnamed = unnamed_file(path);
         let fresh = unnamed.is_some();
-        let mut device = false;
         let (file, mut cleanup) = match unnamed {
             Some(f) => (f, RemoveOnDrop(None)),
             None => match OpenOptions::new().read(true).write(true).create_new(true).open(path) {
                 Ok(f) => (f, RemoveOnDrop(Some(path.to_path_buf()))),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let f = open_dax_device(path).ok_or_else(|| Error::Exists { path: path.to_path_buf() })?;
-                    device = true;
                     (f, RemoveOnDrop(None))
                 }
                 Err(e) => return Err(io("create", e)),
             },
         };
         lock(&file, path)?;
-        if fresh || cleanup.0.is_some() {
+        // A file made here; anything else is a device-DAX device formatted in place.
+        let new_file = fresh || cleanup.0.is_some();
+        if new_file {
             // Past the process's file size limit the kernel ends the process (SIGXFSZ)
             // instead of failing the call: refused first.
             if let Some(limit) = file_size_limit().filter(|&l| size_bytes > l) {
@@ -300,10 +300,10 @@ impl FilePool {
             allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
         }
         let media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
-        if (fresh || cleanup.0.is_some()) && media.backing() == Backing::FsDax {
+        if new_file && media.backing() == Backing::FsDax {
             write_every_block(&file, size_bytes).map_err(|e| io("write the blocks of", e))?;
         }
-        if device && !opts.replace_device_pool {
+        if !new_file && !opts.replace_device_pool {
             if let Ok(old) = nvs_core::read_layout(&media) {
                 let what = format!(
                     "the device holds an nvs pool already (pool id {:#018x}, {} segments): create does not \
@@ -328,7 +328,7 @@ impl FilePool {
                 _ => io("name the new pool file", e),
             })?;
         }
-        if fresh || cleanup.0.is_some() {
+        if new_file {
             // The new name durable too (a file system on a disk could lose it in a power
             // cut with every put that came after).
             sync_dir(path).map_err(|e| io("sync the directory of", e))?;
