@@ -1,5 +1,7 @@
-//! Errors. Bad media bytes become [`Error::Corrupted`]; a broken internal invariant is a
-//! `debug_assert!`, never an error a user has to handle.
+//! Errors. Bad media bytes become [`Error::Corrupted`]. A broken invariant of nvs's own
+//! that could lose or corrupt data (where a unit goes, what the index learns of a
+//! committed one) is checked in release builds too and becomes [`Error::Invariant`],
+//! which stops the pool's writers; nothing public panics on what a caller passes.
 
 use core::fmt;
 
@@ -82,7 +84,9 @@ pub enum Error {
         /// The version asked for.
         given: u64,
     },
-    /// A batch holds 1..=[`crate::BATCH_MAX`] objects.
+    /// A batch holds at least one object: at most [`crate::BATCH_MAX`] through
+    /// `put_batch`, and through `put_batch_in` at most one per plan slot given (and
+    /// below 2^32, the format's object count).
     BatchSize {
         /// Objects in the refused batch.
         count: usize,
@@ -161,6 +165,19 @@ pub enum Error {
         len_bytes: u64,
         /// The element's size.
         elem_bytes: usize,
+    },
+    /// A check of nvs's own invariants failed (a bug in nvs, or its memory overwritten):
+    /// the write stopped where going on could lose or corrupt data, and this pool (this
+    /// open of it) takes no more writes — every later put, marker, lane or reclaim is
+    /// refused with this error; reads go on. Reopen the pool to write again (recovery
+    /// rebuilds everything from the media).
+    Invariant {
+        /// Which invariant.
+        what: &'static str,
+        /// The unit of this call was committed before the check failed: it is durable
+        /// and a reopen recovers it, but this pool's index may lack it. `false`: this call
+        /// committed nothing.
+        committed: bool,
     },
 }
 
@@ -310,6 +327,17 @@ impl fmt::Display for Error {
             }
             Error::ChangesInconsistent => {
                 write!(f, "a delta's changed ranges differed between planning and storing; nothing was committed")
+            }
+            Error::Invariant { what, committed } => {
+                write!(f, "nvs invariant broken: {what}; ")?;
+                match committed {
+                    true => write!(
+                        f,
+                        "the unit was committed (reopening the pool recovers it), but this pool's index may lack it"
+                    )?,
+                    false => write!(f, "nothing was committed by this call")?,
+                }
+                write!(f, "; this pool takes no more writes: reopen it")
             }
         }
     }

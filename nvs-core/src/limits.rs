@@ -11,5 +11,6 @@ pub const LANES_MAX: u32 = 256;
 pub const META_MAX: usize = 1024;
 /// Longest name in bytes.
 pub const NAME_MAX: usize = 255;
-/// Most objects in one batch (one commit).
+/// Most objects in one batch (one commit) through `put_batch`, whose plan is kept on the
+/// stack; `put_batch_in` commits more, with a plan slot per object from the caller.
 pub const BATCH_MAX: usize = 256;

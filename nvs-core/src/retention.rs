@@ -33,6 +33,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
+        self.shared.get_mut().writes_allowed()?;
         let lanes_max = self.sb.lanes_max as usize;
         let s = self.shared.get_mut();
         let lowest = lowest_held(&mut s.index, &self.sb)?;

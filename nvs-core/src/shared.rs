@@ -1,6 +1,7 @@
 //! What the lanes and readers of one pool share, behind one lock, and the two ways the
 //! write path reaches it (owned through `&mut Pool`, or locked by a lane writer).
 
+use crate::error::{Error, Result};
 use crate::format::BATCH_MAX;
 use crate::index::{Index, IndexMemory, NONE};
 use crate::object::LaneInfo;
@@ -28,9 +29,9 @@ fn lane_infos(lanes: u32) -> LaneInfos {
 
 /// What every lane and reader of a pool shares, behind one lock: the index, segment
 /// allocation, the statistics and each lane as readers see it. Writers hold the lock
-/// only to plan a unit (versions, index room, a segment) and to publish it after its
-/// commit — never while they copy or fence, unless the unit creates a new name (see
-/// a lane writer).
+/// only to plan a unit (versions, index room, a segment) and to publish it — never while
+/// they copy or fence, except for a unit that creates a new name, which holds it from
+/// planning to publishing (`Writer::commit_unit` says why).
 #[derive(Clone)]
 pub(crate) struct Shared<X: IndexMemory> {
     pub index: Index<X>,
@@ -44,6 +45,9 @@ pub(crate) struct Shared<X: IndexMemory> {
     /// same names again (a time step) checks the hint against the media instead of
     /// hashing the name and probing the table. A stale hint only misses.
     pub name_hints: [u32; BATCH_MAX],
+    /// The invariant whose check failed, if one did: every later write is refused
+    /// ([`Error::Invariant`]) until the pool is opened again.
+    pub stopped: Option<&'static str>,
 }
 
 impl<X: IndexMemory> Shared<X> {
@@ -56,12 +60,48 @@ impl<X: IndexMemory> Shared<X> {
             pending_entries: 0,
             lane_infos: lane_infos(lanes),
             name_hints: [NONE; BATCH_MAX],
+            stopped: None,
+        }
+    }
+
+    /// Writes go on: no invariant check has failed in this pool (else the error every
+    /// later write gets: the invariant that failed, nothing committed by this call).
+    #[inline(always)]
+    pub fn writes_allowed(&self) -> Result<()> {
+        match self.stopped {
+            None => Ok(()),
+            Some(what) => Err(Error::Invariant { what, committed: false }),
+        }
+    }
+
+    /// `e`, having stopped every later write if it is a broken invariant.
+    #[cold]
+    pub fn stop_on(&mut self, e: Error) -> Error {
+        if let Error::Invariant { what, .. } = e {
+            self.stopped.get_or_insert(what);
+        }
+        e
+    }
+
+    /// `n` planned entries are no longer pending (published, or their unit refused).
+    /// More than are pending is a broken invariant (the index room planning reserves
+    /// would be wrong from here on): the writes stop.
+    #[inline(always)]
+    pub fn unpend(&mut self, n: usize, committed: bool) -> Result<()> {
+        match self.pending_entries.checked_sub(n) {
+            Some(p) => {
+                self.pending_entries = p;
+                Ok(())
+            }
+            None => {
+                Err(self.stop_on(Error::Invariant { what: "more index entries settled than were pending", committed }))
+            }
         }
     }
 }
 
-/// Access to the [`Shared`] state: owned (`&mut Pool`) or behind the lock (a
-/// a lane writer); `with` runs a closure on it, taking the write lock if needed.
+/// Access to the [`Shared`] state: owned (`&mut Pool`) or behind the lock (a lane
+/// writer); `with` runs a closure on it, taking the write lock if needed.
 pub(crate) trait SharedAccess<X: IndexMemory> {
     fn with<R>(&mut self, f: impl FnOnce(&mut Shared<X>) -> R) -> R;
     /// The state without locking, when access is exclusive anyway.

@@ -228,9 +228,10 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
         self.sb.segment_count
     }
 
-    /// Media offset of segment `i`'s header.
+    /// Media offset of segment `i`'s header (for an `i` past the pool's segments, where
+    /// it would be, or `u64::MAX` beyond the offsets a `u64` holds).
     pub fn segment_offset(&self, i: u32) -> u64 {
-        self.sb.segment_off(i)
+        (i as u64).checked_mul(self.sb.segment_len).and_then(|o| o.checked_add(self.sb.data_off)).unwrap_or(u64::MAX)
     }
 
     /// Visit every segment, unit and object (see the module docs), in segment index

@@ -38,9 +38,9 @@ pub struct DeltaOptions {
     pub max_percent: u32,
     /// `false` (the default): a delta's parent must be in the lane's current segment, so
     /// a chain never leaves its segment and retention can always release old segments.
-    /// `true`: chains may cross segments (a few more deltas; how pools were written
-    /// before 2026-12-01) — but a chain straddling a segment boundary keeps the older
-    /// segment, and a stream of deltas under retention can end `Full`.
+    /// `true`: chains may cross segments (a few more deltas) — but a chain straddling a
+    /// segment boundary keeps the older segment, and a stream of deltas under retention
+    /// can end `Full`.
     pub chains_cross_segments: bool,
 }
 
@@ -159,9 +159,10 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> ChunkHashes<S> {
         self.version = version;
     }
 
-    /// Memory needed to track objects of `max_len` bytes in `chunk_bytes` chunks.
+    /// Memory needed to track objects of `max_len` bytes in `chunk_bytes` chunks
+    /// (`usize::MAX` for more than an address space holds).
     pub fn words_for(max_len: u64, chunk_bytes: u64) -> usize {
-        2 * max_len.div_ceil(chunk_bytes.max(1)) as usize
+        usize::try_from(max_len.div_ceil(chunk_bytes.max(1))).map_or(usize::MAX, |n| n.saturating_mul(2))
     }
 }
 

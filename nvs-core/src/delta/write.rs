@@ -111,9 +111,9 @@ fn covered(r: &DeltaRecord) -> &[u8] {
 /// be in the lane's current segment (and planning makes the delta a full version if the
 /// unit then needs a new one). So every delta's ancestors share its segment, and
 /// retention, which keeps what a staying delta is rebuilt from, never has to keep an
-/// older segment for it — with chains across segments, every boundary was straddled by
-/// one and a lane's oldest segment could never be released: a stream of deltas with
-/// retention ended `Full`.
+/// older segment for it — with chains across segments, every boundary may be straddled
+/// by one, and then a lane's oldest segment can never be released: a stream of deltas
+/// with retention ends `Full`.
 pub(crate) fn plan(
     sb: &Superblock,
     opts: &DeltaOptions,

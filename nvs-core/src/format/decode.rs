@@ -50,8 +50,9 @@ fn decode_superblock_in<M: Media + ?Sized>(media: &M, short: bool) -> Result<Sup
         && sb.segment_count as u64 <= SEGMENTS_MAX
         && sb.lanes_max >= 1
         && sb.lanes_max <= LANES_MAX
-        // Checked: 2^24 segments of 2^40 bytes wrap a u64 to 0 (a forged superblock with
-        // pool_len 4096 and a fixed-up checksum passed, and every access then panicked).
+        // Checked: 2^24 segments of 2^40 bytes wrap a u64 to 0, and a forged superblock
+        // whose pool_len and checksum match the wrapped sum would pass, every access past
+        // its media.
         && (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|n| n.checked_add(DATA_OFF))
             == Some(sb.pool_len)
         && sb.flags & !(FLAG_PAYLOAD_CHECKSUM | FLAG_DELTAS | FLAG_LANE_NAMES) == 0
@@ -187,7 +188,7 @@ pub fn committed_after_end<M: Media + ?Sized>(
 /// own length word ([`committed_after_end`]) can lead to. Reads a word per line to the
 /// segment's end: for the offline walk (`nvs dump`, `salvage`, `check`). Recovery does
 /// not look (in the crash checker every such read of a word a crash left undecided is a
-/// branch: it made the check many times slower), and ends the lane at the slot.
+/// branch, multiplying the states it checks), and ends the lane at the slot.
 pub fn committed_later<M: Media + ?Sized>(
     media: &M,
     sb: &Superblock,

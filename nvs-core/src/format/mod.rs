@@ -219,6 +219,26 @@ const_assert_eq!(size_of::<DeltaRecord>(), 32);
 const_assert_eq!(offset_of!(DeltaRecord, table_sum), 24);
 const_assert_eq!(size_of::<Extent>(), 16);
 
+// The limits fit the fields that carry them (the write path narrows with `as`): a
+// name's and metadata's lengths and a delta's depth in u16 header and index fields, a
+// lane's name space (`lane + 1`) in a name key's top 16 bits, the segment count in u32.
+const _: () = assert!(NAME_MAX <= u16::MAX as usize);
+const _: () = assert!(META_MAX <= u16::MAX as usize);
+const _: () = assert!(DELTA_DEPTH_MAX <= u16::MAX as u32);
+const _: () = assert!(LANES_MAX < 1 << 16);
+const _: () = assert!(SEGMENTS_MAX <= u32::MAX as u64);
+// Units, objects and payloads sit on lines: the superblock's area, every segment and
+// the unit and segment headers are whole lines, so a unit's commit word (its first
+// word) is 8-byte aligned, one failure-atomic store.
+const _: () = assert!(LINE.is_power_of_two());
+const _: () = assert!(DATA_OFF.is_multiple_of(LINE));
+const _: () = assert!(SEGMENT_MIN.is_multiple_of(LINE));
+const _: () = assert!(size_of::<UnitHeader>() as u64 == LINE);
+const _: () = assert!(size_of::<SegmentHeader>() as u64 == LINE);
+// The smallest segment holds its header line, a unit header and an object of the
+// longest name and metadata: `Superblock::max_object_bytes` never goes below zero.
+const _: () = assert!(LINE + LINE + head_len(NAME_MAX, META_MAX) <= SEGMENT_MIN);
+
 /// Bytes of a header a checksum covers (everything before the checksum field).
 const fn covered<T>() -> usize {
     size_of::<T>() - 8

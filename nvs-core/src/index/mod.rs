@@ -12,8 +12,7 @@
 //! table): a version's home slot lies in its 16-slot block (see `version_key`), and a
 //! group of 16 versions whose block another group took moves, as a whole, one block and
 //! one slot on, instead of each of its versions walking the other group's slots one by
-//! one (a step of 1 cost 6.7 extra probes per insert for 64 names appended in turn; 17
-//! costs 0.4).
+//! one (with a step of 1, names appended in turn cost several extra probes per insert).
 //!
 //! Invariants: the table's usable size is a power of two at least twice the number of
 //! keys (names + entries), so probing ends; slot values below `NAME_TAG` are entry
@@ -361,8 +360,8 @@ impl<X: IndexMemory> Index<X> {
     /// latest, and `reserve` made room) and `insert` for a name it found. A version
     /// above the name's newest cannot be there and skips the probe for it: recovery
     /// meets a lane's versions in ascending order, and a probe for an absent key reads
-    /// the entry of every other key it meets (a cache miss each: a quarter of a 1 GiB
-    /// recovery's time when `insert` probed for every version).
+    /// the entry of every other key it meets (a cache miss each, a large part of a
+    /// recovery's time if every version were probed).
     #[inline]
     pub fn append(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
         let p = self.mem.parts_ref();

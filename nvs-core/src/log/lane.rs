@@ -1,6 +1,10 @@
 //! A lane's write position, and the cell that gives it to one writer at a time.
 
+use crate::format::{Superblock, LINE};
 use crate::sync::{AtomicBool, Ordering, UnsafeCell};
+
+/// What [`Lane::sound`] failing means (the `what` of its `Error::Invariant`).
+pub(crate) const UNSOUND: &str = "a lane's write position is not a line inside its segment";
 
 /// A lane's write position.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,23 +29,38 @@ pub struct Lane {
 impl Lane {
     /// Room at the tail for a unit of `len` bytes that leaves the segment's last line
     /// free. Only a truncate unit may take that line: retention must always be able to
-    /// commit one, and a lane whose segment filled to its end when no segment was free
-    /// could otherwise never release anything (`reclaim` refused `Full` for good; the
-    /// unikernel's kill test met it). A unit that claims a new segment may still fill
-    /// it to the end (then a reclaim with no free segment left is refused `Full`).
+    /// commit one, or a lane whose segment filled to its end when no segment was free
+    /// could never release anything (every `reclaim` refused `Full`). A unit that claims
+    /// a new segment may still fill it to the end (then a reclaim with no free segment
+    /// left is refused `Full`).
     pub fn has_room(&self, len: u64) -> bool {
-        self.active && self.tail + len + crate::format::LINE <= self.seg_end
+        self.active && self.tail + len + LINE <= self.seg_end
     }
 
     /// Room at the tail for a truncate unit (one line), the segment's last line included.
     pub fn has_room_for_truncate(&self) -> bool {
-        self.active && self.tail + crate::format::LINE <= self.seg_end
+        self.active && self.tail + LINE <= self.seg_end
+    }
+
+    /// The write position is a place for a unit: no segment, or a tail on a line of the
+    /// lane's segment (span), past its header line, and the segment on lines inside the
+    /// pool's data — so what is stored at the tail stays in the lane's own segment and
+    /// the pool. Checked in release builds before anything is stored there (a few
+    /// compares).
+    #[inline(always)]
+    pub fn sound(&self, sb: &Superblock) -> bool {
+        !self.active
+            || ((self.tail | self.seg_start).is_multiple_of(LINE)
+                && sb.data_off <= self.seg_start
+                && self.seg_start < self.tail
+                && self.tail <= self.seg_end
+                && self.seg_end <= sb.pool_len)
     }
 }
 
 /// Every lane's cell of one pool. With `alloc`, on the heap and as many as the pool has
-/// lanes: a pool is then about 1.4 KB to make and move, not 20 KB, which an open paid
-/// several times over (the crash check opens a pool for every run).
+/// lanes: a pool is then small to make and move (an open moves it several times), not
+/// a cell for each of the `LANES_MAX` lanes any pool may have.
 #[cfg(feature = "alloc")]
 pub type LaneCells = alloc::boxed::Box<[LaneCell]>;
 /// Every lane's cell of one pool: without `alloc`, inline, one per lane a pool may have.

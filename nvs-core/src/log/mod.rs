@@ -17,6 +17,14 @@
 //! 6. fence — committed; only now does the call return, and only now can anyone see the
 //!    objects in the index (written before step 4 when no one can look meanwhile).
 //!
+//! Invariants whose breach would lose or corrupt data are checked in release builds,
+//! each a few integer compares: the lane's position before anything is stored at it
+//! (`Lane::sound`), the unit's place and header fields before it is sealed
+//! (`Writer::seal`), and after the commit, the index taking every object and the lane's
+//! published sequence advancing by one (`Writer::publish`). A failed check is
+//! [`Error::Invariant`] and stops the pool's writes (`Shared::stop_on`); one after the
+//! commit word says so (`committed`), as the unit is durable but not indexed.
+//!
 //! Rooms: [`plan`] (step 1: validate, versions, index room), [`segments`] (step 2 and
 //! every other change of segment ownership), [`write`] (step 3's objects, and the index
 //! learning a unit), [`seal`] (steps 3–6 for every unit: the only place a commit word is
@@ -30,11 +38,11 @@ pub(crate) mod write;
 
 use crate::delta::DeltaOptions;
 use crate::error::{Error, Result};
-use crate::format::Superblock;
+use crate::format::{Superblock, LANES_MAX};
 use crate::index::IndexMemory;
 use crate::media::Media;
 use crate::object::Object;
-use crate::shared::SharedAccess;
+use crate::shared::{Shared, SharedAccess};
 use lane::Lane;
 use plan::PlanBuf;
 
@@ -51,19 +59,26 @@ pub(crate) struct Writer<'a, M: Media> {
 }
 
 /// A set of lanes: those a pool writes beside writers in other processes
-/// ([`crate::Pool::open_lanes`]).
+/// ([`crate::Pool::open_lanes`]). It holds lanes below [`LANES_MAX`], every lane a pool
+/// can have (a superblock with more lanes does not decode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LaneSet([u64; 4]);
-
-// Every lane a pool can have fits the set's 256 bits.
-static_assertions::const_assert!(crate::limits::LANES_MAX <= 256);
+pub(crate) struct LaneSet([u64; LaneSet::WORDS]);
 
 impl LaneSet {
-    pub fn insert(&mut self, lane: u32) {
-        if let Some(w) = self.0.get_mut(lane as usize / 64) {
-            *w |= 1 << (lane % 64);
+    const WORDS: usize = (LANES_MAX as usize).div_ceil(64);
+
+    /// Add `lane`; false (the set unchanged) for a lane no pool can have.
+    #[must_use]
+    pub fn insert(&mut self, lane: u32) -> bool {
+        match self.0.get_mut(lane as usize / 64).filter(|_| lane < LANES_MAX) {
+            Some(w) => {
+                *w |= 1 << (lane % 64);
+                true
+            }
+            None => false,
         }
     }
+
     pub fn has(&self, lane: u32) -> bool {
         self.0.get(lane as usize / 64).is_some_and(|w| w & 1 << (lane % 64) != 0)
     }
@@ -71,15 +86,18 @@ impl LaneSet {
 
 impl<M: Media> Writer<'_, M> {
     /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
-    /// empty on entry and holds one [`PlanSlot`] per object on success; on error nothing
-    /// was committed, and nothing was written except, for a lone put refused in planning,
-    /// its payload past the lane's log end ([`Self::store_payload_ahead`]).
+    /// empty on entry and holds one [`PlanSlot`] per object on success. On error nothing
+    /// was committed — but for [`Error::Invariant`] with `committed` — and nothing was
+    /// written except payloads stored at the lane's tail before the unit was refused
+    /// ([`Self::store_payload_ahead`], [`Self::batch_fits_ahead`]), past its log end.
     ///
     /// Locking: planning (versions, index room, a segment) and publishing (the index
     /// learns the committed objects) each run under `shared` — no lock is held while the
     /// unit is copied and fenced. A unit that creates a new name holds `shared` from
     /// planning to publishing instead: a name's bytes are on the media only once its
     /// unit is written, so no other lane may plan the same new name meanwhile.
+    ///
+    /// [`PlanSlot`]: plan::PlanSlot
     pub fn commit_unit<X: IndexMemory>(
         &self,
         shared: &mut impl SharedAccess<X>,
@@ -89,19 +107,27 @@ impl<M: Media> Writer<'_, M> {
         plan: &mut impl PlanBuf,
     ) -> Result<()> {
         self.check_lane(lane)?;
-        if objects.is_empty() || objects.len() > plan.capacity() {
+        // A unit header counts its objects in 32 bits.
+        if objects.is_empty() || objects.len() > plan.capacity() || u32::try_from(objects.len()).is_err() {
             return Err(Error::BatchSize { count: objects.len() });
+        }
+        // Payloads may be stored at the tail before the unit is planned: the tail must be
+        // a place a unit can go (`seal` checks the whole unit again).
+        if !l.sound(self.sb) {
+            let broken = Error::Invariant { what: lane::UNSOUND, committed: false };
+            return Err(shared.with(|s| s.stop_on(broken)));
         }
         let ahead = self.store_payload_ahead(l, objects);
         // A batch through `&mut Pool` stores its payloads while it is planned (no lock is
         // held: nothing else waits meanwhile).
         let interleave = shared.exclusive().is_some() && self.batch_fits_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
-            let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan, interleave)?;
+            let at_tail = ahead.is_some() || interleave;
+            let (unit_len, new_names) = self.plan_unit(s, l, lane, objects, plan, interleave, at_tail)?;
             debug_assert!(!interleave || !plan.iter().any(|p| p.delta.is_some()), "a batch stored ahead has no deltas");
             s.index.prefetch_for(plan.iter().map(|p| (p.name_id, p.version)));
-            if let (Some((off, sum)), Some(p)) = (ahead, plan.first_mut()) {
-                debug_assert_eq!(off, l.tail, "the unit moved after its payload was stored");
+            // Planning kept the unit at the tail (`plan_unit`'s `at_tail`): where the payload went.
+            if let (Some((_, sum)), Some(p)) = (ahead, plan.first_mut()) {
                 p.payload_stored = true;
                 p.payload_sum = sum;
             }
@@ -110,33 +136,41 @@ impl<M: Media> Writer<'_, M> {
             }
             // The lock is held until after the commit: the index may learn the unit while
             // its stores drain, as no one can look before the lock is released.
+            let mut published = Ok(());
             let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
-                self.publish(s, lane, off, seq, objects, plan)
+                published = self.publish(s, lane, off, seq, objects, plan)
             });
-            written.inspect_err(|_| s.pending_entries -= objects.len())?;
-            Ok(None)
+            match written {
+                Ok(_) => published.map(|()| None),
+                Err(e) => Err(refused(s, objects.len(), e)),
+            }
         })?;
-        if let Some(unit_len) = unlocked {
-            let written = match shared.exclusive() {
-                // Exclusive access (`&mut Pool`): no one can look at the index until this
-                // call returns, after the commit, so it learns the unit while the unit's
-                // stores drain (work between the two fences and the next unit's stores
-                // would wait for the commit fence; work before the first one is free).
-                Some(s) => self
-                    .write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
-                        self.publish(s, lane, off, seq, objects, plan)
-                    })
-                    .map(|_| ()),
-                // A lane writer: the index learns the unit under the lock, after its commit.
-                None => self
-                    .write_unit(l, lane, objects, plan, unit_len, |_, _, _| {})
-                    .map(|(off, seq)| shared.with(|s| self.publish(s, lane, off, seq, objects, plan))),
-            };
-            // A refused unit (its delta's `Changes` changed its answer) leaves no entry
-            // pending. Its versions stay taken: a version number is skipped, never reused.
-            written.inspect_err(|_| shared.with(|s| s.pending_entries -= objects.len()))?;
+        let Some(unit_len) = unlocked else { return Ok(()) };
+        let written = match shared.exclusive() {
+            // Exclusive access (`&mut Pool`): no one can look at the index until this call
+            // returns, after the commit, so it learns the unit while the unit's stores
+            // drain (work between the two fences and the next unit's stores would wait
+            // for the commit fence; work before the first one is free).
+            Some(s) => {
+                let mut published = Ok(());
+                let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
+                    published = self.publish(s, lane, off, seq, objects, plan)
+                });
+                written.map(|_| published)
+            }
+            // A lane writer: the index learns the unit under the lock, after its commit.
+            None => self
+                .write_unit(l, lane, objects, plan, unit_len, |_, _, _| {})
+                .map(|(off, seq)| shared.with(|s| self.publish(s, lane, off, seq, objects, plan))),
+        };
+        match written {
+            // Committed; `Err` if the index did not learn it (`publish`).
+            Ok(published) => published,
+            // Refused before its commit (its delta's `Changes` changed its answer, or a
+            // broken invariant): no entry stays pending. Its versions stay taken: a
+            // version number is skipped, never reused.
+            Err(e) => Err(shared.with(|s| refused(s, objects.len(), e))),
         }
-        Ok(())
     }
 
     /// Writes are allowed, to a lane this pool has.
@@ -151,5 +185,154 @@ impl<M: Media> Writer<'_, M> {
             return Err(Error::LaneNotOwned { lane });
         }
         Ok(())
+    }
+}
+
+/// A planned unit of `count` objects refused before its commit, for `e`: its entries no
+/// longer pending, and the pool's writes stopped if `e` is a broken invariant.
+#[cold]
+fn refused<X: IndexMemory>(s: &mut Shared<X>, count: usize, e: Error) -> Error {
+    match s.unpend(count, false) {
+        Ok(()) => s.stop_on(e),
+        Err(broken) => broken,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::format::LINE;
+    use crate::log::plan::PlanSlot;
+    use crate::{FixedMemory, FormatOptions, HeapMemory, Pool, Region};
+    use std::vec;
+    use std::vec::Vec;
+
+    #[repr(align(64))]
+    #[derive(Clone, Copy)]
+    #[allow(dead_code)] // only its size and alignment matter
+    struct Line([u8; 64]);
+
+    /// 1 MiB of zeroed, line-aligned memory for a pool.
+    fn memory() -> Vec<Line> {
+        vec![Line([0; 64]); (1 << 20) / 64]
+    }
+
+    fn region(mem: &mut [Line]) -> Region {
+        // SAFETY: `mem` is 64-byte aligned and outlives every pool of the test, which is
+        // the only user of the region.
+        unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 64) }
+    }
+
+    fn bytes(media: &Region) -> Vec<u8> {
+        let mut b = vec![0u8; media.len()];
+        media.read(0, &mut b);
+        b
+    }
+
+    #[test]
+    fn a_lane_set_refuses_lanes_no_pool_has() {
+        let mut set = LaneSet::default();
+        for lane in [0, 63, 64, LANES_MAX - 1] {
+            assert!(set.insert(lane) && set.has(lane), "lane {lane}");
+        }
+        for lane in [LANES_MAX, 300, u32::MAX] {
+            assert!(!set.insert(lane), "lane {lane} is past every pool's lanes");
+            assert!(!set.has(lane));
+        }
+        assert!(!set.has(1) && !set.has(65));
+    }
+
+    /// The index refusing a committed object (forced here: a unit published without the
+    /// index room its planning would have reserved) is an error saying it is committed,
+    /// and every later write of the pool is refused; reads go on, and a reopen writes.
+    #[test]
+    fn a_committed_object_the_index_refuses_stops_the_writes() {
+        let mut mem = memory();
+        let media = region(&mut mem);
+        let opts = FormatOptions { segment_len: Some(64 << 10), ..FormatOptions::new(7) };
+        // One entry, one name.
+        let mut pool = Pool::format(&media, opts, FixedMemory::<1, 1, 4, 16>::new()).unwrap();
+        assert_eq!(pool.put(0, Object::new("a", b"x")).unwrap().version, 1);
+        let (w, lanes, shared) = pool.split_mut();
+        let l = *lanes[0].get_mut();
+        shared.pending_entries += 1; // as planning the unit would have
+        let plan = [PlanSlot { name_id: 0, version: 2, len: 1, stored: 1, ..PlanSlot::default() }];
+        let r = w.publish(shared, 0, l.tail, l.next_seq, &[Object::new("a", b"y")], &plan);
+        assert!(matches!(r, Err(Error::Invariant { committed: true, .. })), "{r:?}");
+        assert_eq!(shared.pending_entries, 0);
+        let stopped = |r: Result<()>| matches!(r, Err(Error::Invariant { committed: false, .. }));
+        assert!(stopped(pool.put(0, Object::new("b", b"z")).map(drop)));
+        assert!(stopped(pool.put_batch(0, &[Object::new("a", b"z"), Object::new("b", b"z")]).map(drop)));
+        assert!(stopped(pool.close_lane(0)));
+        assert!(stopped(pool.lane(1).map(drop)));
+        assert!(stopped(pool.reclaim(0).map(drop)));
+        let mut buf = [0u8; 8];
+        assert_eq!(pool.get("a", 1, &mut buf), Ok(1));
+        drop(pool);
+        let mut pool = Pool::open(&media, HeapMemory::new()).unwrap();
+        assert_eq!(pool.put(0, Object::new("a", b"y")).unwrap().version, 2);
+    }
+
+    /// A lane whose write position left its segment (forced here) stops the put before
+    /// anything is stored — no payload ahead, no header, no commit word — and every later
+    /// write of the pool; a reopen writes again.
+    #[test]
+    fn a_lane_outside_its_segment_stops_the_writes_before_any_store() {
+        let mut mem = memory();
+        let media = region(&mut mem);
+        let opts = FormatOptions { segment_len: Some(64 << 10), ..FormatOptions::new(7) };
+        let broken: [fn(&mut Lane); 4] = [
+            |l| l.tail = l.seg_end + LINE,
+            |l| l.tail += 8,
+            |l| l.tail = l.seg_start,
+            |l| l.seg_end = u64::MAX - LINE + 1,
+        ];
+        for (i, f) in broken.iter().enumerate() {
+            let mut pool = Pool::format(&media, opts, HeapMemory::new()).unwrap();
+            pool.put(0, Object::new("a", &[1; 100])).unwrap();
+            f(pool.split_mut().1[0].get_mut());
+            let before = bytes(&media);
+            for lone in [true, false] {
+                let r = match lone {
+                    true => pool.put(0, Object::new("a", &[2; 100])).map(drop),
+                    false => pool.put_batch(0, &[Object::new("a", &[2; 64]), Object::new("b", &[3; 64])]).map(drop),
+                };
+                assert!(matches!(r, Err(Error::Invariant { committed: false, .. })), "case {i}: {r:?}");
+            }
+            assert!(bytes(&media) == before, "case {i}: nothing stored");
+            let other = pool.put(1, Object::new("b", &[2; 100]));
+            assert!(matches!(other, Err(Error::Invariant { committed: false, .. })), "case {i}: {other:?}");
+            let (_, mem) = pool.close();
+            let mut pool = Pool::open(&media, mem).unwrap();
+            assert_eq!(pool.put(0, Object::new("a", &[2; 100])).unwrap().version, 2, "case {i}");
+        }
+    }
+
+    /// `seal` refuses a unit that does not fit the lane's segment at its tail, storing
+    /// nothing and leaving the lane where it was.
+    #[test]
+    fn seal_refuses_a_unit_past_its_segment() {
+        let mut mem = memory();
+        let media = region(&mut mem);
+        let opts = FormatOptions { segment_len: Some(64 << 10), ..FormatOptions::new(7) };
+        let mut pool = Pool::format(&media, opts, HeapMemory::new()).unwrap();
+        pool.put(0, Object::new("a", &[1; 100])).unwrap();
+        let (w, lanes, _) = pool.split_mut();
+        let l = lanes[0].get_mut();
+        let at = *l;
+        let before = bytes(&media);
+        for len in [l.seg_end - l.tail + LINE, LINE + 8, 0] {
+            let r = w.seal(l, 0, seal::UnitKind::OBJECTS, 0, len, |_| Ok(()), |_, _| {});
+            assert!(matches!(r, Err(Error::Invariant { committed: false, .. })), "{len}: {r:?}");
+            assert_eq!((l.tail, l.next_seq), (at.tail, at.next_seq));
+        }
+        assert!(bytes(&media) == before);
+        // What fits is sealed.
+        assert_eq!(
+            w.seal(l, 0, seal::UnitKind::OBJECTS, 0, l.seg_end - l.tail, |_| Ok(()), |_, _| {}),
+            Ok((at.tail, at.next_seq))
+        );
     }
 }

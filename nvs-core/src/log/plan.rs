@@ -105,8 +105,8 @@ impl PlanBuf for SlotPlan<'_> {
 }
 
 /// Units of more objects than this find an earlier object of the same name through
-/// per-bit chains ([`Dups::heads`]) instead of scanning every earlier object (which made a
-/// step of 80,000 variables take 8 s to plan).
+/// per-bit chains ([`Dups::heads`]) instead of scanning every earlier object, which is
+/// quadratic in the unit's objects.
 const DUPS_CHAINED: usize = 64;
 
 /// How planning finds an earlier object of the same name in its unit (its latest version
@@ -168,6 +168,11 @@ impl<M: Media> Writer<'_, M> {
     /// before the object is planned, so that planning runs while the payloads' NT
     /// stores drain instead of before them. If planning then refuses the unit, those
     /// bytes stay past the lane's log end, as a lone put's payload stored ahead does.
+    ///
+    /// `at_tail`: payloads were (or, interleaved, are) stored for the unit at the lane's
+    /// tail, as it fits there; a unit that needed another segment then would be
+    /// committed around payloads never stored in it (`Error::Invariant`, nothing taken).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn plan_unit<X: IndexMemory>(
         &self,
         s: &mut Shared<X>,
@@ -176,7 +181,9 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         plan: &mut impl PlanBuf,
         interleave: bool,
+        at_tail: bool,
     ) -> Result<(u64, usize)> {
+        s.writes_allowed()?;
         // 1. Every object validated, its version resolved, its size known; new names
         // counted; an earlier object of the same name in this unit found through `dups`.
         let (mut new_names, mut unit_len) = (0usize, LINE);
@@ -203,8 +210,14 @@ impl<M: Media> Writer<'_, M> {
             }
             new_names += new_name as usize;
             unit_len += format::head_len(o.name.len(), o.meta.len()) + format::line_up(p.stored);
-            // objects.len() <= plan.capacity() was checked: this cannot fail.
+            // objects.len() <= plan.capacity() was checked: there is room.
             plan.push(p);
+        }
+        // One slot per object: the unit's stores and its index entries pair them up, and
+        // an object without one would be committed unindexed, or not stored at all.
+        if plan.len() != objects.len() {
+            let what = "a unit's plan does not hold one slot per object";
+            return Err(s.stop_on(Error::Invariant { what, committed: false }));
         }
         // A unit that needs a new segment stores its deltas as full versions: their
         // parents stay behind in the old one (see `delta::write::plan`).
@@ -226,6 +239,10 @@ impl<M: Media> Writer<'_, M> {
         // 2. Space: the lane's segment, or a newly claimed one — a span of as many
         // segments as the unit needs, if it is larger than one.
         if !l.has_room(unit_len) {
+            if at_tail {
+                let what = "a unit whose payloads were stored at its lane's tail needs another segment";
+                return Err(s.stop_on(Error::Invariant { what, committed: false }));
+            }
             // A new segment (span) may be filled to its end by this one unit: keeping a
             // line free there would cost a whole segment to objects sized to fill one.
             *l = self.claim(s, lane, *l, self.sb.span_for(unit_len) as u32)?;
@@ -352,7 +369,10 @@ impl<M: Media> Writer<'_, M> {
             return Ok(());
         }
         // The claim fences its header: the join is durable when this returns.
-        *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
+        *l = shared.with(|s| {
+            s.writes_allowed()?;
+            self.claim(s, lane, *l, 1)
+        })?;
         shared.with(|s| {
             s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: false, detached: false })
         });

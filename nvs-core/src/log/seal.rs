@@ -7,7 +7,7 @@
 use super::lane::Lane;
 use super::plan::PlanSlot;
 use super::Writer;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{self, commit_word, UnitHeader, LINE};
 use crate::index::IndexMemory;
 use crate::media::Media;
@@ -38,6 +38,10 @@ impl<M: Media> Writer<'_, M> {
     /// `store_body` fails, what it stored is fenced (past the lane's log end, inside
     /// the planned unit) and nothing is committed: the lane stays where it was.
     ///
+    /// Before anything is stored, the unit is checked to lie where a unit may (release
+    /// builds too, a few compares): `Error::Invariant` if not, with nothing stored and
+    /// the lane unchanged (the caller stops the pool's writes).
+    ///
     /// `early_publish(unit_off, seq)` runs after every store of the unit is issued and
     /// before the first fence, for a caller no one can observe until this returns
     /// (exclusive access, or the lock held to the end): work there overlaps the drain.
@@ -57,12 +61,33 @@ impl<M: Media> Writer<'_, M> {
         // drain (before the fence) is nearly free, work done before them is not.
         let pool_id = self.sb.pool_id;
         let (unit_off, seq) = (l.tail, l.next_seq);
+        // The unit lies on whole lines of the lane's segment (span), after its header
+        // line and inside the pool (`Lane::sound`), from the tail: a unit stored anywhere
+        // else would overwrite committed units or another lane's segment. Its sequence
+        // number advances by one without wrapping, and its header holds its object count.
+        if !(l.active
+            && l.sound(self.sb)
+            && unit_len >= LINE
+            && unit_len.is_multiple_of(LINE)
+            && unit_len <= l.seg_end - unit_off)
+        {
+            return Err(Error::Invariant {
+                what: "a unit to seal does not fit its lane's segment at the tail",
+                committed: false,
+            });
+        }
+        let (Some(next_seq), Ok(object_count)) = (seq.checked_add(1), u32::try_from(object_count)) else {
+            return Err(Error::Invariant {
+                what: "a unit's sequence number or object count overflows",
+                committed: false,
+            });
+        };
         let header = || {
             let mut bh = UnitHeader {
                 commit: 0,
                 seq,
                 unit_len,
-                object_count: object_count as u32,
+                object_count,
                 lane,
                 flags: kind.flags,
                 reserved: [kind.base, 0],
@@ -90,8 +115,8 @@ impl<M: Media> Writer<'_, M> {
         let (mut bh, commit) = header();
         // The header as one whole-line NT store: its first word, the commit word slot,
         // gets `!commit` — never the commit word itself, which follows alone after the
-        // fence. A whole line is one write-combining flush on this CPU; the 56 bytes after
-        // the slot alone were a partial one, costing more. (The early-commit mutant stored
+        // fence. A whole line is one write-combining flush; the 56 bytes after the slot
+        // alone would be a partial one, which costs more. (The early-commit mutant stored
         // the commit word in the slot already: it keeps it there.)
         bh.commit = !commit;
         if early_commit {
@@ -136,7 +161,7 @@ impl<M: Media> Writer<'_, M> {
             self.media.fence();
         }
         l.tail = unit_off + unit_len;
-        l.next_seq = seq + 1;
+        l.next_seq = next_seq;
         match kind.flags {
             format::UNIT_TRUNCATE => {}
             flags => (l.closed, l.detached) = (flags == format::UNIT_END_OF_STREAM, flags == format::UNIT_DETACH),
@@ -180,14 +205,19 @@ impl<M: Media> Writer<'_, M> {
         // A truncate unit may take a segment's last line; other markers leave it free
         // (`Lane::has_room`).
         let room = if kind.flags == format::UNIT_TRUNCATE { l.has_room_for_truncate() } else { l.has_room(LINE) };
-        if !room {
-            *l = shared.with(|s| self.claim(s, lane, *l, 1))?;
-        }
-        self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {})?;
+        *l = shared.with(|s| {
+            s.writes_allowed()?;
+            match room {
+                true => Ok(*l),
+                false => self.claim(s, lane, *l, 1),
+            }
+        })?;
+        let sealed = self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {});
         shared.with(|s| {
+            sealed.map_err(|e| s.stop_on(e))?;
             s.stats.units += 1;
             s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed, detached: l.detached });
-        });
-        Ok(())
+            Ok(())
+        })
     }
 }

@@ -199,8 +199,8 @@ pub(crate) fn invalidate_released<M: Media>(
     if !segs.iter().any(released) {
         return;
     }
-    // Released segments first, in (lane, chain) order: one sort, then one pass (it
-    // was a scan of every segment per released one: minutes for a large release).
+    // Released segments first, in (lane, chain) order: one sort, then one pass (not a
+    // scan of every segment per released one, quadratic in a large release).
     // The slots go back to index order (allocation needs it) at the end.
     // A span's covered segments before its head: until the head's header is gone, their
     // first lines are inside its span and never read as headers.

@@ -5,7 +5,7 @@ use super::lane::Lane;
 use super::plan::PlanSlot;
 use super::Writer;
 use crate::delta;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::sum::{Sum, SumKind, Summer};
 use crate::format::{self, head_len, line_up, object_head_len, ObjectHeader, LINE, META_MAX, NAME_MAX};
 use crate::index::{Entry, IndexMemory, NONE};
@@ -20,8 +20,8 @@ impl<M: Media> Writer<'_, M> {
     /// Store the payload of a lone full object before its unit is planned, when where it
     /// goes is already known: the lane's segment has room for the unit at its tail (so
     /// planning will not claim another). Planning (the name's index lookup, its version,
-    /// index room) then runs while the payload's NT stores drain, instead of before them;
-    /// on this CPU that is most of what a put costs beyond the copy and the two fences.
+    /// index room) then runs while the payload's NT stores drain, instead of before them,
+    /// which hides most of what a put costs beyond the copy and the two fences.
     /// Returns the unit's offset (the lane's tail) and the payload's checksum if the
     /// payload was stored.
     ///
@@ -189,6 +189,12 @@ impl<M: Media> Writer<'_, M> {
 
     /// The index, the statistics and the lane's published state learn unit `seq` (at
     /// `unit_off`): after its commit, or before it where no one can look until then.
+    ///
+    /// Checked in release builds too, as the unit is (or is about to be) committed
+    /// whatever happens here: the index takes every object (planning reserved the room),
+    /// and the lane's published sequence advances by one. Failing either, the rest is
+    /// still recorded and the pool's writes stop: `Error::Invariant` with `committed`
+    /// (the unit is durable, and a reopen's recovery indexes it).
     pub(super) fn publish<X: IndexMemory>(
         &self,
         s: &mut Shared<X>,
@@ -197,7 +203,7 @@ impl<M: Media> Writer<'_, M> {
         seq: u64,
         objects: &[Object<'_>],
         plan: &[PlanSlot],
-    ) {
+    ) -> Result<()> {
         // Each object's entry, and where its name is on the media.
         let mut obj_off = unit_off + LINE;
         let entries = plan.iter().zip(objects).map(|(p, o)| {
@@ -219,35 +225,49 @@ impl<M: Media> Writer<'_, M> {
             };
             (name_off, entry)
         });
-        if plan.iter().all(|p| p.name_id != NONE) {
+        let indexed = if plan.iter().all(|p| p.name_id != NONE) {
             // Every name known (a writer's usual unit: the names of its last one): one pass.
             let r = s.index.append_all(plan.iter().zip(entries).map(|(p, (_, e))| (p.name_id, e)));
-            // Checked in release too: a committed object left out of the index would be
-            // invisible until the next open, silently.
-            assert!(r.is_ok(), "nvs bug: the index refused a committed object its planning reserved room for: {r:?}");
             for (h, p) in s.name_hints.iter_mut().zip(plan) {
                 *h = p.name_id;
             }
+            r.is_ok()
         } else {
+            let mut indexed = true;
             for (i, ((p, o), (name_off, entry))) in plan.iter().zip(objects).zip(entries).enumerate() {
                 let r = match p.name_id {
                     NONE => s.index.insert(self.media, p.hash, o.name, name_off, entry),
                     id => s.index.append(id, entry),
                 };
-                assert!(
-                    r.is_ok(),
-                    "nvs bug: the index refused a committed object its planning reserved room for: {r:?}"
-                );
-                if let (Ok(e_id), Some(h)) = (r, s.name_hints.get_mut(i)) {
+                let Ok(e_id) = r else {
+                    indexed = false;
+                    break;
+                };
+                if let Some(h) = s.name_hints.get_mut(i) {
                     *h = s.index.entry(e_id).name;
                 }
             }
-        }
+            indexed
+        };
+        // The lane's units as published so far: this unit's sequence number, unless the
+        // lane held no segment (its first unit claims one).
+        let follows = s.lane_infos[lane as usize].is_none_or(|info| info.units == seq);
         s.stats.objects += plan.len() as u64;
         s.stats.payload_bytes += plan.iter().map(|p| p.stored).sum::<u64>();
         s.stats.units += 1;
-        s.pending_entries -= plan.len();
         s.lane_infos[lane as usize] = Some(LaneInfo { units: seq + 1, closed: false, detached: false });
+        s.unpend(plan.len(), true)?;
+        match (indexed, follows) {
+            (true, true) => Ok(()),
+            (false, _) => Err(s.stop_on(Error::Invariant {
+                what: "the index refused a committed object its planning reserved room for",
+                committed: true,
+            })),
+            (true, false) => Err(s.stop_on(Error::Invariant {
+                what: "a unit's sequence number does not follow its lane's last one",
+                committed: true,
+            })),
+        }
     }
 }
 

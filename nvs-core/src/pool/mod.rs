@@ -12,7 +12,8 @@ pub use read::{NameIter, ObjectsAfter, VersionIter};
 use crate::delta::DeltaOptions;
 use crate::error::{Error, Result};
 use crate::format::{
-    self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, SUPERBLOCK_MAGIC,
+    self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, NAME_MAX,
+    SUPERBLOCK_MAGIC,
 };
 use crate::index::{IndexMemory, NONE};
 use crate::log::lane::{Lane, LaneCell, LaneCells};
@@ -261,15 +262,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// media's claim lock ([`Media::lock_claims`]), and a claim reads the segment headers
     /// first: the other processes' claims and releases are in no index of this one.
     pub fn open_lanes(media: M, mem: X, lanes: &[u32]) -> Result<Self> {
-        // A lane no pool can have would drop out of the set below (and the pool would
-        // open owning nothing): refused, after what is wrong with the media, if anything.
-        if let Some(&lane) = lanes.iter().find(|&&l| l >= LANES_MAX) {
+        // A lane no pool can have is not in any set of lanes: refused, after what is
+        // wrong with the media, if anything (a lane the pool lacks: in `open_with`).
+        let mut owned = LaneSet::default();
+        if let Some(&lane) = lanes.iter().find(|&&lane| !owned.insert(lane)) {
             let sb = format::decode_superblock(&media)?;
             return Err(Error::NoSuchLane { lane, lanes_max: sb.lanes_max });
-        }
-        let mut owned = LaneSet::default();
-        for &lane in lanes {
-            owned.insert(lane);
         }
         Self::open_with(media, mem, true, Some(owned))
     }
@@ -568,9 +566,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.sb.segment_count - self.stats().segments_used
     }
 
-    /// Largest payload one object with a `name_len`-byte name can have.
+    /// Largest payload one object with a `name_len`-byte name can have (0 for a name
+    /// longer than [`NAME_MAX`](crate::NAME_MAX): no object has one).
     pub fn max_object_bytes(&self, name_len: usize) -> u64 {
-        self.sb.max_object_bytes(name_len)
+        match name_len <= NAME_MAX {
+            true => self.sb.max_object_bytes(name_len),
+            false => 0,
+        }
     }
 
     /// How puts with a delta request choose (chunk size, chain length, size limit).
