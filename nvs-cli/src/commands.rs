@@ -4,6 +4,7 @@
 //! instead of panicking.
 
 use super::json::Obj;
+use super::output::{eprintln_note, same_file, stdout, stdout_bytes};
 use super::size::human;
 use super::CliError;
 use nvs_core::{Object, StoreKind, NAME_MAX};
@@ -194,13 +195,6 @@ fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(
     committed(p.path(), name, put.version)?;
     eprintln_note(&format!("{kind}: stored {} of {} bytes", put.stored_bytes, bytes.len()));
     Ok(())
-}
-
-/// A line `nvs: msg` for a person on stderr (stdout keeps only what scripts read). A
-/// stderr that cannot take it (closed, or a pipe whose reader left) is not reported —
-/// there is nowhere left to — and never a panic (`eprintln!` panics there).
-pub fn eprintln_note(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "nvs: {msg}");
 }
 
 pub fn get(
@@ -687,28 +681,6 @@ fn read_input(input: Option<(std::fs::File, &Path)>, max: u64) -> Result<Input, 
         return Err(too_large(&what));
     }
     Ok(Input::Read(v))
-}
-
-/// Whether `a` and `b` name the same file (device and inode, links followed).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
-pub fn stdout(s: &str) -> Result<(), CliError> {
-    stdout_bytes(s.as_bytes())
-}
-
-fn stdout_bytes(b: &[u8]) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(b).and_then(|()| out.flush()) {
-        // The reader went away (`nvs get P n | head -c 10`): end quietly, as Unix tools do.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        r => r.map_err(|e| CliError::io("cannot write stdout", e)),
-    }
 }
 
 /// `hold`'s own failures, apart from the command's statuses (as `env` and `timeout`

@@ -11,7 +11,7 @@
 //! Invariant: every file the demo creates is removed when it ends, on success or error;
 //! a file it did not create is never touched.
 
-use super::commands::stdout;
+use super::output::stdout;
 use super::size::human;
 use super::CliError;
 use memmap2::MmapOptions;

@@ -66,7 +66,7 @@ pub fn follow(
                             .line(),
                         false => format!("{}\t{}\t{}\t{}\n", o.lane, show_name(&o.name), o.version, o.len_bytes),
                     };
-                    super::commands::stdout(&line)?;
+                    super::output::stdout(&line)?;
                 }
             }
             Followed::EndOfStream => return Ok(()),

@@ -23,7 +23,9 @@ mod follow;
 mod inspect;
 mod json;
 mod migrate;
+mod output;
 mod progress;
+mod salvage;
 mod sigbus;
 mod size;
 mod stress;
@@ -451,7 +453,7 @@ fn main() -> ExitCode {
         return match commands::hold(pool, command) {
             Ok(code) => code,
             Err((code, e)) => {
-                commands::eprintln_note(&e.to_string());
+                output::eprintln_note(&e.to_string());
                 ExitCode::from(code)
             }
         };
@@ -485,7 +487,7 @@ fn main() -> ExitCode {
         Command::Info { pool, stats, json } => commands::info(&pool, stats, json, d),
         Command::Dump { pool, range: Some(r) } => inspect::dump_range(&pool, r),
         Command::Dump { pool, range: None } => inspect::dump(&pool),
-        Command::Salvage { bad, new, size } => inspect::salvage(&bad, &new, size, d),
+        Command::Salvage { bad, new, size } => salvage::salvage(&bad, &new, size, d),
         Command::Check { pool, json } => commands::check(&pool, json, d),
         Command::Close { pool, lane } => commands::close(&pool, lane, d),
         Command::Reclaim { pool, keep, lane } => commands::reclaim(&pool, keep, lane, d),
@@ -522,7 +524,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            commands::eprintln_note(&e.to_string());
+            output::eprintln_note(&e.to_string());
             ExitCode::from(e.exit_code())
         }
     }
@@ -530,12 +532,12 @@ fn main() -> ExitCode {
 
 /// `nvs bench`: run it (nvs-bench), print its report.
 fn bench(opts: &nvs_bench::BenchOptions) -> Result<(), CliError> {
-    commands::stdout(&nvs_bench::run(opts)?)
+    output::stdout(&nvs_bench::run(opts)?)
 }
 
 /// `nvs bench-delta`: run it (nvs-bench), print its report.
 fn bench_delta(opts: &nvs_bench::delta::DeltaBenchOptions) -> Result<(), CliError> {
-    commands::stdout(&nvs_bench::delta::run(opts)?)
+    output::stdout(&nvs_bench::delta::run(opts)?)
 }
 
 /// Help and version go to stdout with exit 0 (clap's way); a usage error becomes one
@@ -562,7 +564,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         .collect();
     let msg = msg.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-    commands::eprintln_note(&format!("{msg} (see 'nvs --help')"));
+    output::eprintln_note(&format!("{msg} (see 'nvs --help')"));
     ExitCode::from(2)
 }
 

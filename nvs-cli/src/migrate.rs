@@ -1,7 +1,7 @@
 //! `nvs migrate OLD NEW`: copy every object of a pool of any format this build reads
 //! (format 1 pools open read-only) into a new pool of this build's format.
 
-use super::commands::stdout;
+use super::output::stdout;
 use super::CliError;
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Durability, FilePool};

@@ -17,7 +17,8 @@
 //! [`Follower`]).
 
 use crate::error::{Error, Result};
-use crate::pool::{Access, FilePool};
+use crate::media::Access;
+use crate::pool::FilePool;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};

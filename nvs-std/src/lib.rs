@@ -46,9 +46,9 @@ pub use durability::{dax_device_len, Backing, Durability};
 pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use fork::generation as fork_generation;
-pub use media::MappedMedia;
+pub use media::{Access, MappedMedia};
 pub use meta::{Element, Meta};
-pub use pool::{Access, CorePool, CreateOptions, FileLane, FilePool, WriterHold};
+pub use pool::{CorePool, CreateOptions, FileLane, FilePool, WriterHold};
 
 // What users share between threads is shareable (checked at compile time): a pool and a
 // follower move to or are shared by threads; each lane writer moves to its thread.

@@ -25,7 +25,6 @@
 use crate::durability::{holes_take_memory, Backing, Durability};
 use crate::error::{Error, Result};
 use crate::fork::Born;
-use crate::pool::Access;
 use memmap2::{MmapOptions, MmapRaw};
 use nvs_core::{Media, Region, StoreKind, Sum};
 use std::fs::File;
@@ -35,6 +34,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+
+/// How a pool is opened, and so its file mapped: writable (`PROT_WRITE`) or read-only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// One writer at a time (the writer lock: an OFD write lock on byte 0).
+    ReadWrite,
+    /// Any number of readers, alongside a live writer; never writes (`PROT_READ`).
+    ReadOnly,
+}
 
 /// The byte range dirtied since the last fence (empty when `lo >= hi`), and the first
 /// msync failure, which stays.

@@ -18,7 +18,7 @@ use crate::durability::{Backing, Durability};
 use crate::error::{Error, Held, Result};
 use crate::fork::Born;
 use crate::locks;
-use crate::media::MappedMedia;
+use crate::media::{Access, MappedMedia};
 use nvs_core::{
     FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
     RecoveryStats, VersionIter,
@@ -30,15 +30,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// How a pool is opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// One writer at a time (the writer lock: an OFD write lock on byte 0).
-    ReadWrite,
-    /// Any number of readers, alongside a live writer; never writes.
-    ReadOnly,
-}
 
 /// How [`FilePool::create`] formats a pool.
 #[derive(Clone, Copy, Debug)]

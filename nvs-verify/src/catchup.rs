@@ -24,8 +24,7 @@
 //! induction over the points — except the read API's own cross-checks (names, versions,
 //! stat, latest agree), which nvs's own families check on every image they explore.
 
-use crate::check::{oracle, read_all, Recovered};
-use crate::workload::Issued;
+use crate::contract::{oracle, read_all, Issued, Recovered};
 use nvs_core::{HeapMemory, IndexMark, Media, Pool};
 use nvs_sim::{Chooser, CrashView, State};
 use std::collections::BTreeMap;

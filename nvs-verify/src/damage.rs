@@ -13,7 +13,8 @@
 //! newest unit's commit and checksum words may lose it silently (a torn commit looks
 //! the same).
 
-use crate::check::{oracle, recover_all, Failure, Recovered};
+use crate::check::Failure;
+use crate::contract::{oracle, recover_all, Recovered};
 use crate::workload::{run, Workload};
 use nvs_core::internals::format::{
     commit_word, decode_segment, decode_superblock, head_len, line_up, read_pod, ObjectHeader, UnitHeader, LINE,

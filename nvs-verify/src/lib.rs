@@ -8,9 +8,11 @@
 //! [`user::check`] runs the same machinery over your own code on top of nvs.
 pub(crate) mod catchup;
 pub mod check;
+mod contract;
 pub mod crosscheck;
 pub mod damage;
 pub mod mutants;
 pub mod processes;
+mod runner;
 pub mod user;
 pub mod workload;

@@ -6,24 +6,20 @@
 //! `markers` family alone (end-of-stream units and no puts): marker units are sealed by
 //! the same function as a put's unit, so a bug in that sequence must show there too.
 
-use crate::check::{check_families, check_family, Failure};
+use crate::check::{check_families, check_family, live_mutant, Failure};
 use crate::damage::{check_damage, check_payload_damage};
 use crate::workload::{families, Family};
 use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
-use std::sync::Mutex;
 use std::time::Instant;
 
-static SELECTED: Mutex<Option<Mutant>> = Mutex::new(None);
-
-/// The live mutant (for repro lines).
+/// The live mutant (for repro lines): [`live_mutant`].
 pub fn selected() -> Option<Mutant> {
-    *SELECTED.lock().unwrap()
+    live_mutant()
 }
 
 /// Make `m` live. Panics in a build without the mutant hooks.
 pub fn select(m: Option<Mutant>) {
     assert!(mutant::select(m), "mutant {m:?}: this build lacks --cfg nvs_mutant");
-    *SELECTED.lock().unwrap() = m;
 }
 
 /// The mutants named `names` (each looked up with [`Mutant::from_name`]); the first

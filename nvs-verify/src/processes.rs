@@ -21,10 +21,8 @@
 //! recovery is held to the contract at once, and decides the cut operation — whole
 //! (it happened) or absent (it never will); torn is a violation.
 
-use crate::check::{check_reads, oracle, panic_message, read_all, recover_all, Recovered};
-use crate::workload::{
-    every_sequence, options, run as run_workload, Family, Issued, Op, Runner, Setup, Trace, Workload, Writers,
-};
+use crate::contract::{check_reads, oracle, panic_message, read_all, recover_all, Issued, Recovered};
+use crate::runner::{every_sequence, options, run_one, Family, Op, Runner, Setup, Trace, Workload, Writers};
 use nvs_core::{Error, HeapMemory, Media, Object, Pool};
 use nvs_sim::{Event, SimMedia};
 use std::cell::Cell;
@@ -520,7 +518,11 @@ pub(crate) fn run(w: &Workload, drain: bool) -> Result<Trace, String> {
 /// fenced). Counted in the op's events.
 fn cut_points(setup: &Setup, ops: &[Op], at: usize) -> Vec<usize> {
     let w = Workload { id: "cut points".into(), setup: setup.clone(), ops: ops[..=at].to_vec() };
-    let Ok(t) = run_workload(&w) else { return vec![0] };
+    let t = match setup.writers {
+        Writers::One => run_one(&w),
+        Writers::Processes { drain } => run(&w, drain),
+    };
+    let Ok(t) = t else { return vec![0] };
     let (start, end) = t.spans[at];
     let mut out = vec![0];
     let mut after_fence = 0;

@@ -59,8 +59,9 @@
 //! `Pool<MappedMedia, HeapMemory>`, the check's a [`CrashPool`]).
 
 use crate::catchup::{Base, Lanes};
-use crate::check::{oracle, panic_message, read_all, Recovered, BUDGET};
-use crate::workload::{present, Issued};
+use crate::check::BUDGET;
+use crate::contract::{oracle, panic_message, read_all, Issued, Recovered};
+use crate::runner::present;
 use nvs_core::{FormatOptions, HeapMemory, LaneWriter, Object, Pool, Put};
 use nvs_sim::{explore, fence_points, replay, Chooser, CrashView, SimMedia, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};

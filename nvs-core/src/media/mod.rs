@@ -23,6 +23,7 @@
 //!   issued before it is durable.
 
 pub(crate) mod arch;
+mod arch_sum;
 pub mod region;
 
 use crate::format::sum::Sum;

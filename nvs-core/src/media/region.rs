@@ -1,12 +1,14 @@
 //! [`Region`]: the [`Media`] over a raw `(ptr, len)` range of real memory.
 //!
-//! This file and `arch.rs` hold the unsafe code that touches memory (the rest of
-//! nvs-core's `unsafe` is a lane's private state, `log/lane.rs`, and the pool's `Sync`). A `Region` is built once
-//! through [`Region::new`], whose contract makes every later access in bounds and valid;
-//! each method then checks its range against `len` (a panic there is an nvs bug, never
-//! a consequence of media contents) before touching memory.
+//! This file, `arch.rs` and `arch_sum.rs` hold the unsafe code that touches memory (the
+//! rest of nvs-core's `unsafe` is a lane's private state, `log/lane.rs`, and the pool's
+//! `Sync`). A `Region` is built once through [`Region::new`], whose contract makes every
+//! later access in bounds and valid; each method then checks its range against `len` (a
+//! panic there is an nvs bug, never a consequence of media contents) before touching
+//! memory.
 
 use super::arch;
+use super::arch_sum;
 use super::Media;
 use crate::format::sum::Sum;
 
@@ -47,10 +49,9 @@ pub fn nt_store_width() -> usize {
 
 /// Use 64-byte AVX-512 NT stores for bulk copies from now on (`true`), or 32-byte AVX2
 /// ones (`false`); process-wide. Returns whether AVX-512 stores are in use (never on a
-/// CPU or OS without them). The default is AVX-512 on Intel CPUs with VPCLMULQDQ (7-12%
-/// faster raw NT copies on the Intel Xeon host measured), AVX2 elsewhere (1-3% faster
-/// than AVX-512 on the AMD EPYC host measured; PMDK's default too). `nvs bench`
-/// measures the ceiling with both.
+/// CPU or OS without them). The default is AVX-512 on Intel CPUs with VPCLMULQDQ (where
+/// raw NT copies run faster with them), AVX2 elsewhere (AMD cores split 512-bit stores;
+/// PMDK's default too). `nvs bench` measures the ceiling with both.
 #[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn use_avx512(on: bool) -> bool {
     arch::use_avx512(on)
@@ -190,7 +191,7 @@ impl Media for Region {
         // SAFETY: as in `store_nt`.
         unsafe {
             match self.kind {
-                StoreKind::NonTemporal => arch::copy_nt_summed(self.base.add(off), src, sum),
+                StoreKind::NonTemporal => arch_sum::copy_nt_summed(self.base.add(off), src, sum),
                 StoreKind::Portable => {
                     arch::copy_volatile(self.base.add(off), src);
                     sum.write(src);
@@ -206,9 +207,9 @@ impl Media for Region {
         // `copy_from_media` says, and summed in the same pass; the rest by the fused copy.
         unsafe {
             if self.shared {
-                arch::copy_from_media_summed(dst, self.base.add(off), sum)
+                arch_sum::copy_from_media_summed(dst, self.base.add(off), sum)
             } else {
-                arch::copy_out_summed(dst, self.base.add(off), sum)
+                arch_sum::copy_out_summed(dst, self.base.add(off), sum)
             }
         }
     }
