@@ -3,6 +3,7 @@
 //! when it was acknowledged.
 
 use crate::check::{read_all, recover_all};
+use nvs_core::Key;
 use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::SimMedia;
 use std::collections::BTreeMap;
@@ -693,7 +694,7 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
     for n in pool.names().collect::<Vec<_>>() {
         let name = pool.name_bytes(n.id, &mut nb).to_vec();
         let versions = match n.lane {
-            Some(lane) => pool.versions_on(lane, &name),
+            Some(lane) => pool.versions(Key::on(lane, &name)),
             None => pool.versions(&name),
         };
         if let Ok(vs) = versions {
@@ -703,16 +704,16 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
     out
 }
 
-/// Every (lane, name, version) the pool's index holds, read (`get_on`, then `meta_on`).
+/// Every (lane, name, version) the pool's index holds, read (`get`, then `meta`, of `Key::on(lane, name)`).
 fn read_known<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>, u64, ReadResult)> {
     let mut out = Vec::new();
     for (lane, name, version) in present(pool) {
-        let info = pool.stat_on(lane, &name, version);
+        let info = pool.stat(Key::on(lane, &name), version);
         let read = info.and_then(|info| {
             let mut buf = vec![0u8; info.len_bytes as usize + info.meta_len as usize];
             let (payload, meta) = buf.split_at_mut(info.len_bytes as usize);
-            pool.get_on(lane, &name, version, payload)?;
-            pool.meta_on(lane, &name, version, meta)?;
+            pool.get(Key::on(lane, &name), version, payload)?;
+            pool.meta(Key::on(lane, &name), version, meta)?;
             Ok(buf)
         });
         let got = match read {
@@ -1162,7 +1163,7 @@ fn stream_workloads() -> Vec<Vec<Op>> {
 
 /// The `lane-names` family: in a pool with lane names both lanes put the same names
 /// ([`name`]), so the same (name, version) is held by both lanes; the checker reads each
-/// lane's names through the `_on` reads, and a read by name alone must be refused while
+/// lane's names through reads of `Key::on`, and a read by name alone must be refused while
 /// both lanes hold the name.
 fn lane_name_workloads() -> Vec<Vec<Op>> {
     let small = |k: usize, pos: usize| {
