@@ -19,7 +19,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
-    /// their answer).
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
         let mut plan = Plan::<1>::new();
         self.commit(lane, &[object], &mut plan)?;
@@ -35,7 +36,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
-    /// their answer).
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
         let mut plan = Plan::<BATCH_MAX>::new();
         self.commit(lane, objects, &mut plan)?;
@@ -54,7 +56,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
-    /// their answer).
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     /// `BatchSize` also if `slots` is shorter than `objects`.
     pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
         let mut plan = SlotPlan::new(slots);
