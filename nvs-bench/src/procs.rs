@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(done.bytes, done.objects * size as u64);
         assert!(done.time >= Duration::from_millis(300) && done.time < Duration::from_secs(5), "{out}");
         let p = FilePool::open(&pool.0, Access::ReadOnly).unwrap();
-        assert_eq!(p.latest_on(1, NAME).unwrap(), done.objects);
+        assert_eq!(p.latest(nvs_core::Key::on(1, NAME)).unwrap(), done.objects);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! `NVS_E_BUSY`.
 
 use crate::error::*;
+use nvs_core::Key;
 use nvs_core::{Changes, Object};
 use nvs_std::{Access, CreateOptions, FileLane, FilePool};
 use std::cell::UnsafeCell;
@@ -825,10 +826,9 @@ fn resolve(fp: &FilePool, name: &[u8], version: u64) -> Res<u64> {
 
 /// [`resolve`] of `lane`'s `name` (`None`: by name alone).
 fn resolve_on(fp: &FilePool, lane: Option<u32>, name: &[u8], version: u64) -> Res<u64> {
-    Ok(match (version, lane) {
-        (NVS_LATEST, Some(l)) => fp.latest_on(l, name)?,
-        (NVS_LATEST, None) => fp.latest(name)?,
-        (v, _) => v,
+    Ok(match version {
+        NVS_LATEST => fp.latest(Key::new(lane, name))?,
+        v => v,
     })
 }
 
@@ -876,7 +876,7 @@ pub unsafe extern "C" fn nvs_latest_on(
         // SAFETY: the caller's promises.
         let (p, name) = unsafe { (pool_ref(pool)?, cstr(name, "name")?) };
         let (_g, fp) = p.shared()?;
-        let v = fp.latest_on(lane, name)?;
+        let v = fp.latest(Key::on(lane, name))?;
         // SAFETY: checked non-null; the caller's promise.
         unsafe { version.write(v) };
         Ok(())
@@ -894,10 +894,7 @@ pub(crate) fn get_from(
     len: *mut usize,
 ) -> Res {
     let version = resolve_on(fp, lane, name, version)?;
-    let got = match lane {
-        Some(l) => fp.get_on(l, name, version, buf),
-        None => fp.get(name, version, buf),
-    };
+    let got = fp.get(Key::new(lane, name), version, buf);
     let e = match got {
         Ok(n) => {
             // SAFETY: the caller's promise (len is NULL or valid).

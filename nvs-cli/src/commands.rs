@@ -7,6 +7,7 @@ use super::json::Obj;
 use super::output::{eprintln_note, same_file, stdout, stdout_bytes};
 use super::size::human;
 use super::CliError;
+use nvs_core::Key;
 use nvs_core::{Object, StoreKind, NAME_MAX};
 use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool};
 use std::ffi::OsStr;
@@ -143,7 +144,7 @@ fn lane_holding(pool: &Path, name: &[u8]) -> Result<Option<u32>, CliError> {
     if !r.layout().lane_names {
         return Ok(None);
     }
-    let holders: Vec<u32> = (0..r.layout().lanes_max).filter(|&l| r.latest_on(l, name).is_ok()).collect();
+    let holders: Vec<u32> = (0..r.layout().lanes_max).filter(|&l| r.latest(Key::on(l, name)).is_ok()).collect();
     match holders.as_slice() {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
@@ -175,9 +176,9 @@ fn committed(pool: &Path, name: &[u8], version: u64) -> Result<(), CliError> {
 /// `put --delta`: compare with the latest version chunk by chunk, store what differs.
 fn put_delta(p: &mut FilePool, lane: u32, name: &[u8], bytes: &[u8]) -> Result<(), CliError> {
     let chunk = p.delta_options().chunk_bytes as usize;
-    let (parent, changes) = match p.latest_on(lane, name) {
+    let (parent, changes) = match p.latest(Key::on(lane, name)) {
         Ok(latest) => {
-            let old = p.get_vec_on(lane, name, latest)?;
+            let old = p.get_vec(Key::on(lane, name), latest)?;
             let changed: Vec<(u64, u64)> = if old.len() == bytes.len() {
                 let pairs = old.chunks(chunk).zip(bytes.chunks(chunk)).enumerate();
                 pairs.filter(|(_, (a, b))| a != b).map(|(i, (_, b))| ((i * chunk) as u64, b.len() as u64)).collect()
@@ -221,34 +222,20 @@ pub fn get(
         )),
         _ => CliError::Pool(e),
     };
-    let version = match (version, lane) {
-        (Some(v), _) => v,
-        (None, Some(l)) => p.latest_on(l, name).map_err(not_found)?,
-        (None, None) => p.latest(name).map_err(not_found)?,
+    let key = Key::new(lane, name);
+    let version = match version {
+        Some(v) => v,
+        None => p.latest(key).map_err(not_found)?,
     };
     // A new output file is written in place: the verified copy goes straight into its
     // mapping (no copy in memory first), and on any failure the file is removed.
     if let Some(path) = output.filter(|o| std::fs::symlink_metadata(o).is_err()) {
-        let info = match lane {
-            Some(l) => p.stat_on(l, name, version),
-            None => p.stat(name, version),
-        }
-        .map_err(not_found)?;
-        if let Some(done) = get_into_new_file(path, info.len_bytes, |buf| {
-            match lane {
-                Some(l) => p.get_on(l, name, version, buf),
-                None => p.get(name, version, buf),
-            }
-            .map_err(not_found)
-        }) {
+        let info = p.stat(key, version).map_err(not_found)?;
+        if let Some(done) = get_into_new_file(path, info.len_bytes, |buf| p.get(key, version, buf).map_err(not_found)) {
             return done;
         }
     }
-    let bytes = match lane {
-        Some(l) => p.get_vec_on(l, name, version),
-        None => p.get_vec(name, version),
-    }
-    .map_err(not_found)?;
+    let bytes = p.get_vec(key, version).map_err(not_found)?;
     // The output may be the pool under another name (a symlink, a hard link,
     // /proc/self/fd/N, stdout redirected onto it): refuse by identity, not by path.
     let out = output.map_or(Path::new("/proc/self/fd/1"), |o| o);
@@ -408,7 +395,7 @@ fn meta_text(p: &FilePool, name: &[u8], v: &nvs_core::ObjectInfo) -> String {
     if v.meta_len == 0 {
         return String::new();
     }
-    p.meta_on(v.lane, name, v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
+    p.meta(Key::on(v.lane, name), v.version).map(|m| String::from_utf8_lossy(&m).into_owned()).unwrap_or_default()
 }
 
 pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>) -> Result<(), CliError> {

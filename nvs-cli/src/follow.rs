@@ -5,6 +5,7 @@
 use super::json::Obj;
 use super::stress::{stress_len, stress_payload};
 use super::CliError;
+use nvs_core::Key;
 use nvs_std::show_name;
 use nvs_std::{Access, Durability, FilePool, Followed, Follower};
 use std::io::Write;
@@ -42,7 +43,7 @@ pub fn follow(
             Followed::Objects(objs) => {
                 for o in objs {
                     if verify_stress {
-                        let bytes = match f.pool().get_vec_on(o.lane, &o.name, o.version) {
+                        let bytes = match f.pool().get_vec(Key::on(o.lane, &o.name), o.version) {
                             // Released by the writer's retention since it was reported.
                             Err(e) if e.core() == Some(nvs_core::Error::NotFound) => continue,
                             r => r?,
@@ -97,7 +98,7 @@ pub fn stress_writer(
     let mut i = 0u64;
     while count.is_none_or(|c| i < c) {
         let name = names[(i % 3) as usize];
-        let version = p.latest_on(lane, name).map_or(1, |v| v + 1);
+        let version = p.latest(Key::on(lane, name)).map_or(1, |v| v + 1);
         let data = stress_payload(lane, name, version, stress_len(name, version, max_size));
         let object = nvs_core::Object::new(name, &data).version(version);
         let v = match (p.put(lane, object), keep) {

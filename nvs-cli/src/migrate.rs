@@ -3,6 +3,7 @@
 
 use super::output::stdout;
 use super::CliError;
+use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Durability, FilePool};
 use std::path::Path;
@@ -45,8 +46,8 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
             let mut data = Vec::with_capacity(unit.len());
             for &&(_, _, id, version, has_meta) in &unit {
                 let name = src.name_bytes(id, &mut name_buf).to_vec();
-                let bytes = src.get_vec_on(lane, &name, version)?;
-                let meta = if has_meta { src.meta_on(lane, &name, version)? } else { Vec::new() };
+                let bytes = src.get_vec(Key::on(lane, &name), version)?;
+                let meta = if has_meta { src.meta(Key::on(lane, &name), version)? } else { Vec::new() };
                 data.push((name, version, bytes, meta));
             }
             let objects: Vec<Object> = data.iter().map(|(n, v, b, m)| Object::new(n, b).version(*v).meta(m)).collect();

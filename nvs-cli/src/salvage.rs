@@ -112,8 +112,11 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
                     continue;
                 }
                 for v in p.versions_of(n.id) {
-                    let meta =
-                        if v.meta_len > 0 { p.meta_on(v.lane, &name, v.version).unwrap_or_default() } else { vec![] };
+                    let meta = if v.meta_len > 0 {
+                        p.meta(nvs_core::Key::on(v.lane, &name), v.version).unwrap_or_default()
+                    } else {
+                        vec![]
+                    };
                     found.push(Found {
                         name: name.clone(),
                         version: v.version,
@@ -229,7 +232,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
         bar.inc(1);
         let f = &found[i];
         let bytes = match &source {
-            Source::Index(p) => match p.get_vec_on(f.lane, &f.name, f.version) {
+            Source::Index(p) => match p.get_vec(nvs_core::Key::on(f.lane, &f.name), f.version) {
                 Err(e) if e.core() == Some(nvs_core::Error::NotFound) => {
                     released.push(format!(
                         "released meanwhile: {} v{} (lane {})",

@@ -11,6 +11,7 @@
 #[path = "../src/stress.rs"]
 mod stress;
 
+use nvs_core::Key;
 use nvs_std::{Access, CreateOptions, FilePool};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -101,12 +102,12 @@ fn two_writer_processes_killed_fifty_times() {
         kills += 1;
         let pool = FilePool::open(&path, Access::ReadOnly).unwrap();
         for (lane, name, v) in &acked {
-            let bytes = match pool.get_vec_on(*lane, name.as_bytes(), *v) {
+            let bytes = match pool.get_vec(Key::on(*lane, name.as_bytes()), *v) {
                 Ok(b) => b,
                 // Released by the writer's own retention: allowed only for a version with
                 // at least KEEP newer ones.
                 Err(e) if e.core() == Some(nvs_core::Error::NotFound) => {
-                    let latest = pool.latest_on(*lane, name.as_bytes()).unwrap();
+                    let latest = pool.latest(Key::on(*lane, name.as_bytes())).unwrap();
                     assert!(latest >= v + KEEP as u64, "round {round}: lane {lane} {name} v{v} lost (latest {latest})");
                     released += 1;
                     continue;

@@ -154,7 +154,7 @@ pub enum Error {
     /// with `get` instead.
     NotBorrowable,
     /// A read by name alone in a pool with lane names, of a name several lanes hold: name
-    /// the lane (`get_on` and the other `_on` reads).
+    /// the lane ([`Key::on`](crate::Key::on)).
     AmbiguousName {
         /// How many lanes hold the name.
         lanes: u32,

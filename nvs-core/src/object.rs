@@ -6,6 +6,56 @@ use crate::index::Entry;
 use crate::limits::BATCH_MAX;
 use core::fmt;
 
+/// Which name a read looks up: a name alone (`"temperature"`, `b"t"`, a `&String`, any
+/// `&impl AsRef<[u8]>`), or a lane's name, [`Key::on`]. Every read of [`Pool`](crate::Pool)
+/// takes one (`pool.get("t", 1, &mut buf)`, `pool.get(Key::on(3, "t"), 1, &mut buf)`).
+///
+/// In a pool with lane names ([`FormatOptions::lane_names`](crate::FormatOptions)) each
+/// lane has a name space of its own: `Key::on(lane, name)` is that lane's `name`, and a
+/// name alone is answered only when one lane holds it (`AmbiguousName` otherwise). In a
+/// pool with one name space, `Key::on(lane, name)` is `name`'s versions that `lane` wrote.
+///
+/// ```
+/// use nvs_core::Key;
+/// assert_eq!(Key::from("t"), Key::new(None, "t"));
+/// assert_eq!(Key::on(3, "t").lane(), Some(3));
+/// assert_eq!(Key::on(3, "t").name(), b"t");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key<'a> {
+    lane: Option<u32>,
+    name: &'a [u8],
+}
+
+impl<'a> Key<'a> {
+    /// `name` in `lane`'s name space (or, in a pool with one name space, as `lane`
+    /// wrote it).
+    pub fn on<N: AsRef<[u8]> + ?Sized>(lane: u32, name: &'a N) -> Self {
+        Key { lane: Some(lane), name: name.as_ref() }
+    }
+
+    /// `name` on `lane` if given, else the name alone.
+    pub fn new<N: AsRef<[u8]> + ?Sized>(lane: Option<u32>, name: &'a N) -> Self {
+        Key { lane, name: name.as_ref() }
+    }
+
+    /// The name's bytes.
+    pub fn name(&self) -> &'a [u8] {
+        self.name
+    }
+
+    /// The lane, if the key names one.
+    pub fn lane(&self) -> Option<u32> {
+        self.lane
+    }
+}
+
+impl<'a, N: AsRef<[u8]> + ?Sized> From<&'a N> for Key<'a> {
+    fn from(name: &'a N) -> Self {
+        Key { lane: None, name: name.as_ref() }
+    }
+}
+
 /// One object of a put or a batch: a name, its bytes, and optionally an explicit
 /// version and a delta request. Build it with [`Object::new`] (one slice),
 /// [`Object::pod`] (a slice of plain numbers) or [`Object::vectored`] (several slices

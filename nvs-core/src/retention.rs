@@ -29,6 +29,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// fenced. A crash between them leaves released segments with valid headers, which
     /// recovery skips and the next writer's open invalidates before any is reused. The
     /// index forgets the released objects (a recovery runs at the end).
+    ///
+    /// # Errors
+    /// `ReadOnly`; `Full` if a lane has no room for its truncate unit; `ClaimLockTimeout`;
+    /// `Corrupted` if the pool's segments fail their checks (nothing is released then).
     pub fn reclaim(&mut self, keep_versions: u32) -> Result<u32> {
         if !self.writable {
             return Err(Error::ReadOnly);

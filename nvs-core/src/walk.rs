@@ -195,6 +195,9 @@ pub struct Walker<'m, M: Media + ?Sized> {
 impl<'m, M: Media + ?Sized> Walker<'m, M> {
     /// A walker over `media`, if its superblock decodes (else the error an open gives:
     /// not formatted, corrupted superblock or geometry, unsupported version).
+    ///
+    /// # Errors
+    /// `NotFormatted`, `UnsupportedVersion`, or `Corrupted` (the superblock or its geometry).
     pub fn new(media: &'m M) -> Result<Self> {
         let sb = format::decode_superblock(media)?;
         Ok(Walker { media, sb, formatted: sb })
@@ -205,6 +208,9 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
     /// covers the whole segments the media still holds ([`Walker::segments_present`]);
     /// a span reaching past them reads as a damaged header, walked as far as the media
     /// goes. [`Walker::layout`] is still the pool as formatted.
+    ///
+    /// # Errors
+    /// `NotFormatted`, `UnsupportedVersion`, or `Corrupted` (the superblock).
     pub fn new_truncated(media: &'m M) -> Result<Self> {
         let formatted = format::decode_superblock_short(media)?;
         let present = (media.len() as u64 - formatted.data_off) / formatted.segment_len;
@@ -439,6 +445,10 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
 
     /// Copy full object `o`'s payload into `out` (`o.len_bytes` long) and verify its
     /// checksum if the pool has them. A delta: see [`Walker::rebuild`].
+    ///
+    /// # Errors
+    /// `BufferTooSmall` unless `o` is a full version and `out` is exactly `o.len_bytes`
+    /// long; `Corrupted { kind: PayloadChecksum }` if its checksum fails.
     pub fn payload(&self, o: &WalkedObject<'_>, out: &mut [u8]) -> Result<()> {
         if o.depth != 0 || out.len() as u64 != o.len_bytes {
             return Err(Error::BufferTooSmall { needed_bytes: o.len_bytes });
@@ -458,6 +468,10 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
     /// Rebuild delta `o` over `out`, which holds its parent's bytes (`o.len_bytes`
     /// long): check its payload checksum (if the pool has them) and its record, and copy
     /// each extent over `out`. On error `out` may be partly overwritten.
+    ///
+    /// # Errors
+    /// `BufferTooSmall` unless `o` is a delta and `out` is exactly `o.len_bytes` long;
+    /// `Corrupted` if its payload checksum or its record fails.
     pub fn rebuild(&self, o: &WalkedObject<'_>, out: &mut [u8]) -> Result<()> {
         if o.depth == 0 || out.len() as u64 != o.len_bytes {
             return Err(Error::BufferTooSmall { needed_bytes: o.len_bytes });

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use nvs_core::Key;
 use nvs_core::{Error, FixedMemory, FormatOptions, Object, Pool, BATCH_MAX, NAME_MAX};
 
 /// put/get/latest/versions/names/stat round-trip, and survive a clean close + reopen.
@@ -241,12 +242,12 @@ fn limits() {
     let mut buf = [0u8; 8];
     for lane in [4, u32::MAX] {
         let no_lane = Error::NoSuchLane { lane, lanes_max: 4 };
-        assert_eq!(pool.get_on(lane, b"m", 1, &mut buf), Err(no_lane));
-        assert_eq!(pool.latest_on(lane, b"m"), Err(no_lane));
-        assert_eq!(pool.stat_on(lane, b"m", 1).map(|i| i.version), Err(no_lane));
-        assert_eq!(pool.versions_on(lane, b"m").map(|v| v.count()), Err(no_lane));
+        assert_eq!(pool.get(Key::on(lane, b"m"), 1, &mut buf), Err(no_lane));
+        assert_eq!(pool.latest(Key::on(lane, b"m")), Err(no_lane));
+        assert_eq!(pool.stat(Key::on(lane, b"m"), 1).map(|i| i.version), Err(no_lane));
+        assert_eq!(pool.versions(Key::on(lane, b"m")).map(|v| v.count()), Err(no_lane));
     }
-    assert_eq!(pool.latest_on(0, b"m"), Ok(BATCH_MAX as u64));
+    assert_eq!(pool.latest(Key::on(0, b"m")), Ok(BATCH_MAX as u64));
     // Versions start at 1: an explicit version 0 (of a new name too) is refused.
     for name in [&b"m"[..], b"new"] {
         let latest = if name == b"m" { BATCH_MAX as u64 } else { 0 };

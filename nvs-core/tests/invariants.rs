@@ -6,6 +6,7 @@
 mod common;
 use common::*;
 use nvs_core::walk::Walker;
+use nvs_core::Key;
 use nvs_core::{ChunkHashes, Error, FormatOptions, HeapMemory, IndexMark, Object, PlanSlot, Pool, LANES_MAX, NAME_MAX};
 
 /// Every lane a call can name, far past the pool's 4: refused as `NoSuchLane`.
@@ -22,11 +23,11 @@ fn lanes_past_the_pool_are_refused() {
         assert_eq!(pool.close_lane(lane), no_such);
         assert_eq!(pool.detach_lane(lane), no_such);
         assert_eq!(pool.lane(lane).map(drop), no_such);
-        assert_eq!(pool.get_on(lane, "a", 1, &mut buf), no_such.map(|()| 0));
-        assert_eq!(pool.latest_on(lane, "a"), no_such.map(|()| 0));
-        assert_eq!(pool.stat_on(lane, "a", 1).map(drop), no_such);
-        assert_eq!(pool.meta_on(lane, "a", 1, &mut buf), no_such.map(|()| 0));
-        assert_eq!(pool.versions_on(lane, "a").map(drop), no_such);
+        assert_eq!(pool.get(Key::on(lane, "a"), 1, &mut buf), no_such.map(|()| 0));
+        assert_eq!(pool.latest(Key::on(lane, "a")), no_such.map(|()| 0));
+        assert_eq!(pool.stat(Key::on(lane, "a"), 1).map(drop), no_such);
+        assert_eq!(pool.meta(Key::on(lane, "a"), 1, &mut buf), no_such.map(|()| 0));
+        assert_eq!(pool.versions(Key::on(lane, "a")).map(drop), no_such);
         assert_eq!(pool.lane_info(lane), None);
     }
     assert_eq!(pool.latest("a"), Ok(1), "the pool is unharmed");

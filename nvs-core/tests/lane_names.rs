@@ -1,10 +1,11 @@
 //! Pools with lane names (`FormatOptions::lane_names`): every lane has a name space of
 //! its own, versions count per (lane, name), reads name the lane or find the one lane
 //! that holds a name; recovery, read-only opens, lane writers and retention agree. And
-//! the `_on` reads in a pool's one name space.
+//! reads of `Key::on` in a pool's one name space.
 
 mod common;
 use common::*;
+use nvs_core::Key;
 use nvs_core::{Error, FormatOptions, HeapMemory, Object, Pool, Region};
 
 fn format_lane_names(ram: &mut Ram) -> Pool<Region, HeapMemory> {
@@ -27,17 +28,17 @@ fn check_reads(pool: &Pool<Region, HeapMemory>) {
         for step in 1..=3 {
             let want = bytes(lane, step);
             let mut buf = vec![0u8; 200];
-            assert_eq!(pool.get_on(lane, "temperature", step, &mut buf), Ok(want.len()), "lane {lane} v{step}");
+            assert_eq!(pool.get(Key::on(lane, "temperature"), step, &mut buf), Ok(want.len()), "lane {lane} v{step}");
             assert_eq!(buf[..want.len()], want[..]);
-            let info = pool.stat_on(lane, "temperature", step).unwrap();
+            let info = pool.stat(Key::on(lane, "temperature"), step).unwrap();
             assert_eq!((info.lane, info.len_bytes), (lane, want.len() as u64));
         }
-        assert_eq!(pool.latest_on(lane, "temperature"), Ok(3));
-        let vs: Vec<u64> = pool.versions_on(lane, "temperature").unwrap().map(|i| i.version).collect();
+        assert_eq!(pool.latest(Key::on(lane, "temperature")), Ok(3));
+        let vs: Vec<u64> = pool.versions(Key::on(lane, "temperature")).unwrap().map(|i| i.version).collect();
         assert_eq!(vs, [1, 2, 3]);
     }
-    assert_eq!(pool.latest_on(2, "temperature"), Err(Error::NotFound), "a lane that never wrote it");
-    assert_eq!(pool.latest_on(9, "temperature"), Err(Error::NoSuchLane { lane: 9, lanes_max: 4 }));
+    assert_eq!(pool.latest(Key::on(2, "temperature")), Err(Error::NotFound), "a lane that never wrote it");
+    assert_eq!(pool.latest(Key::on(9, "temperature")), Err(Error::NoSuchLane { lane: 9, lanes_max: 4 }));
     let mut buf = [0u8; 200];
     assert_eq!(pool.get("temperature", 1, &mut buf), Err(Error::AmbiguousName { lanes: 2 }));
     assert_eq!(pool.latest("temperature"), Err(Error::AmbiguousName { lanes: 2 }));
@@ -45,7 +46,7 @@ fn check_reads(pool: &Pool<Region, HeapMemory>) {
     // A name one lane holds reads by name alone.
     assert_eq!(pool.latest("pressure"), Ok(1));
     assert_eq!(pool.get("pressure", 1, &mut buf), Ok(3));
-    assert_eq!(pool.get_on(0, "pressure", 1, &mut buf), Err(Error::NotFound));
+    assert_eq!(pool.get(Key::on(0, "pressure"), 1, &mut buf), Err(Error::NotFound));
     let mut names: Vec<(Vec<u8>, Option<u32>, u64)> = pool
         .names()
         .map(|n| {
@@ -87,7 +88,7 @@ fn every_lane_counts_its_own_versions_of_a_name() {
     drop(pool);
     let mut pool = open(&mut ram).unwrap();
     assert_eq!(pool.put(0, Object::new("temperature", b"four")).unwrap().version, 4);
-    assert_eq!(pool.latest_on(1, "temperature"), Ok(3));
+    assert_eq!(pool.latest(Key::on(1, "temperature")), Ok(3));
 }
 
 #[test]
@@ -108,9 +109,9 @@ fn lane_writers_on_threads_put_one_name_each_in_their_own_space() {
     drop(pool);
     let pool = open(&mut ram).unwrap();
     for lane in 0..4 {
-        assert_eq!(pool.latest_on(lane, "temperature"), Ok(20));
+        assert_eq!(pool.latest(Key::on(lane, "temperature")), Ok(20));
         let mut buf = [0u8; 200];
-        let n = pool.get_on(lane, "temperature", 7, &mut buf).unwrap();
+        let n = pool.get(Key::on(lane, "temperature"), 7, &mut buf).unwrap();
         assert_eq!(buf[..n], bytes(lane, 7)[..]);
     }
 }
@@ -126,14 +127,14 @@ fn retention_keeps_the_newest_versions_of_every_lanes_name() {
     }
     assert!(pool.reclaim(2).unwrap() > 0, "something to release");
     for lane in [0, 1] {
-        assert_eq!(pool.latest_on(lane, "temperature"), Ok(60));
-        assert!(pool.stat_on(lane, "temperature", 59).is_ok());
-        assert_eq!(pool.stat_on(lane, "temperature", 1), Err(Error::NotFound));
+        assert_eq!(pool.latest(Key::on(lane, "temperature")), Ok(60));
+        assert!(pool.stat(Key::on(lane, "temperature"), 59).is_ok());
+        assert_eq!(pool.stat(Key::on(lane, "temperature"), 1), Err(Error::NotFound));
     }
     drop(pool);
     let pool = open(&mut ram).unwrap();
-    assert_eq!(pool.latest_on(0, "temperature"), Ok(60));
-    assert_eq!(pool.latest_on(1, "temperature"), Ok(60));
+    assert_eq!(pool.latest(Key::on(0, "temperature")), Ok(60));
+    assert_eq!(pool.latest(Key::on(1, "temperature")), Ok(60));
 }
 
 #[test]
@@ -145,12 +146,12 @@ fn in_one_name_space_a_lane_reads_only_what_it_wrote() {
     assert_eq!(pool.put(1, Object::new("t", b"one")).unwrap().version, 2);
     assert_eq!(pool.put(0, Object::new("t", b"zero again")).unwrap().version, 3);
     let mut buf = [0u8; 16];
-    assert_eq!(pool.get_on(1, "t", 2, &mut buf), Ok(3));
-    assert_eq!(pool.get_on(1, "t", 1, &mut buf), Err(Error::NotFound));
-    assert_eq!(pool.latest_on(0, "t"), Ok(3));
-    assert_eq!(pool.latest_on(1, "t"), Ok(2));
-    assert_eq!(pool.latest_on(2, "t"), Err(Error::NotFound));
-    let v0: Vec<u64> = pool.versions_on(0, "t").unwrap().map(|i| i.version).collect();
+    assert_eq!(pool.get(Key::on(1, "t"), 2, &mut buf), Ok(3));
+    assert_eq!(pool.get(Key::on(1, "t"), 1, &mut buf), Err(Error::NotFound));
+    assert_eq!(pool.latest(Key::on(0, "t")), Ok(3));
+    assert_eq!(pool.latest(Key::on(1, "t")), Ok(2));
+    assert_eq!(pool.latest(Key::on(2, "t")), Err(Error::NotFound));
+    let v0: Vec<u64> = pool.versions(Key::on(0, "t")).unwrap().map(|i| i.version).collect();
     assert_eq!(v0, [1, 3]);
     assert_eq!(pool.latest("t"), Ok(3));
     assert!(pool.names().all(|n| n.lane.is_none()));

@@ -9,6 +9,7 @@
 
 use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use loom::sync::Arc;
+use nvs_core::Key;
 use nvs_core::{FormatOptions, HeapMemory, Media, Object, Pool};
 
 struct LoomMedia {
@@ -204,7 +205,7 @@ fn two_processes_put(open_while_putting: bool) {
     assert_eq!(r.stats().segments_used, 2);
     let mut b = [0u8; 9];
     for lane in 0..2u32 {
-        r.get_on(lane, b"x", 1, &mut b).unwrap();
+        r.get(Key::on(lane, b"x"), 1, &mut b).unwrap();
         assert_eq!(b, [lane as u8; 9]);
     }
 }

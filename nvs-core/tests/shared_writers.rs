@@ -7,6 +7,7 @@
 mod common;
 use common::Rng;
 use common::*;
+use nvs_core::Key;
 use nvs_core::{Error, FormatOptions, HeapMemory, Media, Object, Pool, Region, Sum};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -74,10 +75,10 @@ fn payload(lane: u32, step: u64, len: usize) -> Vec<u8> {
 /// Every lane's `t` holds versions 1..=steps with `payload(lane, v, len(v))`.
 fn check_all(pool: &Pool<Region, HeapMemory>, lanes: &[u32], steps: u64, len: impl Fn(u64) -> usize) {
     for &lane in lanes {
-        assert_eq!(pool.latest_on(lane, "t"), Ok(steps), "lane {lane}");
+        assert_eq!(pool.latest(Key::on(lane, "t")), Ok(steps), "lane {lane}");
         for v in 1..=steps {
             let mut buf = vec![0u8; len(v)];
-            assert_eq!(pool.get_on(lane, "t", v, &mut buf), Ok(len(v)), "lane {lane} v{v}");
+            assert_eq!(pool.get(Key::on(lane, "t"), v, &mut buf), Ok(len(v)), "lane {lane} v{v}");
             assert!(buf == payload(lane, v, len(v)), "lane {lane} v{v}: other bytes");
         }
     }
@@ -103,7 +104,7 @@ fn two_writers_claim_segments_in_turn_and_never_collide() {
     assert_eq!(a.close_lane(1), Err(Error::LaneNotOwned { lane: 1 }));
     assert!(matches!(a.lane(2), Err(Error::LaneNotOwned { lane: 2 })));
     a.refresh().unwrap();
-    assert_eq!(a.latest_on(1, "t"), Ok(steps));
+    assert_eq!(a.latest(Key::on(1, "t")), Ok(steps));
     drop((a, b));
     let pool = Pool::open(ram.region(), HeapMemory::new()).expect("recovery of both writers' lanes");
     check_all(&pool, &[0, 1], steps, len);
@@ -148,8 +149,8 @@ fn retention_of_one_writer_leaves_the_other_writers_segments_alone() {
     drop((a, b));
     let pool = Pool::open(ram.region(), HeapMemory::new()).unwrap();
     check_all(&pool, &[1], total, len);
-    assert_eq!(pool.latest_on(0, "t"), Ok(total));
-    assert!(pool.stat_on(0, "t", 1).is_err(), "A's reclaim released its own old versions");
+    assert_eq!(pool.latest(Key::on(0, "t")), Ok(total));
+    assert!(pool.stat(Key::on(0, "t"), 1).is_err(), "A's reclaim released its own old versions");
 }
 
 /// A writer that knows another's objects (a refresh) and then claims a segment the other
@@ -168,7 +169,7 @@ fn a_writer_reusing_a_segment_another_released_does_not_read_its_own_bytes_as_th
         b.put(1, Object::new("t", &payload(1, v, 2500))).unwrap();
     }
     a.refresh().unwrap();
-    assert_eq!(a.latest_on(1, "t"), Ok(3));
+    assert_eq!(a.latest(Key::on(1, "t")), Ok(3));
     assert!(b.reclaim(1).unwrap() >= 2);
     // A fills every free segment, the released ones included.
     let mut v = 0;
@@ -178,10 +179,10 @@ fn a_writer_reusing_a_segment_another_released_does_not_read_its_own_bytes_as_th
     assert!(v >= 2, "A took {v} segments");
     for old in 1..=2 {
         let mut buf = vec![0u8; 2500];
-        assert_eq!(a.get_on(1, "t", old, &mut buf), Err(Error::NotFound), "B's v{old}");
+        assert_eq!(a.get(Key::on(1, "t"), old, &mut buf), Err(Error::NotFound), "B's v{old}");
     }
     let mut buf = vec![0u8; 2500];
-    assert_eq!(a.get_on(1, "t", 3, &mut buf), Ok(2500));
+    assert_eq!(a.get(Key::on(1, "t"), 3, &mut buf), Ok(2500));
     assert!(buf == payload(1, 3, 2500));
 }
 
@@ -224,9 +225,9 @@ fn observe<M: Media>(p: &Pool<M, HeapMemory>, lanes: u32) -> std::collections::B
         out.insert(format!("name {name:?} lane {:?} versions {} latest {}", n.lane, n.versions, n.latest));
         for v in p.versions_of(n.id) {
             let mut buf = vec![0u8; v.len_bytes as usize];
-            let got = p.get_on(v.lane, &name, v.version, &mut buf);
+            let got = p.get(Key::on(v.lane, &name), v.version, &mut buf);
             let mut meta = [0u8; 64];
-            let m = p.meta_on(v.lane, &name, v.version, &mut meta).map(|k| meta[..k].to_vec());
+            let m = p.meta(Key::on(v.lane, &name), v.version, &mut meta).map(|k| meta[..k].to_vec());
             out.insert(format!(
                 "{name:?} {v:?} get {got:?} {:016x} meta {m:?}",
                 nvs_core::internals::hash::hash64(0, &buf)
@@ -268,11 +269,11 @@ fn writer_step<M: Media>(rng: &mut Rng, w: &mut Pool<M, HeapMemory>, own: [u32; 
             let bytes = rng.bytes(len as usize);
             w.put(lane, Object::new("big", &bytes)).map(|_| ())
         }
-        72..=81 => match w.latest_on(lane, "grid") {
+        72..=81 => match w.latest(Key::on(lane, "grid")) {
             // A delta of the lane's latest grid: one 64-byte chunk changed.
             Ok(parent) => {
-                let mut bytes = vec![0u8; w.stat_on(lane, "grid", parent).unwrap().len_bytes as usize];
-                w.get_on(lane, "grid", parent, &mut bytes).unwrap();
+                let mut bytes = vec![0u8; w.stat(Key::on(lane, "grid"), parent).unwrap().len_bytes as usize];
+                w.get(Key::on(lane, "grid"), parent, &mut bytes).unwrap();
                 let at = rng.below(bytes.len() as u64 / 64) * 64;
                 bytes[at as usize..at as usize + 64].copy_from_slice(&rng.bytes(64));
                 let ranges = [(at, 64u64)];

@@ -24,7 +24,7 @@ fn full_versions_are_lent_in_place_deltas_are_not() {
     assert_eq!(pool.get_into("grid", 1, &mut back).unwrap(), 4096);
     assert_eq!(back, grid);
     assert_eq!(
-        pool.get_into::<_, [u8; 3]>("grid", 1, &mut [[0u8; 3]; 11000]),
+        pool.get_into::<[u8; 3]>("grid", 1, &mut [[0u8; 3]; 11000]),
         Err(Error::ElementSize { len_bytes: 32768, elem_bytes: 3 })
     );
     // A delta is rebuilt from several places: not lent.

@@ -7,6 +7,7 @@
 //! (`nvs.NotFound`, `nvs.Corrupted`, `nvs.Locked`, `nvs.Error`) with nvs's one-line
 //! message; a Rust panic becomes PyO3's `PanicException`, never an abort.
 
+use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, Error, FilePool, Followed, Follower as StdFollower, Meta};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -151,35 +152,23 @@ mod read {
     }
 
     impl At<'_> {
+        fn key(&self) -> Key<'_> {
+            Key::new(self.lane, self.name)
+        }
         pub fn latest(&self) -> Result<u64, Error> {
-            match self.lane {
-                Some(l) => self.pool.latest_on(l, self.name),
-                None => self.pool.latest(self.name),
-            }
+            self.pool.latest(self.key())
         }
         fn stat(&self, v: u64) -> Result<nvs_core::ObjectInfo, Error> {
-            match self.lane {
-                Some(l) => self.pool.stat_on(l, self.name, v),
-                None => self.pool.stat(self.name, v),
-            }
+            self.pool.stat(self.key(), v)
         }
         fn get(&self, v: u64, buf: &mut [u8]) -> Result<usize, Error> {
-            match self.lane {
-                Some(l) => self.pool.get_on(l, self.name, v, buf),
-                None => self.pool.get(self.name, v, buf),
-            }
+            self.pool.get(self.key(), v, buf)
         }
         fn meta(&self, v: u64) -> Result<Vec<u8>, Error> {
-            match self.lane {
-                Some(l) => self.pool.meta_on(l, self.name, v),
-                None => self.pool.meta(self.name, v),
-            }
+            self.pool.meta(self.key(), v)
         }
         pub fn versions(&self) -> Result<Vec<u64>, Error> {
-            Ok(match self.lane {
-                Some(l) => self.pool.versions_on(l, self.name)?.map(|i| i.version).collect(),
-                None => self.pool.versions(self.name)?.map(|i| i.version).collect(),
-            })
+            Ok(self.pool.versions(self.key())?.map(|i| i.version).collect())
         }
     }
 

@@ -14,6 +14,7 @@
 //! `cargo run --release -p nvs-std --example follow_pickup [SEGMENT_BYTES]` (default:
 //! nvs-core's segment size for 1 GiB).
 
+use nvs_core::Key;
 use nvs_core::{HeapMemory, Object, Pool};
 use nvs_std::{CreateOptions, FilePool, Followed, Follower, MappedMedia};
 use std::time::{Duration, Instant};
@@ -90,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             r.refresh().unwrap();
         }
-        let n = r.get_on(0, "new", v, &mut buf).unwrap();
+        let n = r.get(Key::on(0, "new"), v, &mut buf).unwrap();
         let took = t.elapsed();
         assert_eq!(&buf[..n], i.to_le_bytes());
         took
@@ -108,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (i, v) = put(w, step);
         let t = Instant::now();
         other.refresh().unwrap();
-        let n = other.get_on(0, "new", v, &mut buf).unwrap();
+        let n = other.get(Key::on(0, "new"), v, &mut buf).unwrap();
         let took = t.elapsed();
         assert_eq!(&buf[..n], i.to_le_bytes());
         took

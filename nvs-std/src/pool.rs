@@ -20,7 +20,7 @@ use crate::fork::Born;
 use crate::locks;
 use crate::media::{Access, MappedMedia};
 use nvs_core::{
-    FormatOptions, HeapMemory, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
+    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
     RecoveryStats, VersionIter,
 };
 use std::fmt;
@@ -616,56 +616,11 @@ impl FilePool {
         self.pool.refresh().map_err(|source| Error::Core { path: path.clone(), source })
     }
 
-    /// Copy version `version` of `name` into `buf`; returns its length.
-    pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.pool.get(name, version, buf).map_err(|e| self.about(name.as_ref(), Some(version), e))
-    }
-
-    /// [`FilePool::get`] of `lane`'s `name` ([`nvs_core::Pool::get_on`]): in a pool with
-    /// lane names, the name in that lane's name space; otherwise the version only if
-    /// `lane` wrote it.
-    pub fn get_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.pool.get_on(lane, name, version, buf).map_err(|e| self.about(name.as_ref(), Some(version), e))
-    }
-
-    /// [`FilePool::get_vec`] of `lane`'s `name`.
-    pub fn get_vec_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<Vec<u8>> {
-        let core = |e| self.about(name.as_ref(), Some(version), e);
-        let info = self.pool.stat_on(lane, name, version).map_err(core)?;
-        let mut buf = vec![0; self.object_len(info.len_bytes)?];
-        let n = self.pool.get_on(lane, name, version, &mut buf).map_err(core)?;
-        buf.truncate(n);
-        Ok(buf)
-    }
-
-    /// The latest version of `lane`'s `name` ([`nvs_core::Pool::latest_on`]).
-    pub fn latest_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<u64> {
-        self.pool.latest_on(lane, name).map_err(|e| self.about(name.as_ref(), None, e))
-    }
-
-    /// Facts about version `version` of `lane`'s `name`.
-    pub fn stat_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<ObjectInfo> {
-        self.pool.stat_on(lane, name, version).map_err(|e| self.about(name.as_ref(), Some(version), e))
-    }
-
-    /// Every version of `lane`'s `name`, oldest first ([`nvs_core::Pool::versions_on`]).
-    pub fn versions_on<N: AsRef<[u8]> + ?Sized>(
-        &self,
-        lane: u32,
-        name: &N,
-    ) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
-        self.pool.versions_on(lane, name).map_err(|e| self.about(name.as_ref(), None, e))
-    }
-
-    /// The metadata of version `version` of `lane`'s `name` ([`FilePool::meta`]).
-    pub fn meta_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; nvs_core::META_MAX];
-        let n = self
-            .pool
-            .meta_on(lane, name, version, &mut buf)
-            .map_err(|e| self.about(name.as_ref(), Some(version), e))?;
-        buf.truncate(n);
-        Ok(buf)
+    /// Copy version `version` of `key` (a name, or a lane's name: [`Key`]) into `buf`;
+    /// returns its length.
+    pub fn get<'k>(&self, key: impl Into<Key<'k>>, version: u64, buf: &mut [u8]) -> Result<usize> {
+        let key = key.into();
+        self.pool.get(key, version, buf).map_err(|e| self.about(key, Some(version), e))
     }
 
     /// Every version of name `id` (from [`FilePool::names`]), oldest first, in any pool
@@ -683,26 +638,28 @@ impl FilePool {
     }
 
     /// Version `version` of `name`, as a new vector.
-    pub fn get_vec<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
-        let core = |e| self.about(name.as_ref(), Some(version), e);
-        let info = self.pool.stat(name, version).map_err(core)?;
+    pub fn get_vec<'k>(&self, key: impl Into<Key<'k>>, version: u64) -> Result<Vec<u8>> {
+        let key = key.into();
+        let core = |e| self.about(key, Some(version), e);
+        let info = self.pool.stat(key, version).map_err(core)?;
         let mut buf = vec![0; self.object_len(info.len_bytes)?];
-        let n = self.pool.get(name, version, &mut buf).map_err(core)?;
+        let n = self.pool.get(key, version, &mut buf).map_err(core)?;
         buf.truncate(n);
         Ok(buf)
     }
 
     /// Version `version` of `name` as a vector of plain values (`f64`, `i32`, ... any
     /// [`bytemuck::Pod`]), aligned for them; the object must be a whole number of them.
-    pub fn get_pod<N: AsRef<[u8]> + ?Sized, T: bytemuck::Pod>(&self, name: &N, version: u64) -> Result<Vec<T>> {
-        let info = self.stat(name, version)?;
+    pub fn get_pod<'k, T: bytemuck::Pod>(&self, key: impl Into<Key<'k>>, version: u64) -> Result<Vec<T>> {
+        let key = key.into();
+        let info = self.stat(key, version)?;
         let elem = std::mem::size_of::<T>().max(1) as u64;
         let count = usize::try_from(info.len_bytes / elem).map_err(|_| Error::Unsupported {
             path: self.path.clone(),
             what: "object larger than this address space".into(),
         })?;
         let mut out = vec![T::zeroed(); count];
-        let n = self.pool.get_into(name, version, &mut out).map_err(|e| self.about(name.as_ref(), Some(version), e))?;
+        let n = self.pool.get_into(key, version, &mut out).map_err(|e| self.about(key, Some(version), e))?;
         out.truncate(n);
         Ok(out)
     }
@@ -711,39 +668,38 @@ impl FilePool {
     /// copy; see [`nvs_core::Pool::with_bytes`] for what a reader beside a writer in
     /// another process must know); a delta version, which is not in one place, is
     /// rebuilt into a vector for `f`.
-    pub fn with_bytes<N: AsRef<[u8]> + ?Sized, R>(
-        &self,
-        name: &N,
-        version: u64,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R> {
+    pub fn with_bytes<'k, R>(&self, key: impl Into<Key<'k>>, version: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let key = key.into();
         let mut f = Some(f);
-        let lent = self.pool.with_bytes(name, version, |b| f.take().map(|f| f(b)));
+        let lent = self.pool.with_bytes(key, version, |b| f.take().map(|f| f(b)));
         match lent {
             Ok(Some(r)) => Ok(r),
             Err(nvs_core::Error::NotBorrowable) | Ok(None) => {
-                let bytes = self.get_vec(name, version)?;
+                let bytes = self.get_vec(key, version)?;
                 f.take().map(|f| f(&bytes)).ok_or_else(|| self.core(nvs_core::Error::NotFound))
             }
-            Err(e) => Err(self.about(name.as_ref(), Some(version), e)),
+            Err(e) => Err(self.about(key, Some(version), e)),
         }
     }
 
-    /// The latest version of `name`.
-    pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
-        self.pool.latest(name).map_err(|e| self.about(name.as_ref(), None, e))
+    /// The latest version of `key`.
+    pub fn latest<'k>(&self, key: impl Into<Key<'k>>) -> Result<u64> {
+        let key = key.into();
+        self.pool.latest(key).map_err(|e| self.about(key, None, e))
     }
 
-    /// Facts about version `version` of `name`.
-    pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
-        self.pool.stat(name, version).map_err(|e| self.about(name.as_ref(), Some(version), e))
+    /// Facts about version `version` of `key`.
+    pub fn stat<'k>(&self, key: impl Into<Key<'k>>, version: u64) -> Result<ObjectInfo> {
+        let key = key.into();
+        self.pool.stat(key, version).map_err(|e| self.about(key, Some(version), e))
     }
 
     /// The metadata stored with version `version` of `name` (empty if none; see
     /// [`Meta::parse`](crate::Meta::parse) for the `key=value` convention).
-    pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<Vec<u8>> {
+    pub fn meta<'k>(&self, key: impl Into<Key<'k>>, version: u64) -> Result<Vec<u8>> {
+        let key = key.into();
         let mut buf = vec![0u8; nvs_core::META_MAX];
-        let n = self.pool.meta(name, version, &mut buf).map_err(|e| self.about(name.as_ref(), Some(version), e))?;
+        let n = self.pool.meta(key, version, &mut buf).map_err(|e| self.about(key, Some(version), e))?;
         buf.truncate(n);
         Ok(buf)
     }
@@ -762,8 +718,9 @@ impl FilePool {
     }
 
     /// Every version of `name`, oldest first ([`nvs_core::Pool::versions`]).
-    pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
-        self.pool.versions(name).map_err(|e| self.about(name.as_ref(), None, e))
+    pub fn versions<'k>(&self, key: impl Into<Key<'k>>) -> Result<VersionIter<'_, MappedMedia, HeapMemory>> {
+        let key = key.into();
+        self.pool.versions(key).map_err(|e| self.about(key, None, e))
     }
 
     /// Every distinct name ([`nvs_core::Pool::names`]).
@@ -827,8 +784,8 @@ impl FilePool {
     }
 
     /// `e` from a call about `name` (`version`): a `NotFound` names what.
-    fn about(&self, name: &[u8], version: Option<u64>, e: nvs_core::Error) -> Error {
-        Error::about(&self.path, name, version, e)
+    fn about(&self, key: Key<'_>, version: Option<u64>, e: nvs_core::Error) -> Error {
+        Error::about(&self.path, key.name(), version, e)
     }
 
     /// Read every committed payload and verify its checksum (if the pool has them), as

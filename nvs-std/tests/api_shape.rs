@@ -376,7 +376,7 @@ fn objects_carry_their_shape() {
     let p = FilePool::open(&path, Access::ReadOnly).unwrap();
     let m = Meta::parse(&p.meta("temperature", 1).unwrap()).unwrap();
     assert_eq!((m.dtype_str(), m.dims()), (Some(f64::DTYPE), Some(vec![20, 30])));
-    assert_eq!(p.get_pod::<_, f64>("temperature", 1).unwrap(), t);
+    assert_eq!(p.get_pod::<f64>("temperature", 1).unwrap(), t);
     assert_eq!(p.meta("a", 1).unwrap(), attrs);
     assert_eq!(Meta::parse(&p.meta("a", 1).unwrap()).unwrap().get("units"), Some("K"));
     assert_eq!(p.meta("b", 1).unwrap(), b"");

@@ -8,6 +8,7 @@
 //! process's would be). Its own test binary: it sets the wait.
 #![cfg(not(miri))]
 
+use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{CreateOptions, FilePool};
 use std::os::fd::AsRawFd;
@@ -47,9 +48,9 @@ fn a_stopped_claim_lock_holder_is_a_clear_error_not_a_freeze() {
     let t = std::time::Instant::now();
     let mut w = FilePool::open_lanes(&path, Some(&[0])).unwrap();
     assert!(t.elapsed() < std::time::Duration::from_millis(250), "waited {:?} for the lock", t.elapsed());
-    assert_eq!(w.latest_on(1, "y").unwrap(), 20);
+    assert_eq!(w.latest(Key::on(1, "y")).unwrap(), 20);
     let mut b = [0u8; 1000];
-    assert_eq!(w.get_on(1, "y", 7, &mut b).unwrap(), 1000);
+    assert_eq!(w.get(Key::on(1, "y"), 7, &mut b).unwrap(), 1000);
     assert_eq!(b, [6u8; 1000]);
 
     // A put that needs a new segment waits, then fails having committed nothing.

@@ -1,5 +1,5 @@
 //! A writer process reading another process's lane (the MPI-rank pattern: `open_lanes`,
-//! `refresh`, `get_on`) while that lane's writer reclaims and reuses segments. Such a
+//! `refresh`, `get(Key::on(..))`) while that lane's writer reclaims and reuses segments. Such a
 //! reader used to trust its index as if only its own process wrote the pool: no re-check
 //! after the copy, the read hint's name-hash check skipped, plain copies of memory
 //! another process stores to. It returned another name's or version's bytes as Ok, or
@@ -7,10 +7,11 @@
 //! (each open is its own file description, so each holds its own lane lock, as two
 //! processes would), interleaved deterministically: every read is the bytes of that name
 //! and version, or NotFound (released), never other bytes and never `Corrupted` — by a
-//! copy (`get_on`) and in place (`with_bytes`, which checked the checksum before the
+//! copy (`get` of a `Key::on`) and in place (`with_bytes`, which checked the checksum before the
 //! segment and so called a released object corrupted).
 #![cfg(not(miri))]
 
+use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{CreateOptions, FilePool};
 
@@ -57,11 +58,11 @@ fn run(checksums: bool) -> (u64, u64, u64) {
                 let n = (r >> 8) % 4;
                 // The newest few this reader knows of: some kept, some released (and
                 // their segments reused) since its last refresh.
-                let Ok(known) = reader.latest_on(1, &names[n as usize]) else { continue };
+                let Ok(known) = reader.latest(Key::on(1, &names[n as usize])) else { continue };
                 let v = known.saturating_sub((r >> 16) % 4).max(1);
                 // A copy, or the bytes lent in place (only lane 1 has these names).
                 let got = match (r >> 24) % 2 {
-                    0 => reader.get_on(1, &names[n as usize], v, &mut buf).map(|len| buf[..len].to_vec()),
+                    0 => reader.get(Key::on(1, &names[n as usize]), v, &mut buf).map(|len| buf[..len].to_vec()),
                     _ => reader.with_bytes(&names[n as usize], v, |b| b.to_vec()),
                 };
                 match got {
@@ -121,7 +122,7 @@ fn a_span_caught_halfway_through_its_release_is_not_found_not_corrupted() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(&[0u8; 64], covered).unwrap();
     for (who, p) in [("a read-only reader", &reader), ("a writer of another lane", &lanes)] {
-        let got = p.get_vec_on(0, "big", 1).map(|b| b.len());
+        let got = p.get_vec(Key::on(0, "big"), 1).map(|b| b.len());
         assert!(matches!(got, Err(ref e) if e.core() == Some(nvs_core::Error::NotFound)), "{who}: {got:?}");
         let lent = p.with_bytes("big", 1, |b| b.len());
         assert!(matches!(lent, Err(ref e) if e.core() == Some(nvs_core::Error::NotFound)), "{who}: {lent:?}");

@@ -9,6 +9,7 @@
 //! binary again, told their part by `NVS_LANE_STRESS`.
 #![cfg(not(miri))]
 
+use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, FilePool};
 use std::process::Command;
@@ -40,7 +41,7 @@ impl Seen {
     /// Read `name` version `v` of `lane` from `p` and judge it.
     fn read(&mut self, p: &FilePool, lane: u32, name: u64, v: u64) {
         let n = format!("n{name}");
-        match p.get_vec_on(lane, &n, v) {
+        match p.get_vec(Key::on(lane, &n), v) {
             Ok(b) if b == content(lane, name, v) => self.reads += 1,
             Ok(b) => self.wrong.push(format!("lane {lane} {n} v{v}: {} bytes of something else", b.len())),
             Err(e) if e.core() == Some(nvs_core::Error::NotFound) => self.released += 1,
@@ -52,7 +53,7 @@ impl Seen {
     fn read_lanes(&mut self, p: &FilePool, lanes: impl Iterator<Item = u32>) {
         for lane in lanes {
             for name in 0..NAMES {
-                let Ok(latest) = p.latest_on(lane, &format!("n{name}")) else { continue };
+                let Ok(latest) = p.latest(Key::on(lane, &format!("n{name}"))) else { continue };
                 for v in latest.saturating_sub(3).max(1)..=latest {
                     self.read(p, lane, name, v);
                 }

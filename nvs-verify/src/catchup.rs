@@ -25,6 +25,7 @@
 //! stat, latest agree), which nvs's own families check on every image they explore.
 
 use crate::contract::{oracle, read_all, Issued, Recovered};
+use nvs_core::Key;
 use nvs_core::{HeapMemory, IndexMark, Media, Pool};
 use nvs_sim::{Chooser, CrashView, State};
 use std::collections::BTreeMap;
@@ -276,14 +277,14 @@ fn read_one<M: Media>(
     let show = String::from_utf8_lossy(name);
     let v = info.version;
     let mut buf = vec![0u8; info.len_bytes as usize];
-    let got = if lane_names { pool.get_on(lane, name, v, &mut buf) } else { pool.get(name, v, &mut buf) };
+    let got = if lane_names { pool.get(Key::on(lane, name), v, &mut buf) } else { pool.get(name, v, &mut buf) };
     match got {
         Ok(len) if len == buf.len() => {}
         other => return Err(format!("get({show}, {v}) = {other:?}, the index says {} bytes", buf.len())),
     }
     if info.meta_len > 0 {
         let mut meta = vec![0u8; info.meta_len as usize];
-        let got = if lane_names { pool.meta_on(lane, name, v, &mut meta) } else { pool.meta(name, v, &mut meta) };
+        let got = if lane_names { pool.meta(Key::on(lane, name), v, &mut meta) } else { pool.meta(name, v, &mut meta) };
         if got != Ok(meta.len()) {
             return Err(format!("meta({show}, {v}) = {got:?}, the index says {} bytes", meta.len()));
         }

@@ -3,6 +3,7 @@
 //! through every read call by [`recover_all`]), and the verdicts: [`oracle`] on a
 //! recovery after a crash, [`check_reads`] on a read's answers.
 
+use nvs_core::Key;
 use nvs_core::{HeapMemory, Media, Pool, NAME_MAX};
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -87,7 +88,7 @@ pub fn recover_all<M: Media>(media: M) -> Result<Recovered, String> {
 
 /// Everything `pool` holds, read back through every read call, which must agree with
 /// each other (see [`recover_all`]). In a pool with lane names, every (lane, name) is
-/// read through the `_on` reads of its lane, and a read by name alone must answer for a
+/// read through reads of `Key::on(lane, ..)`, and a read by name alone must answer for a
 /// name one lane holds and be refused (`AmbiguousName`) for one several lanes hold.
 pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, String> {
     use nvs_core::Error;
@@ -112,10 +113,7 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
         if listed.contains_key(&(n.lane, name.clone())) {
             return Err(format!("names() lists {shown} twice"));
         }
-        let infos = match n.lane {
-            Some(l) => pool.versions_on(l, &name),
-            None => pool.versions(&name),
-        };
+        let infos = pool.versions(Key::new(n.lane, &name));
         let infos: Vec<_> = infos.map_err(|e| format!("versions({shown}): {e}"))?.collect();
         let Some(newest) = infos.last() else {
             return Err(format!("names() lists {shown}, which has no versions"));
@@ -135,10 +133,7 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
                 newest.version
             ));
         }
-        let latest = match n.lane {
-            Some(l) => pool.latest_on(l, &name),
-            None => pool.latest(&name),
-        };
+        let latest = pool.latest(Key::new(n.lane, &name));
         match latest {
             Ok(v) if v == newest.version => {}
             Ok(v) => return Err(format!("latest({shown}) = {v}, but its newest version is {}", newest.version)),
@@ -152,18 +147,12 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
             if n.lane.is_some_and(|l| l != info.lane) {
                 return Err(format!("versions({shown}) gives v{} of lane {}", info.version, info.lane));
             }
-            let stat = match n.lane {
-                Some(l) => pool.stat_on(l, &name, info.version),
-                None => pool.stat(&name, info.version),
-            };
+            let stat = pool.stat(Key::new(n.lane, &name), info.version);
             if stat != Ok(info) {
                 return Err(format!("stat({shown}, {}) disagrees with versions()", info.version));
             }
             let mut buf = vec![0u8; info.len_bytes as usize];
-            let got = match n.lane {
-                Some(l) => pool.get_on(l, &name, info.version, &mut buf),
-                None => pool.get(&name, info.version, &mut buf),
-            };
+            let got = pool.get(Key::new(n.lane, &name), info.version, &mut buf);
             match got {
                 Ok(len) if len as u64 == info.len_bytes => {}
                 Ok(len) => {
@@ -174,10 +163,7 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
             // Its metadata after its payload (as the workload's ops record it).
             if info.meta_len > 0 {
                 let mut meta = vec![0u8; info.meta_len as usize];
-                let got = match n.lane {
-                    Some(l) => pool.meta_on(l, &name, info.version, &mut meta),
-                    None => pool.meta(&name, info.version, &mut meta),
-                };
+                let got = pool.meta(Key::new(n.lane, &name), info.version, &mut meta);
                 if got != Ok(meta.len()) {
                     return Err(format!("meta({shown}, {}) = {got:?}, stat says {} bytes", info.version, meta.len()));
                 }
@@ -192,8 +178,8 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
     if pool.latest(b"never written") != Err(Error::NotFound) {
         return Err("latest of a name never written is not NotFound".into());
     }
-    if (0..lanes).any(|l| pool.latest_on(l, b"never written") != Err(Error::NotFound)) {
-        return Err("latest_on of a name never written is not NotFound".into());
+    if (0..lanes).any(|l| pool.latest(Key::on(l, b"never written")) != Err(Error::NotFound)) {
+        return Err("latest(Key::on(..)) of a name never written is not NotFound".into());
     }
     out.sort();
     let closed = (0..lanes).filter(|&l| pool.lane_info(l).is_some_and(|i| i.closed)).collect();
@@ -203,10 +189,10 @@ pub fn read_all<M: Media>(pool: &Pool<M, HeapMemory>) -> Result<Recovered, Strin
 }
 
 /// In a pool with lane names, the reads across lanes: a lane that does not hold a name
-/// finds nothing of it; a read by name alone answers as the `_on` read of the one lane
+/// finds nothing of it; a read by name alone answers as the `Key::on` read of the one lane
 /// that holds the name, and is refused with `AmbiguousName` when several lanes do.
 /// `listed`: (lane, name) -> newest version, as `names()` listed them; `objects`: what
-/// the `_on` reads returned.
+/// the `Key::on` reads returned.
 fn cross_lane_reads<M: Media>(
     pool: &Pool<M, HeapMemory>,
     listed: &BTreeMap<(Option<u32>, Vec<u8>), u64>,
@@ -220,7 +206,9 @@ fn cross_lane_reads<M: Media>(
     for (name, held) in holders {
         let shown = String::from_utf8_lossy(name);
         for l in (0..pool.superblock().lanes_max).filter(|l| !held.iter().any(|h| h.0 == *l)) {
-            if pool.latest_on(l, name) != Err(Error::NotFound) || pool.stat_on(l, name, 1) != Err(Error::NotFound) {
+            if pool.latest(Key::on(l, name)) != Err(Error::NotFound)
+                || pool.stat(Key::on(l, name), 1) != Err(Error::NotFound)
+            {
                 return Err(format!("lane {l} holds no {shown}, but a read on it finds one"));
             }
         }
@@ -230,12 +218,12 @@ fn cross_lane_reads<M: Media>(
             // (The recorded bytes end with the metadata, which a get does not return.)
             let want = objects.iter().find(|o| o.0 == name && o.1 == latest && o.2 == lane).map(|o| &o.3[..]);
             let got = pool.get(name, latest, &mut buf).map(|len| &buf[..len]);
-            let len = pool.stat_on(lane, name, latest).map_or(usize::MAX, |i| i.len_bytes as usize);
+            let len = pool.stat(Key::on(lane, name), latest).map_or(usize::MAX, |i| i.len_bytes as usize);
             let want = want.map(|w| &w[..len.min(w.len())]);
             let count = pool.versions(name).map(|vs| vs.count());
-            let on = pool.versions_on(lane, name).map(|vs| vs.count());
+            let on = pool.versions(Key::on(lane, name)).map(|vs| vs.count());
             if pool.latest(name) != Ok(latest)
-                || pool.stat(name, latest) != pool.stat_on(lane, name, latest)
+                || pool.stat(name, latest) != pool.stat(Key::on(lane, name), latest)
                 || got.ok() != want
                 || count.ok() != on.ok()
             {

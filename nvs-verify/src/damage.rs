@@ -20,6 +20,7 @@ use nvs_core::internals::format::{
     commit_word, decode_segment, decode_superblock, head_len, line_up, read_pod, ObjectHeader, UnitHeader, LINE,
     NAME_MAX,
 };
+use nvs_core::Key;
 use nvs_core::{HeapMemory, Media, Pool};
 use nvs_sim::SimMedia;
 use std::time::{Duration, Instant};
@@ -173,10 +174,7 @@ fn reads_of(media: SimMedia, whole: &Recovered) -> Result<u64, String> {
         let mut refused = 0;
         for (name, version, lane, want) in &whole.objects {
             let mut buf = vec![0u8; want.len()];
-            let got = match lane_names {
-                true => pool.get_on(*lane, name, *version, &mut buf),
-                false => pool.get(name, *version, &mut buf),
-            };
+            let got = pool.get(Key::new(lane_names.then_some(*lane), name), *version, &mut buf);
             let shown = String::from_utf8_lossy(name);
             match got {
                 Ok(n) if n == want.len() && buf == *want => {}

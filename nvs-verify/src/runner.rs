@@ -5,6 +5,7 @@
 //! holds the families and runs any workload.
 
 use crate::contract::{check_reads, read_all, recover_all, Issued, ReadResult};
+use nvs_core::Key;
 use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::SimMedia;
 use std::collections::BTreeMap;
@@ -665,7 +666,7 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
     for n in pool.names().collect::<Vec<_>>() {
         let name = pool.name_bytes(n.id, &mut nb).to_vec();
         let versions = match n.lane {
-            Some(lane) => pool.versions_on(lane, &name),
+            Some(lane) => pool.versions(Key::on(lane, &name)),
             None => pool.versions(&name),
         };
         if let Ok(vs) = versions {
@@ -675,16 +676,16 @@ pub(crate) fn present<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>
     out
 }
 
-/// Every (lane, name, version) the pool's index holds, read (`get_on`, then `meta_on`).
+/// Every (lane, name, version) the pool's index holds, read (`get`, then `meta`, of `Key::on(lane, name)`).
 fn read_known<M: Media>(pool: &Pool<M, HeapMemory>) -> Vec<(u32, Vec<u8>, u64, ReadResult)> {
     let mut out = Vec::new();
     for (lane, name, version) in present(pool) {
-        let info = pool.stat_on(lane, &name, version);
+        let info = pool.stat(Key::on(lane, &name), version);
         let read = info.and_then(|info| {
             let mut buf = vec![0u8; info.len_bytes as usize + info.meta_len as usize];
             let (payload, meta) = buf.split_at_mut(info.len_bytes as usize);
-            pool.get_on(lane, &name, version, payload)?;
-            pool.meta_on(lane, &name, version, meta)?;
+            pool.get(Key::on(lane, &name), version, payload)?;
+            pool.meta(Key::on(lane, &name), version, meta)?;
             Ok(buf)
         });
         let got = match read {

@@ -370,7 +370,7 @@ fn stream_workloads() -> Vec<Vec<Op>> {
 
 /// The `lane-names` family: in a pool with lane names both lanes put the same names
 /// (`runner::name`), so the same (name, version) is held by both lanes; the checker
-/// reads each lane's names through the `_on` reads, and a read by name alone must be
+/// reads each lane's names through reads of `Key::on`, and a read by name alone must be
 /// refused while both lanes hold the name.
 fn lane_name_workloads() -> Vec<Vec<Op>> {
     let small = |k: usize, pos: usize| {

@@ -1,6 +1,7 @@
 //! The oracle can fail: each kind of contract violation is caught, and every state the
 //! contract allows passes. Plus a smoke run of the crash check on a few workloads.
 
+use nvs_core::Key;
 use nvs_verify::check::{oracle, Rec, Recovered};
 use nvs_verify::workload::Issued;
 use std::collections::BTreeSet;
@@ -235,7 +236,7 @@ fn lane_names_family_repeats_versions_across_lanes() {
         assert!(pool.layout().lane_names);
         for (n, v, lane, _) in &rec.objects {
             shared += usize::from(*lane == 0 && rec.objects.iter().any(|o| (&o.0, o.1, o.2) == (n, *v, 1)));
-            deltas += usize::from(pool.stat_on(*lane, n, *v).unwrap().depth > 0);
+            deltas += usize::from(pool.stat(Key::on(*lane, n), *v).unwrap().depth > 0);
         }
     }
     assert!(shared > 100, "only {shared} (name, version) on both lanes");

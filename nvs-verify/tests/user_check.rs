@@ -1,6 +1,7 @@
 //! `user::check` on small protocols of a user's own: what it passes, what it catches,
 //! and that a failure's repro reproduces it alone.
 
+use nvs_core::Key;
 use nvs_verify::user::{check, CrashPool, Report, Run, Setup};
 
 /// Step `k` writes `a` then `b` (each its own put, version k), then `done` = k, and is
@@ -269,13 +270,13 @@ fn two_threads(run: &mut Run<'_, u64>, manifest_early: bool) -> Result<(), Strin
 
 /// The step the manifest names, with both lanes' parts of it checked.
 fn two_restart(pool: &CrashPool<'_>) -> Result<u64, String> {
-    let Ok(v) = pool.latest_on(2, "manifest") else { return Ok(0) };
+    let Ok(v) = pool.latest(Key::on(2, "manifest")) else { return Ok(0) };
     let mut w = [0u8; 8];
-    pool.get_on(2, "manifest", v, &mut w).map_err(|e| e.to_string())?;
+    pool.get(Key::on(2, "manifest"), v, &mut w).map_err(|e| e.to_string())?;
     let k = u64::from_le_bytes(w);
     for lane in [0, 1] {
         let mut part = [0u8; 100];
-        pool.get_on(lane, "part", k, &mut part).map_err(|e| format!("lane {lane}'s part {k}: {e}"))?;
+        pool.get(Key::on(lane, "part"), k, &mut part).map_err(|e| format!("lane {lane}'s part {k}: {e}"))?;
     }
     Ok(k)
 }

@@ -122,6 +122,9 @@ pub struct ChunkHashes<S> {
 impl<S: AsRef<[u64]> + AsMut<[u64]>> ChunkHashes<S> {
     /// Track objects of up to `words.len() / 2` chunks of `chunk_bytes` (a power of two
     /// of at least 64; use the pool's [`DeltaOptions::chunk_bytes`]).
+    ///
+    /// # Errors
+    /// `DeltaOptions` if `chunk_bytes` is not a power of two of at least 64.
     pub fn new(words: S, chunk_bytes: u64) -> Result<Self> {
         DeltaOptions { chunk_bytes, ..DeltaOptions::default() }.check()?;
         Ok(ChunkHashes { words, chunk: chunk_bytes, chunks: 0, len: 0, version: 0, scanned_len: 0 })
@@ -130,6 +133,9 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> ChunkHashes<S> {
     /// Hash every chunk of `bytes`. Returns the version to put a delta against (the last
     /// committed one), or `None` when a full version is needed (none yet, or the length
     /// changed). Nothing is adopted until [`ChunkHashes::committed`].
+    ///
+    /// # Errors
+    /// `TooLarge` if `bytes` has more chunks than `words` holds hashes for.
     pub fn scan(&mut self, bytes: &[u8]) -> Result<Option<u64>> {
         let chunks = (bytes.len() as u64).div_ceil(self.chunk) as usize;
         let words = self.words.as_mut();

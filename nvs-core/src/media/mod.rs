@@ -132,6 +132,9 @@ pub trait Media {
     /// is stopped (SIGSTOP, a debugger) is waited for a while, then the operation that
     /// needed the lock fails with [`crate::Error::ClaimLockTimeout`], having changed
     /// nothing.
+    ///
+    /// # Errors
+    /// [`crate::Error::ClaimLockTimeout`], as above.
     fn lock_claims(&self) -> crate::Result<()> {
         Ok(())
     }

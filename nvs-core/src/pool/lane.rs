@@ -27,6 +27,15 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     }
 
     /// Put `object` on this lane ([`Pool::put`]).
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put(&mut self, object: Object<'_>) -> Result<Put> {
         let mut plan = Plan::<1>::new();
         self.commit(&[object], &mut plan)?;
@@ -34,6 +43,15 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     }
 
     /// Commit every object together (all or nothing after a crash; [`Pool::put_batch`]).
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
         let mut plan = Plan::<BATCH_MAX>::new();
         self.commit(objects, &mut plan)?;
@@ -41,6 +59,16 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     }
 
     /// A batch of any size, its plan in `slots` ([`Pool::put_batch_in`]).
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
+    /// `BatchSize` also if `slots` is shorter than `objects`.
     pub fn put_batch_in(&mut self, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
         let mut plan = SlotPlan::new(slots);
         self.commit(objects, &mut plan)?;
@@ -48,6 +76,9 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     }
 
     /// Close the lane's stream (an end-of-stream marker; [`Pool::close_lane`]).
+    ///
+    /// # Errors
+    /// `Full` if no segment has room for the end-of-stream unit; `ClaimLockTimeout`.
     pub fn close(&mut self) -> Result<()> {
         let p = self.pool;
         let w = p.writer();

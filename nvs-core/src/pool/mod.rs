@@ -53,8 +53,8 @@ pub struct FormatOptions {
     /// Each lane has names of its own: (lane, name) identifies a name, and its versions
     /// count per lane (writers on several lanes, ranks in several processes, may all put
     /// "temperature"). Reads by name alone answer when one lane holds the name
-    /// (`AmbiguousName` when several do); [`Pool::get_on`] and the other `_on` reads
-    /// name the lane. Off by default.
+    /// (`AmbiguousName` when several do); a read of [`Key::on`](crate::Key::on)
+    /// names the lane. Off by default.
     pub lane_names: bool,
 }
 
@@ -72,6 +72,10 @@ impl FormatOptions {
 impl FormatOptions {
     /// The geometry a format of `media_len` bytes with these options gets (its segment
     /// size and count), or why it cannot hold a pool — checked without touching media.
+    ///
+    /// # Errors
+    /// `BadGeometry` (`what` says why) if a pool of these options does not fit `media_len`
+    /// bytes.
     pub fn geometry(&self, media_len: u64) -> Result<Geometry> {
         if self.lanes_max == 0 || self.lanes_max > LANES_MAX {
             return Err(Error::BadGeometry { what: "lanes must be between 1 and 256" });
@@ -170,6 +174,11 @@ unsafe impl<M: Media + Sync, X: IndexMemory + Send + Sync> Sync for Pool<M, X> {
 impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Format `media` as an empty pool and open it for writing. Existing contents are not
     /// erased (nvs never relies on zeroed media): stale bytes can never match this pool.
+    ///
+    /// # Errors
+    /// `BadGeometry` if the media cannot hold a pool of these options (nothing is written);
+    /// `IndexFull` if the index memory cannot hold its segments (the pool is formatted
+    /// then: open it with more index memory).
     pub fn format(media: M, opts: FormatOptions, mem: X) -> Result<Self> {
         let g = opts.geometry(media.len() as u64)?;
         // Over an earlier pool, the new id is derived from the caller's and the old one,
@@ -242,11 +251,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// Open a pool for writing: recovery runs, nothing is written until a put.
+    ///
+    /// # Errors
+    /// `NotFormatted` (no pool), `UnsupportedVersion`, `Corrupted { offset, kind }` (recovery
+    /// found damage; nothing was written), `IndexFull` (the index memory cannot hold the
+    /// pool's objects).
+    /// `OldFormat` for a format 1 pool, which opens read-only only.
     pub fn open(media: M, mem: X) -> Result<Self> {
         Self::open_with(media, mem, true, None)
     }
 
     /// Open a pool for reading only: recovery runs; this pool never writes the media.
+    ///
+    /// # Errors
+    /// `NotFormatted` (no pool), `UnsupportedVersion`, `Corrupted { offset, kind }` (recovery
+    /// found damage; nothing was written), `IndexFull` (the index memory cannot hold the
+    /// pool's objects).
     pub fn open_read_only(media: M, mem: X) -> Result<Self> {
         Self::open_with(media, mem, false, None)
     }
@@ -261,6 +281,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// committed: it reads only their units committed since the last one) run under the
     /// media's claim lock ([`Media::lock_claims`]), and a claim reads the segment headers
     /// first: the other processes' claims and releases are in no index of this one.
+    ///
+    /// # Errors
+    /// `NotFormatted` (no pool), `UnsupportedVersion`, `Corrupted { offset, kind }` (recovery
+    /// found damage; nothing was written), `IndexFull` (the index memory cannot hold the
+    /// pool's objects).
+    /// `NeedsLaneNames` for a pool without lane names; `NoSuchLane`; `ClaimLockTimeout`.
     pub fn open_lanes(media: M, mem: X, lanes: &[u32]) -> Result<Self> {
         // A lane no pool can have is not in any set of lanes: refused, after what is
         // wrong with the media, if anything (a lane the pool lacks: in `open_with`).
@@ -339,6 +365,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// released header is zeroed, fenced, before anything in the segment is written, and
     /// a claim's header never equals an earlier one: chain positions only grow), so equal
     /// headers mean that recovery saw a state that held, and its error is real damage.
+    ///
+    /// # Errors
+    /// `NotFormatted` (no pool), `UnsupportedVersion`, `Corrupted { offset, kind }` (recovery
+    /// found damage; nothing was written), `IndexFull` (the index memory cannot hold the
+    /// pool's objects).
     pub fn refresh(&mut self) -> Result<()> {
         if let Some(owned) = self.owned {
             // Beside other writer processes (a catch-up under the claim lock: short).
@@ -516,6 +547,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// claims one now (a fenced segment header, no unit), so a follower counts it from
     /// here on and reports the end of the stream only once it is closed too — take every
     /// writer's lane before any of them closes. (A put on a lane joins it as well.)
+    ///
+    /// # Errors
+    /// `NoSuchLane`, `ReadOnly`, `LaneBusy` (another thread has it), `LaneNotOwned`,
+    /// `Full` or `ClaimLockTimeout` (joining the lane claims a segment for it).
     pub fn lane(&self, lane: u32) -> Result<LaneWriter<'_, M, X>> {
         let w = self.writer();
         w.check_lane(lane)?;
@@ -576,6 +611,11 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// How puts with a delta request choose (chunk size, chain length, size limit).
+    ///
+    /// # Errors
+    /// `DeltaOptions` (`what` says which option) for a `chunk_bytes` that is not a power
+    /// of two of at least 64, a `full_every` outside 1..=255 or a `max_percent` outside
+    /// 1..=100.
     pub fn set_delta_options(&mut self, opts: DeltaOptions) -> Result<()> {
         opts.check()?;
         self.delta_opts = opts;
@@ -619,6 +659,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 /// The layout the superblock of `media` describes, after the superblock's own checks
 /// (magic, checksum, version, geometry against the media's length): what an open would
 /// refuse first, with no recovery and nothing written.
+///
+/// # Errors
+/// `NotFormatted`, `UnsupportedVersion`, or `Corrupted` (the superblock fails its checks).
 pub fn read_layout<M: Media + ?Sized>(media: &M) -> Result<Layout> {
     format::decode_superblock(media).map(|sb| layout_of(&sb))
 }

@@ -14,7 +14,7 @@ use crate::format::{self, ObjectHeader, NAME_MAX};
 use crate::index::{name_key, space_of, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
-use crate::object::{IndexMark, LaneInfo, NameInfo, ObjectInfo};
+use crate::object::{IndexMark, Key, LaneInfo, NameInfo, ObjectInfo};
 use crate::shared::Shared;
 use crate::sync::Ordering;
 use core::fmt;
@@ -125,13 +125,15 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `f` sees may then change under it, and afterwards, finding the segment reused,
     /// this returns `NotFound` and drops `f`'s result — so `f` should compute a result
     /// from the bytes, not act on them.
-    pub fn with_bytes<N: AsRef<[u8]> + ?Sized, R>(
-        &self,
-        name: &N,
-        version: u64,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R> {
-        let e = *self.lookup(&self.shared.read(), None, name.as_ref(), version)?;
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    /// `NotBorrowable` for a delta version or a media that does not lend its bytes.
+    pub fn with_bytes<'k, R>(&self, key: impl Into<Key<'k>>, version: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let key = key.into();
+        let e = *self.lookup(&self.shared.read(), key.lane(), key.name(), version)?;
         if e.depth > 0 {
             return Err(Error::NotBorrowable);
         }
@@ -159,30 +161,38 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Version `version` of `name` as plain values (`f64`, `i32`, ... any
     /// [`bytemuck::Pod`]) copied into `out`; returns how many. The object must be a whole
     /// number of them (`ElementSize`), and `out` must hold it (`BufferTooSmall`).
-    pub fn get_into<N: AsRef<[u8]> + ?Sized, T: bytemuck::Pod>(
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    /// `ElementSize` if the object is not a whole number of `T`; `BufferTooSmall`.
+    pub fn get_into<'k, T: bytemuck::Pod>(
         &self,
-        name: &N,
+        key: impl Into<Key<'k>>,
         version: u64,
         out: &mut [T],
     ) -> Result<usize> {
+        let key = key.into();
         let elem = core::mem::size_of::<T>();
-        let len = self.stat(name, version)?.len_bytes;
+        let len = self.stat(key, version)?.len_bytes;
         if elem == 0 || !len.is_multiple_of(elem as u64) {
             return Err(Error::ElementSize { len_bytes: len, elem_bytes: elem });
         }
-        Ok(self.get(name, version, bytemuck::cast_slice_mut(out))? / elem)
+        Ok(self.get(key, version, bytemuck::cast_slice_mut(out))? / elem)
     }
 
     /// Copy version `version` of `name` into `buf`; returns its length. A delta version
     /// is rebuilt from its full version and the deltas up to it.
-    pub fn get<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.get_in(None, name.as_ref(), version, buf)
-    }
-
-    /// [`Pool::get`] of `lane`'s `name`: in a pool with lane names, the name in that
-    /// lane's name space; otherwise the version only if `lane` wrote it.
-    pub fn get_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.get_in(Some(lane), name.as_ref(), version, buf)
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    /// `BufferTooSmall { needed_bytes }` if `buf` is shorter than the object.
+    pub fn get<'k>(&self, key: impl Into<Key<'k>>, version: u64, buf: &mut [u8]) -> Result<usize> {
+        let key = key.into();
+        self.get_in(key.lane(), key.name(), version, buf)
     }
 
     fn get_in(&self, lane: Option<u32>, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
@@ -346,13 +356,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// The latest (committed) version of `name`.
-    pub fn latest<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<u64> {
-        self.latest_in(None, name.as_ref())
-    }
-
-    /// The latest version of `lane`'s `name` (see [`Pool::get_on`]).
-    pub fn latest_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<u64> {
-        self.latest_in(Some(lane), name.as_ref())
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    pub fn latest<'k>(&self, key: impl Into<Key<'k>>) -> Result<u64> {
+        let key = key.into();
+        self.latest_in(key.lane(), key.name())
     }
 
     fn latest_in(&self, lane: Option<u32>, name: &[u8]) -> Result<u64> {
@@ -380,27 +391,29 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// Facts about version `version` of `name`.
-    pub fn stat<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64) -> Result<ObjectInfo> {
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    pub fn stat<'k>(&self, key: impl Into<Key<'k>>, version: u64) -> Result<ObjectInfo> {
+        let key = key.into();
         let s = self.shared.read();
-        Ok(ObjectInfo::of(self.lookup(&s, None, name.as_ref(), version)?))
-    }
-
-    /// Facts about version `version` of `lane`'s `name` (see [`Pool::get_on`]).
-    pub fn stat_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64) -> Result<ObjectInfo> {
-        let s = self.shared.read();
-        Ok(ObjectInfo::of(self.lookup(&s, Some(lane), name.as_ref(), version)?))
+        Ok(ObjectInfo::of(self.lookup(&s, key.lane(), key.name(), version)?))
     }
 
     /// The metadata stored with version `version` of `name` ([`crate::Object::meta`]), copied
     /// into `buf`; returns its length (0 if it has none). `BufferTooSmall` if `buf` is
     /// shorter than [`ObjectInfo::meta_len`].
-    pub fn meta<N: AsRef<[u8]> + ?Sized>(&self, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.meta_in(None, name.as_ref(), version, buf)
-    }
-
-    /// The metadata of version `version` of `lane`'s `name` (see [`Pool::get_on`]).
-    pub fn meta_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N, version: u64, buf: &mut [u8]) -> Result<usize> {
-        self.meta_in(Some(lane), name.as_ref(), version, buf)
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    /// `BufferTooSmall` if `buf` is shorter than the metadata.
+    pub fn meta<'k>(&self, key: impl Into<Key<'k>>, version: u64, buf: &mut [u8]) -> Result<usize> {
+        let key = key.into();
+        self.meta_in(key.lane(), key.name(), version, buf)
     }
 
     fn meta_in(&self, lane: Option<u32>, name: &[u8], version: u64, buf: &mut [u8]) -> Result<usize> {
@@ -425,14 +438,14 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Every version of `name`, oldest first, as they were when this was called. The
     /// iterator takes the index's read lock only inside each `next`, so this thread may
     /// put while it iterates.
-    pub fn versions<N: AsRef<[u8]> + ?Sized>(&self, name: &N) -> Result<VersionIter<'_, M, X>> {
-        self.versions_in(None, name.as_ref())
-    }
-
-    /// Every version of `lane`'s `name`, oldest first (see [`Pool::get_on`]; in a pool
-    /// without lane names, the name's versions `lane` wrote).
-    pub fn versions_on<N: AsRef<[u8]> + ?Sized>(&self, lane: u32, name: &N) -> Result<VersionIter<'_, M, X>> {
-        self.versions_in(Some(lane), name.as_ref())
+    ///
+    /// # Errors
+    /// `NotFound` (no such name, version, or lane's name), `AmbiguousName` (a name alone that
+    /// several lanes hold, in a pool with lane names), `NoSuchLane`, `NameEmpty` or
+    /// `NameTooLong`; `Corrupted` if what it reads fails its checks.
+    pub fn versions<'k>(&self, key: impl Into<Key<'k>>) -> Result<VersionIter<'_, M, X>> {
+        let key = key.into();
+        self.versions_in(key.lane(), key.name())
     }
 
     /// Every version of name `id` (from [`Pool::names`]), oldest first: what a tool
@@ -501,6 +514,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Read every committed payload and verify its checksum (if the pool has them).
     /// Returns the number of objects checked.
+    ///
+    /// # Errors
+    /// `Corrupted { offset, kind: PayloadChecksum }` (or a delta's record or chain) at the
+    /// first object whose bytes fail their checks.
     pub fn verify_all(&self) -> Result<u64> {
         let s = self.shared.read();
         let mut chain = Chain::new();

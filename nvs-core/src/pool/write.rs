@@ -12,6 +12,15 @@ use crate::shared::Own;
 
 impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Put `object` on `lane`. Returns what was committed, after the commit is durable.
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put(&mut self, lane: u32, object: Object<'_>) -> Result<Put> {
         let mut plan = Plan::<1>::new();
         self.commit(lane, &[object], &mut plan)?;
@@ -20,6 +29,15 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Commit every object of `objects` together, on `lane`: after a crash either all
     /// are recovered or none. Returns their versions, after the commit is durable.
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
         let mut plan = Plan::<BATCH_MAX>::new();
         self.commit(lane, objects, &mut plan)?;
@@ -31,6 +49,16 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `PlanSlot::default()`; a batch of up to [`BATCH_MAX`] needs none: `put_batch`).
     /// Returns how many objects were committed; `slots[i].version()` is object `i`'s
     /// version. Fewer slots than objects is `BatchSize`.
+    ///
+    /// # Errors
+    /// Nothing is committed on any error, and nothing is written for a refusal of the input:
+    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
+    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
+    /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
+    /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
+    /// takes no more writes until reopened).
+    /// `BatchSize` also if `slots` is shorter than `objects`.
     pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
         let mut plan = SlotPlan::new(slots);
         self.commit(lane, objects, &mut plan)?;
@@ -40,6 +68,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Close `lane`'s stream: commit an end-of-stream marker (a unit of no objects) by
     /// the same protocol as a put. Followers see the end of the stream; a later put on
     /// the lane reopens it.
+    ///
+    /// # Errors
+    /// `NoSuchLane`, `ReadOnly`, `LaneBusy`, `LaneNotOwned`; `Full` if no segment has room
+    /// for the end-of-stream unit; `ClaimLockTimeout`.
     pub fn close_lane(&mut self, lane: u32) -> Result<()> {
         let (w, lanes, shared) = self.split_mut();
         w.check_lane(lane)?;
@@ -50,6 +82,10 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Detach from `lane` without closing its stream: commit a detach marker, which
     /// tells followers that the writer ended cleanly (they go on waiting for a later
     /// writer, instead of reporting it gone). A later put on the lane continues it.
+    ///
+    /// # Errors
+    /// `NoSuchLane`, `ReadOnly`, `LaneBusy`, `LaneNotOwned`; `Full` if no segment has room
+    /// for the detach unit; `ClaimLockTimeout`.
     pub fn detach_lane(&mut self, lane: u32) -> Result<()> {
         let (w, lanes, shared) = self.split_mut();
         w.check_lane(lane)?;
