@@ -50,6 +50,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod checksum;
 mod delta;
 mod error;
 mod format;

@@ -28,9 +28,6 @@ const EXPECTED: [(&str, usize, usize); 8] = [
     ("nvs-fuzz-check", 3, 2),
 ];
 
-/// Modules that import nothing but each other (see `check_tree`).
-const LEAVES: [(&str, &[&str]); 2] = [("nvs-core", &["format", "hash"]), ("nvs-core", &["format", "sum"])];
-
 /// The code of a file without comments and its test module.
 fn code(text: &str) -> String {
     let text = text.split("#[cfg(test)]").next().unwrap_or("");
@@ -258,8 +255,6 @@ fn rs_files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
 /// cycles found (empty when layered).
 fn check_tree(krate: &str, files: &BTreeMap<Module, PathBuf>) -> (usize, Vec<String>) {
     let modules: BTreeSet<&Module> = files.keys().collect();
-    let is_leaf =
-        |m: &Module| LEAVES.iter().any(|(c, l)| *c == krate && m.iter().map(String::as_str).eq(l.iter().copied()));
     let (mut imports, mut file_graph, mut top_graph) = (BTreeSet::new(), Graph::new(), Graph::new());
     for (me, f) in files {
         let text = std::fs::read_to_string(f).expect("read");
@@ -274,15 +269,6 @@ fn check_tree(krate: &str, files: &BTreeMap<Module, PathBuf>) -> (usize, Vec<Str
             imports.insert((me.clone(), target.clone()));
             if target.is_empty() {
                 continue; // the root: the parent of every module
-            }
-            // nvs-core's checksums (`format::hash`, `format::sum`) are leaves: they import
-            // nothing but each other, so the media seam may name `Sum` (its summed stores
-            // and reads) without layering media above the format.
-            if is_leaf(me) {
-                assert!(is_leaf(&target), "{krate}: {me:?} is a checksum leaf but imports {target:?}");
-            }
-            if is_leaf(&target) && me.first().is_some_and(|m| m == "media") {
-                continue;
             }
             let parent_child = target.starts_with(me) || me.starts_with(&target);
             if !parent_child {

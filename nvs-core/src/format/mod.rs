@@ -22,8 +22,7 @@
 #![allow(missing_docs)]
 
 pub mod decode;
-pub mod hash;
-pub mod sum;
+pub use crate::checksum::{hash, sum};
 
 pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
 pub use decode::*;

@@ -2,7 +2,7 @@
 //! ([`Media::store_nt_summed`](super::Media::store_nt_summed),
 //! [`Media::read_summed`](super::Media::read_summed)): each copies a payload (an NT copy
 //! into the pool, a copy out of it, or a copy out of memory another process may be
-//! writing) and feeds the bytes to nvs-sum's four CRC32C streams (`format::sum`) in the
+//! writing) and feeds the bytes to nvs-sum's four CRC32C streams (`checksum::sum`) in the
 //! same pass, while each line is in L1: by `crc32` on x86_64 with SSE4.2, and by
 //! carry-less folding where the CPU also has AVX-512F and VPCLMULQDQ. Elsewhere (other
 //! targets, bare metal, miri) the copy of `arch.rs`, then the sum.
@@ -12,7 +12,7 @@
 //! 8-byte aligned, and does not overlap `src`), or the one it states.
 
 use super::arch::{copy_from_media, copy_nt};
-use crate::format::sum::Sum;
+use crate::checksum::sum::Sum;
 
 /// NT copy of `src` to `dst` (as [`copy_nt`]) that feeds `src` to `sum` in the same pass
 /// (x86_64 with SSE4.2: each 64-byte source line is loaded once, streamed out and fed
@@ -22,7 +22,7 @@ use crate::format::sum::Sum;
 /// Module contract.
 pub unsafe fn copy_nt_summed(dst: *mut u8, src: &[u8], sum: &mut Sum) {
     #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
-    if crate::format::sum::hardware() {
+    if crate::checksum::sum::hardware() {
         // SAFETY: forwarded contract; SSE4.2 detected.
         unsafe { x86::copy_nt_summed(dst, src, sum) };
         return;
@@ -40,7 +40,7 @@ pub unsafe fn copy_nt_summed(dst: *mut u8, src: &[u8], sum: &mut Sum) {
 /// `src..src + dst.len()` is valid for reads and does not overlap `dst`.
 pub unsafe fn copy_out_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
     #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
-    if crate::format::sum::hardware() {
+    if crate::checksum::sum::hardware() {
         // SAFETY: forwarded contract; SSE4.2 detected.
         unsafe { x86::copy_out_summed(dst, src, sum) };
         return;
@@ -58,7 +58,7 @@ pub unsafe fn copy_out_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
 /// As [`copy_from_media`].
 pub unsafe fn copy_from_media_summed(dst: &mut [u8], src: *const u8, sum: &mut Sum) {
     #[cfg(all(target_arch = "x86_64", not(miri), not(target_os = "none")))]
-    if crate::format::sum::hardware() && x86::has_avx2() && sum.at_line() && dst.len() >= 64 {
+    if crate::checksum::sum::hardware() && x86::has_avx2() && sum.at_line() && dst.len() >= 64 {
         let lines = dst.len() & !63;
         let mut c = sum.state();
         let folded = if x86::has_clmul512() && lines >= 128 { lines & !127 } else { 0 };

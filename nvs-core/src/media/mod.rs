@@ -26,7 +26,7 @@ pub(crate) mod arch;
 mod arch_sum;
 pub mod region;
 
-use crate::format::sum::Sum;
+use crate::checksum::sum::Sum;
 
 /// A byte-addressable persistent memory range. See the module docs for the model.
 pub trait Media {

@@ -10,7 +10,7 @@
 use super::arch;
 use super::arch_sum;
 use super::Media;
-use crate::format::sum::Sum;
+use crate::checksum::sum::Sum;
 
 /// The best store kind for this target.
 fn best_kind() -> StoreKind {

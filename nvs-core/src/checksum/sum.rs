@@ -183,6 +183,7 @@ pub struct Sum {
 }
 
 impl Sum {
+    /// A sum over nothing yet, seeded with `seed` (a pool's payloads: its pool id).
     pub const fn new(seed: u64) -> Self {
         Sum { seed, c: [SUM_INIT; 4], words: 0, tail: [0; 8], tail_len: 0 }
     }
