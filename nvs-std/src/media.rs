@@ -1,26 +1,5 @@
-//! [`MappedMedia`]: a `MAP_SHARED` mapping of a pool file or device, as an
-//! [`nvs_core::Media`].
-//!
-//! Invariants:
-//! - Every access to the mapping goes through the inner [`Region`]; nothing else reads or
-//!   writes it, and no Rust reference to it is ever made (it is held as a
-//!   [`memmap2::MmapRaw`] or, on a DAX file system, as a `MAP_SYNC` mapping of our own,
-//!   both of which hand out only raw pointers).
-//! - A regular file on a disk file system is first mapped `MAP_SHARED_VALIDATE |
-//!   MAP_SYNC`: the kernel grants that only on a DAX file system (fsdax), where it makes
-//!   every write fault's block mapping durable before the fault returns, so NT stores +
-//!   `sfence` alone make a put durable ([`Backing::FsDax`]). Refused, the file is mapped
-//!   as any other.
-//! - A read-only media is mapped `PROT_READ`, and its store methods refuse before they
-//!   reach the region: a read-only pool never stores (nvs-core's promise), and if a bug
-//!   broke that promise it would panic here or fault, never write.
-//! - In [`Durability::Msync`] mode every store records its byte range, and
-//!   [`Media::fence`] msyncs the union of the ranges recorded since the last fence while
-//!   holding the lock that guards them. So when any thread's fence returns, every store
-//!   that thread recorded before it is on stable storage: either this fence synced it, or
-//!   an earlier fence did and finished before this one took the lock.
-//! - `Media::fence` cannot return an error, so a failed msync is latched (sticky) in the
-//!   media; [`crate::FilePool`] checks the latch after every write and refuses to go on.
+//! [`MappedMedia`]: a pool file or device mapped as an [`nvs_core::Media`] (its docs say
+//! what holds of the mapping).
 
 use crate::durability::{holes_take_memory, Backing, Durability};
 use crate::error::{Error, Result};
@@ -55,7 +34,29 @@ struct SyncState {
     fail_next: bool,
 }
 
-/// A pool file or device mapped shared into this process. See the module docs.
+/// A pool file or device mapped shared (`MAP_SHARED`) into this process, as an
+/// [`nvs_core::Media`].
+///
+/// What holds of it:
+/// - Every access to the mapping goes through the inner [`Region`]; nothing else reads or
+///   writes it, and no Rust reference to it is ever made (it is held as a
+///   [`memmap2::MmapRaw`] or, on a DAX file system, as a `MAP_SYNC` mapping of our own,
+///   both of which hand out only raw pointers).
+/// - A regular file on a disk file system is first mapped `MAP_SHARED_VALIDATE |
+///   MAP_SYNC`: the kernel grants that only on a DAX file system (fsdax), where it makes
+///   every write fault's block mapping durable before the fault returns, so NT stores +
+///   `sfence` alone make a put durable ([`Backing::FsDax`]). Refused, the file is mapped
+///   as any other.
+/// - A read-only media is mapped `PROT_READ`, and its store methods refuse before they
+///   reach the region: a read-only pool never stores (nvs-core's promise), and if a bug
+///   broke that promise it would panic here or fault, never write.
+/// - In [`Durability::Msync`] mode every store records its byte range, and
+///   [`Media::fence`] msyncs the union of the ranges recorded since the last fence while
+///   holding the lock that guards them. So when any thread's fence returns, every store
+///   that thread recorded before it is on stable storage: either this fence synced it, or
+///   an earlier fence did and finished before this one took the lock.
+/// - `Media::fence` cannot return an error, so a failed msync is latched (sticky) in the
+///   media; [`crate::FilePool`] checks the latch after every write and refuses to go on.
 #[derive(Debug)]
 pub struct MappedMedia {
     region: Region,

@@ -1,26 +1,4 @@
-//! The Media seam: the one door to persistent memory.
-//!
-//! Every store, flush and fence that nvs makes to persistent memory goes through this
-//! trait, and every read of it too. Nothing above it writes through a raw pointer. That is
-//! what lets `nvs-sim` see every store (and build the crash images a real machine could
-//! leave), and what lets a unikernel plug in its own memory.
-//!
-//! Offsets are byte offsets from the start of the media. Callers (nvs-core) check every
-//! range against [`Media::len`] before calling; implementations still refuse (panic on)
-//! an out-of-range access rather than touch memory outside the media — that panic is a
-//! bug in nvs, never a consequence of what the media holds.
-//!
-//! # What survives a power loss (the persistency model, DESIGN.md)
-//! - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
-//!   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
-//! - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`],
-//!   [`Media::store_line_nt`], [`Media::store_commit_line`]) is *pending*
-//!   until the issuing thread's next [`Media::fence`]; pending stores persist in any
-//!   order, each word independently, or not at all.
-//! - A cached store ([`Media::store`]) may persist at any time (eviction), in order per
-//!   cache line; it is durable only after [`Media::flush`] of its line and then a fence.
-//! - When [`Media::fence`] returns, every NT store and every flush the calling thread
-//!   issued before it is durable.
+//! The Media seam: [`Media`] (its docs state the persistence contract) and [`Region`](region::Region).
 
 pub(crate) mod arch;
 mod arch_sum;
@@ -28,7 +6,34 @@ pub mod region;
 
 use crate::checksum::sum::Sum;
 
-/// A byte-addressable persistent memory range. See the module docs for the model.
+/// A byte-addressable persistent memory range: the Media seam, the one door to
+/// persistent memory.
+///
+/// Every store, flush and fence that nvs makes to persistent memory goes through this
+/// trait, and every read of it too. Nothing above it writes through a raw pointer. That is
+/// what lets `nvs-sim` see every store (and build the crash images a real machine could
+/// leave), and what lets a unikernel plug in its own memory.
+///
+/// Offsets are byte offsets from the start of the media. Callers (nvs-core) check every
+/// range against [`Media::len`] before calling; implementations still refuse (panic on)
+/// an out-of-range access rather than touch memory outside the media — that panic is a
+/// bug in nvs, never a consequence of what the media holds.
+///
+/// # What survives a power loss (the persistency model)
+///
+/// An implementation must keep these rules; nvs's crash-consistency argument rests on them
+/// (DESIGN.md, "What nvs assumes of the media").
+///
+/// - An aligned 8-byte store is failure-atomic: after a crash the word holds the old or
+///   the new value, never a mix. Wider or unaligned stores may tear at 8-byte boundaries.
+/// - A non-temporal store ([`Media::store_nt`], [`Media::store_word_nt`],
+///   [`Media::store_line_nt`], [`Media::store_commit_line`]) is *pending*
+///   until the issuing thread's next [`Media::fence`]; pending stores persist in any
+///   order, each word independently, or not at all.
+/// - A cached store ([`Media::store`]) may persist at any time (eviction), in order per
+///   cache line; it is durable only after [`Media::flush`] of its line and then a fence.
+/// - When [`Media::fence`] returns, every NT store and every flush the calling thread
+///   issued before it is durable.
 pub trait Media {
     /// Length of the media in bytes.
     fn len(&self) -> usize;
