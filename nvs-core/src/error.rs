@@ -179,6 +179,13 @@ pub enum Error {
         /// committed nothing.
         committed: bool,
     },
+    /// The media reported that a fence failed to make its stores durable
+    /// ([`Media::fence_failed`](crate::Media::fence_failed): nvs-std's failed `msync`).
+    /// The unit of this call was stored but may not survive a crash: this pool does not
+    /// index it (no reader of this open sees it), and takes no more writes — every later
+    /// put, marker, lane or reclaim gets this error; reads go on. A reopen recovers what
+    /// the media kept.
+    NotDurable,
 }
 
 /// What exactly was found corrupted.
@@ -339,6 +346,10 @@ impl fmt::Display for Error {
                 }
                 write!(f, "; this pool takes no more writes: reopen it")
             }
+            Error::NotDurable => write!(
+                f,
+                "the media failed to make a write durable (a fence failed): the unit is not indexed, and this pool takes no more writes; reopen it"
+            ),
         }
     }
 }

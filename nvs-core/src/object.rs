@@ -302,9 +302,10 @@ pub struct IndexMark {
     pub objects: u32,
 }
 
-/// What a recovery found.
+/// What a pool holds: what its last recovery found, kept up to date by every put,
+/// reclaim and refresh since ([`Pool::stats`](crate::Pool::stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryStats {
+pub struct PoolStats {
     /// Segments owned by lanes.
     pub segments_used: u32,
     /// Committed units (puts and batches).

@@ -36,7 +36,7 @@ use crate::log::segments::{self, SegSlot, FREE, RELEASED};
 use crate::log::LaneSet;
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
-use crate::object::RecoveryStats;
+use crate::object::PoolStats;
 
 /// How pass 3 learns each lane's retention base.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub(crate) fn recover<M: Media + ?Sized, X: IndexMemory>(
     sb: &Superblock,
     index: &mut Index<X>,
     lanes: &mut [Lane],
-) -> Result<RecoveryStats> {
+) -> Result<PoolStats> {
     match recover_with(media, sb, index, lanes, Bases::Assume) {
         Ok(Some(stats)) => Ok(stats),
         Ok(None) | Err(_) => recover_with(media, sb, index, lanes, Bases::Read)?
@@ -76,7 +76,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     index: &mut Index<X>,
     lanes: &mut [Lane],
     bases: Bases,
-) -> Result<Option<RecoveryStats>> {
+) -> Result<Option<PoolStats>> {
     index.clear();
     for l in lanes.iter_mut() {
         *l = Lane::default();
@@ -178,8 +178,8 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
     sb: &Superblock,
     index: &mut Index<X>,
     lanes: &mut [Lane],
-    stats: RecoveryStats,
-) -> Result<RecoveryStats> {
+    stats: PoolStats,
+) -> Result<PoolStats> {
     let count = sb.segment_count as usize;
     let now: Superblock = format::read_pod(media, 0);
     if now != *sb {
@@ -299,9 +299,9 @@ pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
     sb: &Superblock,
     index: &mut Index<X>,
     lanes: &mut [Lane],
-    stats: RecoveryStats,
+    stats: PoolStats,
     owned: &LaneSet,
-) -> Result<RecoveryStats> {
+) -> Result<PoolStats> {
     let count = sb.segment_count as usize;
     let now: Superblock = format::read_pod(media, 0);
     if now != *sb {
@@ -394,7 +394,7 @@ fn lane_at<X: IndexMemory>(sb: &Superblock, index: &Index<X>, off: u64) -> Optio
 
 /// What a walk of lanes carries from unit to unit.
 struct Walk {
-    stats: RecoveryStats,
+    stats: PoolStats,
     name_buf: [u8; NAME_MAX],
     /// The largest base of the truncate units walked (`None`: none walked).
     truncate_seen: Option<u64>,
@@ -441,7 +441,7 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
         next_seq += 1;
         off = unit_end;
         if h.flags == format::UNIT_TRUNCATE {
-            walk.truncate_seen = Some(walk.truncate_seen.unwrap_or(0).max(h.reserved[0]));
+            walk.truncate_seen = Some(walk.truncate_seen.unwrap_or(0).max(h.base));
             if mutant::on(Mutant::TruncateReopens) {
                 (closed, detached) = (false, false);
             }
@@ -506,9 +506,9 @@ fn read_segment_headers<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &mu
 /// Pass 2: sort `segs` into chains — runs of (lane, chain_seq), a span's covered slots
 /// right after its head, free segments last — and check each chain has no gap. Returns
 /// the segments and lanes in use.
-fn check_chains(sb: &Superblock, segs: &mut [SegSlot]) -> Result<RecoveryStats> {
+fn check_chains(sb: &Superblock, segs: &mut [SegSlot]) -> Result<PoolStats> {
     segs.sort_unstable_by_key(|s| (s.lane, s.chain_seq, s.is_covered()));
-    let mut stats = RecoveryStats::default();
+    let mut stats = PoolStats::default();
     let mut expected_chain = 0u64;
     let mut prev_lane = FREE;
     for s in segs.iter() {
@@ -647,7 +647,7 @@ fn lost_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot],
 const POSITION_LIMIT: u64 = 1 << 63;
 
 /// The retention base of the lane whose segments start at `segs[start]` (sorted by
-/// lane, chain): the largest `reserved[0]` of its truncate units, `None` if it has none.
+/// lane, chain): the largest `base` of its truncate units, `None` if it has none.
 /// Walks unit headers only, with recovery's checks.
 fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot], start: usize) -> Result<Option<u64>> {
     let Some(first) = segs.get(start) else { return Ok(None) };
@@ -666,10 +666,10 @@ fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot]
             };
             if h.flags == format::UNIT_TRUNCATE {
                 // A truncate unit never releases its own segment.
-                if h.reserved[0] > s.chain_seq {
+                if h.base > s.chain_seq {
                     return Err(Error::Corrupted { offset: off, kind: CorruptKind::HeaderBounds });
                 }
-                base = Some(base.unwrap_or(0).max(h.reserved[0]));
+                base = Some(base.unwrap_or(0).max(h.base));
             }
             next_seq += 1;
             off += h.unit_len;

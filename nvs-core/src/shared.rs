@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::format::BATCH_MAX;
 use crate::index::{Index, IndexMemory, NONE};
 use crate::object::LaneInfo;
-use crate::object::RecoveryStats;
+use crate::object::PoolStats;
 use crate::sync::RwLock;
 
 /// Each lane as readers see it, as the lane cells are kept (`crate::log::lane::LaneCells`):
@@ -31,12 +31,12 @@ fn lane_infos(lanes: u32) -> LaneInfos {
 /// allocation, the statistics and each lane as readers see it. Writers hold the lock
 /// only to plan a unit (versions, index room, a segment) and to publish it — never while
 /// they copy or fence, except for a unit that creates a new name, which holds it from
-/// planning to publishing (`Writer::commit_unit` says why).
+/// planning to publishing (`Committer::commit_unit` says why).
 #[derive(Clone)]
 pub(crate) struct Shared<X: IndexMemory> {
     pub index: Index<X>,
     pub alloc_cursor: u32,
-    pub stats: RecoveryStats,
+    pub stats: PoolStats,
     /// Index entries planned by units not yet published (room reserved for them).
     pub pending_entries: usize,
     /// Per lane: units committed and whether closed, as published.
@@ -45,9 +45,10 @@ pub(crate) struct Shared<X: IndexMemory> {
     /// same names again (a time step) checks the hint against the media instead of
     /// hashing the name and probing the table. A stale hint only misses.
     pub name_hints: [u32; BATCH_MAX],
-    /// The invariant whose check failed, if one did: every later write is refused
-    /// ([`Error::Invariant`]) until the pool is opened again.
-    pub stopped: Option<&'static str>,
+    /// Why writes stopped, if they did: the invariant whose check failed
+    /// ([`Error::Invariant`]), or a fence that failed ([`Error::NotDurable`]). Every later
+    /// write is refused with it until the pool is opened again.
+    pub stopped: Option<Error>,
 }
 
 impl<X: IndexMemory> Shared<X> {
@@ -56,7 +57,7 @@ impl<X: IndexMemory> Shared<X> {
         Shared {
             index: Index::new(mem),
             alloc_cursor: 0,
-            stats: RecoveryStats::default(),
+            stats: PoolStats::default(),
             pending_entries: 0,
             lane_infos: lane_infos(lanes),
             name_hints: [NONE; BATCH_MAX],
@@ -64,21 +65,22 @@ impl<X: IndexMemory> Shared<X> {
         }
     }
 
-    /// Writes go on: no invariant check has failed in this pool (else the error every
-    /// later write gets: the invariant that failed, nothing committed by this call).
+    /// Writes go on: no invariant check and no fence has failed in this pool (else the
+    /// error every later write gets: why writes stopped, nothing committed by this call).
     #[inline(always)]
     pub fn writes_allowed(&self) -> Result<()> {
         match self.stopped {
             None => Ok(()),
-            Some(what) => Err(Error::Invariant { what, committed: false }),
+            Some(Error::Invariant { what, .. }) => Err(Error::Invariant { what, committed: false }),
+            Some(e) => Err(e),
         }
     }
 
-    /// `e`, having stopped every later write if it is a broken invariant.
+    /// `e`, having stopped every later write if it is a broken invariant or a failed fence.
     #[cold]
     pub fn stop_on(&mut self, e: Error) -> Error {
-        if let Error::Invariant { what, .. } = e {
-            self.stopped.get_or_insert(what);
+        if matches!(e, Error::Invariant { .. } | Error::NotDurable) {
+            self.stopped.get_or_insert(e);
         }
         e
     }

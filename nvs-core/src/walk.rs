@@ -369,7 +369,7 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                 unit_len: h.unit_len,
                 object_count: h.object_count,
                 flags: h.flags,
-                base: h.reserved[0],
+                base: h.base,
                 checksum: h.checksum,
                 commit: h.commit,
             }));

@@ -320,7 +320,8 @@ fn a_payload_of_this_pools_unit_headers_is_never_read_as_one() {
         object_count: 0,
         lane: 0,
         flags: UNIT_END_OF_STREAM,
-        reserved: [0; 2],
+        base: 0,
+        reserved: 0,
         checksum: 0,
     };
     h.checksum = h.compute_checksum(pool_id);

@@ -376,7 +376,7 @@ fn expected_unit(
     // FORMAT.md: 1..=256 objects and flags 0; or a marker unit of no objects and
     // unit_len 64: flags 1 (end of stream) or 2 (truncate, the only one with a nonzero
     // base); reserved 0.
-    let [base, reserved] = h.reserved;
+    let (base, reserved) = (h.base, h.reserved);
     let kind_ok = match h.flags {
         0 => (1..=256).contains(&h.object_count) && base == 0,
         1 => h.object_count == 0 && base == 0 && h.unit_len == 64,
@@ -441,7 +441,7 @@ fn unit_raw(b: &mut Bytes) {
             h.object_count = count_fix as u32 % 9;
             h.flags = (count_fix as u64 >> 4) & 3;
             if count_fix & 0x40 != 0 {
-                h.reserved = [0, 0];
+                (h.base, h.reserved) = (0, 0);
             }
             h.unit_len = (h.unit_len % (segment_len + 128)) & !(LINE - 1);
         }

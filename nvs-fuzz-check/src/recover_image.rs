@@ -31,7 +31,7 @@ type Seen = BTreeMap<(Vec<u8>, u64), (Result<Vec<u8>, Error>, u32, u64)>;
 /// Summary of an open, to compare two opens of the same bytes.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
-    Ok { stats: nvs_core::RecoveryStats, seen: Seen },
+    Ok { stats: nvs_core::PoolStats, seen: Seen },
     Err(Error),
 }
 

@@ -56,7 +56,9 @@ struct SyncState {
 ///   that thread recorded before it is on stable storage: either this fence synced it, or
 ///   an earlier fence did and finished before this one took the lock.
 /// - `Media::fence` cannot return an error, so a failed msync is latched (sticky) in the
-///   media; [`crate::FilePool`] checks the latch after every write and refuses to go on.
+///   media and reported by `Media::fence_failed`: nvs-core then leaves the unit out of
+///   the index (no reader of the pool sees what may not be durable) and stops the pool's
+///   writes, and [`crate::FilePool`] reports the msync's own error ([`Error::Sync`]).
 #[derive(Debug)]
 pub struct MappedMedia {
     region: Region,
@@ -686,6 +688,16 @@ impl Media for MappedMedia {
                 }
             }
         }
+    }
+
+    /// In `msync` mode a fence's msync can fail (an I/O error, a full or vanished disk).
+    fn fence_may_fail(&self) -> bool {
+        self.durability == Durability::Msync
+    }
+
+    /// The msync latch: set by the first failed msync, and for good.
+    fn fence_failed(&self) -> bool {
+        self.lock().failed.is_some()
     }
 }
 

@@ -20,8 +20,8 @@ use crate::fork::Born;
 use crate::locks;
 use crate::media::{Access, MappedMedia};
 use nvs_core::{
-    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool, Put,
-    RecoveryStats, VersionIter,
+    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool,
+    PoolStats, Put, VersionIter,
 };
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -743,8 +743,8 @@ impl FilePool {
         self.pool.layout()
     }
 
-    /// What the last recovery found, updated by every put since.
-    pub fn stats(&self) -> RecoveryStats {
+    /// What the pool holds ([`nvs_core::Pool::stats`]).
+    pub fn stats(&self) -> PoolStats {
         self.pool.stats()
     }
 

@@ -31,6 +31,9 @@ fn a_lane_put_after_a_failed_msync_is_refused() {
     pool.media().fail_next_sync();
     let e = lane.put(Object::new("a", b"two")).expect_err("the msync failed: not durable");
     assert!(matches!(e, Error::Sync { .. }), "{e}");
+    // Not durable, so not visible: the pool's readers never see version 2.
+    assert_eq!(pool.latest("a").expect("latest"), 1);
+    assert!(pool.get_vec("a", 2).is_err(), "a put whose msync failed is not served");
     // And every later write, on any lane or through the pool itself.
     assert!(matches!(lane.put(Object::new("a", b"three")), Err(Error::Sync { .. })));
     drop(lane);
@@ -47,7 +50,21 @@ fn a_pool_put_after_a_failed_msync_is_refused() {
     pool.put(0, Object::new("a", b"one")).expect("put");
     pool.media().fail_next_sync();
     assert!(matches!(pool.put(0, Object::new("a", b"two")), Err(Error::Sync { .. })));
+    assert_eq!(pool.latest("a").expect("latest"), 1, "a put whose msync failed is not served");
     assert!(matches!(pool.close_lane(0), Err(Error::Sync { .. })));
+}
+
+#[test]
+fn a_new_name_whose_msync_failed_is_not_served() {
+    // A put that creates a name holds the index's lock throughout (and, where fences
+    // cannot fail, lets the index learn the unit while it drains): here it must not.
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = msync_pool(&dir);
+    pool.put(0, Object::new("a", b"one")).expect("put");
+    pool.media().fail_next_sync();
+    assert!(matches!(pool.put(0, Object::new("fresh", b"x")), Err(Error::Sync { .. })));
+    assert!(pool.latest("fresh").is_err(), "a put whose msync failed is not served");
+    assert!(pool.names().all(|n| n.latest == 1 && n.versions == 1), "only a's version 1 is listed");
 }
 
 #[test]

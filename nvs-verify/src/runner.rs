@@ -245,7 +245,8 @@ fn forged_payload(pool_id: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
                 object_count: 0,
                 lane,
                 flags: UNIT_END_OF_STREAM,
-                reserved: [0; 2],
+                base: 0,
+                reserved: 0,
                 checksum: 0,
             };
             h.checksum = h.compute_checksum(pool_id);

@@ -212,9 +212,9 @@ fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bo
     let min_len = size_of::<UnitHeader>() as u64 + h.object_count as u64 * object_head_len(0);
     (h.flags == 0) == (h.object_count >= 1)
         && (matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE) || h.flags == UNIT_DETACH && sb.spans())
-        && (h.flags == UNIT_TRUNCATE || h.reserved[0] == 0)
+        && (h.flags == UNIT_TRUNCATE || h.base == 0)
         && (h.flags == 0 || h.unit_len == LINE)
-        && h.reserved[1] == 0
+        && h.reserved == 0
         // Format 2: a batch of any size (the unit's length bounds the count).
         && (h.object_count as usize <= BATCH_MAX || sb.spans())
         && h.unit_len.is_multiple_of(LINE)

@@ -64,7 +64,7 @@ pub const SEGMENTS_MAX: u64 = 1 << 24;
 /// A later unit on the lane reopens it.
 pub const UNIT_END_OF_STREAM: u64 = 1;
 /// Unit header flag: the lane released its segments below chain position
-/// `reserved[0]` (retention); a unit of no objects. Recovery skips those segments.
+/// `base` (retention); a unit of no objects. Recovery skips those segments.
 pub const UNIT_TRUNCATE: u64 = 2;
 
 /// Unit header flag (format 2): the lane's writer detached cleanly — its process ended
@@ -142,7 +142,10 @@ pub struct UnitHeader {
     pub lane: u32,
     /// `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`, `UNIT_DETACH` (format 2), or 0.
     pub flags: u64,
-    pub reserved: [u64; 2],
+    /// A truncate unit's retention base: the lane's new lowest chain position; else 0.
+    pub base: u64,
+    /// 0.
+    pub reserved: u64,
     /// `nvs-hash64(pool_id, bytes 8..56)`.
     pub checksum: u64,
 }
@@ -328,8 +331,8 @@ impl UnitHeader {
             self.unit_len,
             self.object_count as u64 | (self.lane as u64) << 32,
             self.flags,
-            self.reserved[0],
-            self.reserved[1],
+            self.base,
+            self.reserved,
             self.checksum,
         ]
     }
@@ -460,7 +463,8 @@ mod tests {
             object_count: 0x8000_0001,
             lane: 0xfedc_ba98,
             flags: 3,
-            reserved: [u64::MAX, 5],
+            base: u64::MAX,
+            reserved: 5,
             checksum: 0,
         };
         let want = crate::format::hash::hash64(99, bytemuck::bytes_of(&bh).get(8..56).unwrap_or(&[]));

@@ -20,8 +20,8 @@
 //! Invariants whose breach would lose or corrupt data are checked in release builds,
 //! each a few integer compares: the lane's position before anything is stored at it
 //! (`Lane::sound`), the unit's place and header fields before it is sealed
-//! (`Writer::seal`), and after the commit, the index taking every object and the lane's
-//! published sequence advancing by one (`Writer::publish`). A failed check is
+//! (`Committer::seal`), and after the commit, the index taking every object and the lane's
+//! published sequence advancing by one (`Committer::publish`). A failed check is
 //! [`Error::Invariant`] and stops the pool's writes (`Shared::stop_on`); one after the
 //! commit word says so (`committed`), as the unit is durable but not indexed.
 //!
@@ -48,7 +48,7 @@ use plan::PlanBuf;
 
 /// What the commit path needs of a pool besides the shared state and the lane: the
 /// media and the superblock (both immutable once open).
-pub(crate) struct Writer<'a, M: Media> {
+pub(crate) struct Committer<'a, M: Media> {
     pub media: &'a M,
     pub sb: &'a Superblock,
     pub writable: bool,
@@ -84,7 +84,7 @@ impl LaneSet {
     }
 }
 
-impl<M: Media> Writer<'_, M> {
+impl<M: Media> Committer<'_, M> {
     /// One unit through the whole commit protocol (module docs, DESIGN.md). `plan` is
     /// empty on entry and holds one [`PlanSlot`] per object on success. On error nothing
     /// was committed — but for [`Error::Invariant`] with `committed` — and nothing was
@@ -106,7 +106,7 @@ impl<M: Media> Writer<'_, M> {
         objects: &[Object<'_>],
         plan: &mut impl PlanBuf,
     ) -> Result<()> {
-        self.check_lane(lane)?;
+        self.check_writable_lane(lane)?;
         // A unit header counts its objects in 32 bits.
         if objects.is_empty() || objects.len() > plan.capacity() || u32::try_from(objects.len()).is_err() {
             return Err(Error::BatchSize { count: objects.len() });
@@ -135,13 +135,18 @@ impl<M: Media> Writer<'_, M> {
                 return Ok(Some(unit_len));
             }
             // The lock is held until after the commit: the index may learn the unit while
-            // its stores drain, as no one can look before the lock is released.
+            // its stores drain, as no one can look before the lock is released — unless
+            // a fence of this media can fail: then only after the last one held.
+            let early = !self.media.fence_may_fail();
             let mut published = Ok(());
             let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
-                published = self.publish(s, lane, off, seq, objects, plan)
+                if early {
+                    published = self.publish(s, lane, off, seq, objects, plan)
+                }
             });
             match written {
-                Ok(_) => published.map(|()| None),
+                Ok(_) if early => published.map(|()| None),
+                Ok((off, seq)) => self.publish_if_durable(s, lane, off, seq, objects, plan).map(|()| None),
                 Err(e) => Err(refused(s, objects.len(), e)),
             }
         })?;
@@ -151,7 +156,8 @@ impl<M: Media> Writer<'_, M> {
             // returns, after the commit, so it learns the unit while the unit's stores
             // drain (work between the two fences and the next unit's stores would wait
             // for the commit fence; work before the first one is free).
-            Some(s) => {
+            // (A media whose fences can fail: the index learns it after the last one held.)
+            Some(s) if !self.media.fence_may_fail() => {
                 let mut published = Ok(());
                 let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
                     published = self.publish(s, lane, off, seq, objects, plan)
@@ -159,9 +165,9 @@ impl<M: Media> Writer<'_, M> {
                 written.map(|_| published)
             }
             // A lane writer: the index learns the unit under the lock, after its commit.
-            None => self
+            _ => self
                 .write_unit(l, lane, objects, plan, unit_len, |_, _, _| {})
-                .map(|(off, seq)| shared.with(|s| self.publish(s, lane, off, seq, objects, plan))),
+                .map(|(off, seq)| shared.with(|s| self.publish_if_durable(s, lane, off, seq, objects, plan))),
         };
         match written {
             // Committed; `Err` if the index did not learn it (`publish`).
@@ -174,7 +180,7 @@ impl<M: Media> Writer<'_, M> {
     }
 
     /// Writes are allowed, to a lane this pool has.
-    pub fn check_lane(&self, lane: u32) -> Result<()> {
+    pub fn check_writable_lane(&self, lane: u32) -> Result<()> {
         if !self.writable {
             return Err(Error::ReadOnly);
         }
@@ -185,6 +191,27 @@ impl<M: Media> Writer<'_, M> {
             return Err(Error::LaneNotOwned { lane });
         }
         Ok(())
+    }
+}
+
+impl<M: Media> Committer<'_, M> {
+    /// [`Self::publish`] of a unit whose last fence returned, if the media made it
+    /// durable: where a fence can fail and one did, the unit is not indexed — no reader
+    /// of this pool sees what may not survive a crash — and the writes stop
+    /// ([`Error::NotDurable`]).
+    fn publish_if_durable<X: IndexMemory>(
+        &self,
+        s: &mut Shared<X>,
+        lane: u32,
+        off: u64,
+        seq: u64,
+        objects: &[Object<'_>],
+        plan: &[plan::PlanSlot],
+    ) -> Result<()> {
+        if self.media.fence_may_fail() && self.media.fence_failed() {
+            return Err(refused(s, objects.len(), Error::NotDurable));
+        }
+        self.publish(s, lane, off, seq, objects, plan)
     }
 }
 

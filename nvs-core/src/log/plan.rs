@@ -3,7 +3,7 @@
 
 use super::lane::Lane;
 use super::segments;
-use super::Writer;
+use super::Committer;
 use crate::delta::{self, DeltaPlan};
 use crate::error::{Error, Result};
 use crate::format::{self, LINE, META_MAX, NAME_MAX};
@@ -31,7 +31,7 @@ pub struct PlanSlot {
     pub(crate) payload_sum: u64,
     /// Stored as a delta.
     pub(crate) delta: Option<DeltaPlan>,
-    /// The payload is on the media already (`Writer::store_payload_ahead`).
+    /// The payload is on the media already (`Committer::store_payload_ahead`).
     pub(crate) payload_stored: bool,
     /// In a large unit ([`Dups`]): the index of the unit's previous object whose name
     /// hash has the same filter bit, or `NONE`.
@@ -159,12 +159,12 @@ impl Dups<'_> {
     }
 }
 
-impl<M: Media> Writer<'_, M> {
+impl<M: Media> Committer<'_, M> {
     /// Step 1–2 of the protocol under the shared state: validate, take versions, make
     /// index room, claim a segment if the unit does not fit. Returns the unit's length
     /// and how many names it creates. Nothing is written to the media except a claimed
     /// segment's header — and, if `interleave` (a batch whose whole unit fits at the
-    /// lane's tail, [`Writer::batch_fits_ahead`]), each object's payload, stored just
+    /// lane's tail, [`Committer::batch_fits_ahead`]), each object's payload, stored just
     /// before the object is planned, so that planning runs while the payloads' NT
     /// stores drain instead of before them. If planning then refuses the unit, those
     /// bytes stay past the lane's log end, as a lone put's payload stored ahead does.
@@ -364,7 +364,7 @@ impl<M: Media> Writer<'_, M> {
         l: &mut Lane,
         lane: u32,
     ) -> Result<()> {
-        self.check_lane(lane)?;
+        self.check_writable_lane(lane)?;
         if l.active {
             return Ok(());
         }

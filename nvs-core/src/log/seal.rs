@@ -1,12 +1,12 @@
 //! Sealing a unit: steps 3–6 of the commit protocol, for every kind of unit (a put, a
-//! batch, an end-of-stream, truncate or detach marker). [`Writer::seal`] is the only code in
+//! batch, an end-of-stream, truncate or detach marker). [`Committer::seal`] is the only code in
 //! nvs that stores a unit's header and commit word and the fences between them; every
 //! commit-sequence mutant hooks here, so the verifier checks marker units through the
 //! same path as puts.
 
 use super::lane::Lane;
 use super::plan::PlanSlot;
-use super::Writer;
+use super::Committer;
 use crate::error::{Error, Result};
 use crate::format::{self, commit_word, UnitHeader, LINE};
 use crate::index::IndexMemory;
@@ -22,7 +22,7 @@ pub(crate) struct UnitKind {
     /// Unit header flags: 0 for objects, `UNIT_END_OF_STREAM`, `UNIT_TRUNCATE`,
     /// `UNIT_DETACH`.
     pub flags: u64,
-    /// The retention base of a truncate unit (`reserved[0]`), else 0.
+    /// The retention base of a truncate unit (`UnitHeader::base`), else 0.
     pub base: u64,
 }
 
@@ -31,7 +31,7 @@ impl UnitKind {
     pub const OBJECTS: UnitKind = UnitKind { flags: 0, base: 0 };
 }
 
-impl<M: Media> Writer<'_, M> {
+impl<M: Media> Committer<'_, M> {
     /// Seal the unit at `l`'s tail: `store_body(unit_off)` NT-stores its objects (none
     /// for a marker), then its header line, a fence, the commit word alone, a fence.
     /// Returns the unit's offset and sequence number; the lane moves past it. If
@@ -90,7 +90,8 @@ impl<M: Media> Writer<'_, M> {
                 object_count,
                 lane,
                 flags: kind.flags,
-                reserved: [kind.base, 0],
+                base: kind.base,
+                reserved: 0,
                 checksum: 0,
             };
             bh.checksum = bh.compute_checksum(pool_id);
@@ -201,7 +202,7 @@ impl<M: Media> Writer<'_, M> {
         lane: u32,
         kind: UnitKind,
     ) -> Result<()> {
-        self.check_lane(lane)?;
+        self.check_writable_lane(lane)?;
         // A truncate unit may take a segment's last line; other markers leave it free
         // (`Lane::has_room`).
         let room = if kind.flags == format::UNIT_TRUNCATE { l.has_room_for_truncate() } else { l.has_room(LINE) };
@@ -215,6 +216,10 @@ impl<M: Media> Writer<'_, M> {
         let sealed = self.seal(l, lane, kind, 0, LINE, |_| Ok(()), |_, _| {});
         shared.with(|s| {
             sealed.map_err(|e| s.stop_on(e))?;
+            // A media whose fences can fail, and one did: readers keep the lane as it was.
+            if self.media.fence_may_fail() && self.media.fence_failed() {
+                return Err(s.stop_on(Error::NotDurable));
+            }
             s.stats.units += 1;
             s.lane_infos[lane as usize] = Some(LaneInfo { units: l.next_seq, closed: l.closed, detached: l.detached });
             Ok(())

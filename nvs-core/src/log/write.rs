@@ -3,7 +3,7 @@
 
 use super::lane::Lane;
 use super::plan::PlanSlot;
-use super::Writer;
+use super::Committer;
 use crate::delta;
 use crate::error::{Error, Result};
 use crate::format::sum::{Sum, SumKind, Summer};
@@ -16,7 +16,7 @@ use crate::shared::Shared;
 use crate::stream::NtStream;
 use core::mem::size_of;
 
-impl<M: Media> Writer<'_, M> {
+impl<M: Media> Committer<'_, M> {
     /// Store the payload of a lone full object before its unit is planned, when where it
     /// goes is already known: the lane's segment has room for the unit at its tail (so
     /// planning will not claim another). Planning (the name's index lookup, its version,

@@ -120,6 +120,21 @@ pub trait Media {
     /// issued before it is durable (for the mapping's durability domain; see nvs-std).
     fn fence(&self);
 
+    /// Whether a [`Media::fence`] of this media can fail to make the stores before it
+    /// durable (a media that syncs through the operating system, as nvs-std's `msync`
+    /// mode). Then nvs-core lets readers see a unit only after its last fence, and only
+    /// if [`Media::fence_failed`] says no fence failed. `false` by default: an `sfence`
+    /// cannot fail.
+    fn fence_may_fail(&self) -> bool {
+        false
+    }
+
+    /// Whether a fence of this media has failed since it was made (sticky: once true,
+    /// always true). `false` by default.
+    fn fence_failed(&self) -> bool {
+        false
+    }
+
     /// A hint that `off..off + len` will be read soon (a reader walking versions in
     /// order). Reads nothing into the program, stores nothing, persists nothing; a range
     /// partly or wholly outside the media is clipped. The default does nothing.
@@ -214,6 +229,12 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn fence(&self) {
         (**self).fence()
+    }
+    fn fence_may_fail(&self) -> bool {
+        (**self).fence_may_fail()
+    }
+    fn fence_failed(&self) -> bool {
+        (**self).fence_failed()
     }
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)

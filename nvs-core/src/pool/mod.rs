@@ -18,12 +18,12 @@ use crate::format::{
 use crate::index::{IndexMemory, NONE};
 use crate::log::lane::{Lane, LaneCell, LaneCells};
 use crate::log::segments;
+use crate::log::Committer;
 use crate::log::LaneSet;
-use crate::log::Writer;
 use crate::media::{ClaimLock, Media};
 use crate::mutant::{self, Mutant};
 use crate::object::LaneInfo;
-use crate::object::RecoveryStats;
+use crate::object::PoolStats;
 use crate::recover::{catch_up, catch_up_others, recover};
 use crate::shared::{Locked, Shared};
 use crate::sync::{AtomicU64, RwLock};
@@ -323,7 +323,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         if let Some(o) = owned {
             for lane in (0..LANES_MAX).filter(|&l| o.has(l)) {
-                pool.writer().check_lane(lane)?;
+                pool.writer().check_writable_lane(lane)?;
             }
         }
         pool.refresh()?;
@@ -553,7 +553,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// `Full` or `ClaimLockTimeout` (joining the lane claims a segment for it).
     pub fn lane(&self, lane: u32) -> Result<LaneWriter<'_, M, X>> {
         let w = self.writer();
-        w.check_lane(lane)?;
+        w.check_writable_lane(lane)?;
         let cell = &self.lanes[lane as usize];
         if !cell.claim() {
             return Err(Error::LaneBusy { lane });
@@ -586,8 +586,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.writable
     }
 
-    /// What the last recovery found, updated by every put and every refresh since.
-    pub fn stats(&self) -> RecoveryStats {
+    /// What the pool holds: what the last recovery found, updated by every put and
+    /// every refresh since.
+    pub fn stats(&self) -> PoolStats {
         self.shared.read().stats
     }
 
@@ -628,16 +629,22 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// The write path's view of this pool.
-    pub(crate) fn writer(&self) -> Writer<'_, M> {
-        Writer { media: &self.media, sb: &self.sb, writable: self.writable, delta: self.delta_opts, owned: self.owned }
+    pub(crate) fn writer(&self) -> Committer<'_, M> {
+        Committer {
+            media: &self.media,
+            sb: &self.sb,
+            writable: self.writable,
+            delta: self.delta_opts,
+            owned: self.owned,
+        }
     }
 
     /// The write path's view, the lanes and the shared state, apart (for `&mut self`
     /// writes, which need all three at once).
-    pub(crate) fn split_mut(&mut self) -> (Writer<'_, M>, &mut [LaneCell], &mut Shared<X>) {
+    pub(crate) fn split_mut(&mut self) -> (Committer<'_, M>, &mut [LaneCell], &mut Shared<X>) {
         let Pool { media, sb, writable, lanes, shared, delta_opts, owned, .. } = self;
         let lanes = &mut lanes[..sb.lanes_max as usize];
-        (Writer { media, sb, writable: *writable, delta: *delta_opts, owned: *owned }, lanes, shared.get_mut())
+        (Committer { media, sb, writable: *writable, delta: *delta_opts, owned: *owned }, lanes, shared.get_mut())
     }
 
     /// Invalidate the segments retention released (`log::segments`): of this pool's own

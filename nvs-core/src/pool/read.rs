@@ -42,7 +42,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         check_name(name)?;
         // A lane the pool cannot have is the caller's mistake, not an absent name.
         if let Some(l) = lane {
-            self.check_lane(l)?;
+            self.check_lane_exists(l)?;
         }
         let find = |space: u32| s.index.find_name(&self.media, name_key(name, space), name);
         if !self.sb.lane_names() {
@@ -62,7 +62,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// `lane` exists in this pool.
-    fn check_lane(&self, lane: u32) -> Result<()> {
+    fn check_lane_exists(&self, lane: u32) -> Result<()> {
         match lane < self.sb.lanes_max {
             true => Ok(()),
             false => Err(Error::NoSuchLane { lane, lanes_max: self.sb.lanes_max }),
@@ -75,7 +75,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn lookup_id(&self, s: &Shared<X>, lane: Option<u32>, name: &[u8], version: u64) -> Result<(u32, bool)> {
         check_name(name)?;
         if let Some(l) = lane {
-            self.check_lane(l)?;
+            self.check_lane_exists(l)?;
         }
         let hint = self.read_hint.load(Ordering::Relaxed);
         let (hint_name, hint_entry) = ((hint >> 32) as u32, hint as u32);
@@ -103,7 +103,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         };
         // In the pool's one name space, a read on a lane finds only that lane's objects.
         if let Some(l) = lane {
-            self.check_lane(l)?;
+            self.check_lane_exists(l)?;
             if s.index.entry(e).lane != l {
                 return Err(Error::NotFound);
             }

@@ -74,7 +74,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// for the end-of-stream unit; `ClaimLockTimeout`.
     pub fn close_lane(&mut self, lane: u32) -> Result<()> {
         let (w, lanes, shared) = self.split_mut();
-        w.check_lane(lane)?;
+        w.check_writable_lane(lane)?;
         let kind = UnitKind { flags: UNIT_END_OF_STREAM, base: 0 };
         w.marker_unit(&mut Own(shared), lanes[lane as usize].get_mut(), lane, kind)
     }
@@ -88,7 +88,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// for the detach unit; `ClaimLockTimeout`.
     pub fn detach_lane(&mut self, lane: u32) -> Result<()> {
         let (w, lanes, shared) = self.split_mut();
-        w.check_lane(lane)?;
+        w.check_writable_lane(lane)?;
         let kind = UnitKind { flags: UNIT_DETACH, base: 0 };
         w.marker_unit(&mut Own(shared), lanes[lane as usize].get_mut(), lane, kind)
     }
