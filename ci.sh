@@ -29,7 +29,9 @@ fi
 
 step "format";  cargo fmt --all --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
-step "docs";    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p nvs-core -p nvs-std
+step "docs (the public crates' own, then every crate's with the features the workspace turns on)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p nvs-core -p nvs-std
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q --workspace
 step "tests";   cargo test --workspace
 step "crash check: nvs-verify all (every crash image of every workload, damage, lazy/eager, mutants)"
 cargo run --release -q -p nvs-verify -- all

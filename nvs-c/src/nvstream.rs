@@ -673,12 +673,12 @@ pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
 }
 
 /// `nvs_alloc` for Fortran: `n` by reference; the name as Fortran passes it
-/// ([`fortran_name`]: up to its first byte that is not a letter, digit, `_`, `-`, `.`).
+/// (`fortran_name`: up to its first byte that is not a letter, digit, `_`, `-`, `.`).
 /// A name that cannot be registered (none, a duplicate) does not crash the app: the
 /// error is printed and memory returned, which snapshots do not store.
 ///
 /// # Safety
-/// `n` is valid for a read; `s` is readable up to its name's end ([`fortran_name`]), at
+/// `n` is valid for a read; `s` is readable up to its name's end (`fortran_name`), at
 /// most 256 bytes.
 #[no_mangle]
 pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void {

@@ -19,7 +19,7 @@
 //!    `Full`, `Fragmented`, `TooLarge`), read them back, reopen: `Ok` with every put present
 //!    byte-exact and everything recovered before still there, or a `Corrupted` error —
 //!    never a panic. (Damaged media may legitimately hold units that become visible
-//!    after a write; see the note at [`write_phase`].)
+//!    after a write; see the note at `write_phase`.)
 
 use crate::Image;
 use nvs_core::{CorruptKind, Error, FixedMemory, HeapMemory, IndexMemory, Media, Object, Pool, NAME_MAX};

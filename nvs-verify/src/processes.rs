@@ -14,7 +14,7 @@
 //! It is never paused holding the claim lock (the other would wait for it).
 //!
 //! A process can also die ([`Op::Crash`], a process crash: the machine goes on): its
-//! media is a [`Tap`] that lets a given number of events through and then stops the
+//! media is a `Tap` that lets a given number of events through and then stops the
 //! process where it is, mid-operation (an unwind that runs no more of its code; a wide
 //! store is cut at a word). Its stores stay in the media; the other process goes on
 //! (claims included), and a new process takes the lane over ([`Op::Takeover`]): its

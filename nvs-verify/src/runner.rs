@@ -117,13 +117,13 @@ pub struct Setup {
     /// Delta chains may cross segments (`DeltaOptions::chains_cross_segments`).
     pub cross_chains: bool,
     /// Every lane has names of its own (`FormatOptions::lane_names`); the workload's lanes
-    /// then put the same names (see [`name`]), so versions repeat across lanes.
+    /// then put the same names (see `name`), so versions repeat across lanes.
     pub lane_names: bool,
     /// Who writes: one pool, or two writer processes.
     pub writers: Writers,
     /// The pool's lanes (`FormatOptions::lanes_max`).
     pub lanes: u32,
-    /// Payloads made of this pool's own headers ([`forged_payload`]): a segment header
+    /// Payloads made of this pool's own headers (`forged_payload`): a segment header
     /// and a committed unit header, line by line, as a pool file stored in the pool
     /// would hold. Recovery must never read a payload byte as either.
     pub forged: bool,

@@ -287,7 +287,7 @@ pub fn sum(seed: u64, bytes: &[u8]) -> u64 {
     s.finish(bytes.len() as u64)
 }
 
-/// Which checksum a pool's payloads carry ([`super::Superblock::sum_kind`]).
+/// Which checksum a pool's payloads carry ([`crate::format::Superblock::sum_kind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SumKind {
     /// No payload checksums (superblock flag bit 0 clear).

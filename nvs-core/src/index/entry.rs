@@ -21,7 +21,7 @@ pub struct Entry {
     pub stored_bytes: u64,
     /// Lane sequence number of the unit that committed it.
     pub seq: u64,
-    /// Index of its [`NameSlot`].
+    /// Index of its `NameSlot`.
     pub name: u32,
     /// Next entry of the same name (higher version), or `NONE`.
     pub next: u32,

@@ -28,13 +28,21 @@ pub enum Part {
 }
 
 /// Memory for the index, provided by the caller: fixed arrays ([`FixedMemory`]) in a
-/// `no_std` program, or growable vectors (`HeapMemory`, feature `alloc`) in a std one.
-pub trait IndexMemory {
+/// `no_std` program, or growable vectors (`HeapMemory`, feature `alloc`) in a std one
+/// (or `&mut` either, for memory in a `static`).
+///
+/// Sealed: these are its only implementations, as the index's arrays are nvs's own
+/// (their types are not public). What a program chooses is where the memory lives and,
+/// for [`FixedMemory`], how large it is.
+pub trait IndexMemory: sealed::Sealed {
     /// The arrays, to write.
+    #[doc(hidden)]
     fn parts(&mut self) -> Parts<'_>;
     /// The arrays, to read.
+    #[doc(hidden)]
     fn parts_ref(&self) -> PartsRef<'_>;
     /// Make `part` at least `min_len` long; `false` if this memory cannot grow.
+    #[doc(hidden)]
     fn grow(&mut self, part: Part, min_len: usize) -> bool;
     /// Bytes this memory holds for the index.
     fn bytes(&self) -> usize {
@@ -42,6 +50,15 @@ pub trait IndexMemory {
         let p = self.parts_ref();
         size_of_val(p.entries) + size_of_val(p.names) + size_of_val(p.table) + size_of_val(p.segments)
     }
+}
+
+mod sealed {
+    /// Implemented only here: see [`super::IndexMemory`].
+    pub trait Sealed {}
+    impl<T: Sealed + ?Sized> Sealed for &mut T {}
+    impl<const R: usize, const N: usize, const T: usize, const S: usize> Sealed for super::FixedMemory<R, N, T, S> {}
+    #[cfg(feature = "alloc")]
+    impl Sealed for super::HeapMemory {}
 }
 
 /// Memory borrowed for the pool's life: a `static` [`FixedMemory`] passed as `&mut`, so

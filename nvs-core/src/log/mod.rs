@@ -10,8 +10,8 @@
 //!    committed unit;
 //! 2. if the unit does not fit the lane's segment, claim a free segment: its header by
 //!    NT stores, then a fence, so its ownership is durable before any unit in it;
-//! 3. NT-store the unit header (all but the commit word), every object header + name
-//!    and every payload;
+//! 3. NT-store every payload, every object header + name, then the unit header (all
+//!    but the commit word);
 //! 4. fence — the unit is durable, but not yet committed;
 //! 5. NT-store the 8-byte commit word alone, aligned;
 //! 6. fence — committed; only now does the call return, and only now can anyone see the
@@ -20,7 +20,7 @@
 //! Invariants whose breach would lose or corrupt data are checked in release builds,
 //! each a few integer compares: the lane's position before anything is stored at it
 //! (`Lane::sound`), the unit's place and header fields before it is sealed
-//! (`Committer::seal`), and after the commit, the index taking every object and the lane's
+//! (`Committer::store_unit`), and after the commit, the index taking every object and the lane's
 //! published sequence advancing by one (`Committer::publish`). A failed check is
 //! [`Error::Invariant`] and stops the pool's writes (`Shared::stop_on`); one after the
 //! commit word says so (`committed`), as the unit is durable but not indexed.
@@ -28,12 +28,14 @@
 //! Rooms: [`plan`] (step 1: validate, versions, index room), [`segments`] (step 2 and
 //! every other change of segment ownership), [`write`] (step 3's objects, and the index
 //! learning a unit), [`seal`] (steps 3–6 for every unit: the only place a commit word is
-//! stored), [`lane`] (a lane's write position).
+//! stored), [`steps`] (each step's stores and fences; the commit-sequence mutants hook
+//! there only), [`lane`] (a lane's write position).
 
 pub(crate) mod lane;
 pub(crate) mod plan;
 pub(crate) mod seal;
 pub(crate) mod segments;
+pub(crate) mod steps;
 pub(crate) mod write;
 
 use crate::delta::DeltaOptions;
@@ -44,7 +46,8 @@ use crate::media::Media;
 use crate::object::Object;
 use crate::shared::{Shared, SharedAccess};
 use lane::Lane;
-use plan::PlanBuf;
+use plan::{PlanBuf, PlanSlot};
+use seal::UnitKind;
 
 /// What the commit path needs of a pool besides the shared state and the lane: the
 /// media and the superblock (both immutable once open).
@@ -96,8 +99,6 @@ impl<M: Media> Committer<'_, M> {
     /// unit is copied and fenced. A unit that creates a new name holds `shared` from
     /// planning to publishing instead: a name's bytes are on the media only once its
     /// unit is written, so no other lane may plan the same new name meanwhile.
-    ///
-    /// [`PlanSlot`]: plan::PlanSlot
     pub fn commit_unit<X: IndexMemory>(
         &self,
         shared: &mut impl SharedAccess<X>,
@@ -112,14 +113,15 @@ impl<M: Media> Committer<'_, M> {
             return Err(Error::BatchSize { count: objects.len() });
         }
         // Payloads may be stored at the tail before the unit is planned: the tail must be
-        // a place a unit can go (`seal` checks the whole unit again).
+        // a place a unit can go (`store_unit` checks the whole unit again).
         if !l.sound(self.sb) {
             let broken = Error::Invariant { what: lane::UNSOUND, committed: false };
             return Err(shared.with(|s| s.stop_on(broken)));
         }
+        // 1. Plan; in two named branches, payloads are stored already (module docs): a
+        // lone put's before it is planned, and a batch's through `&mut Pool` (no lock is
+        // held: nothing else waits meanwhile) while it is planned.
         let ahead = self.store_payload_ahead(l, objects);
-        // A batch through `&mut Pool` stores its payloads while it is planned (no lock is
-        // held: nothing else waits meanwhile).
         let interleave = shared.exclusive().is_some() && self.batch_fits_ahead(l, objects);
         let unlocked = shared.with(|s| -> Result<Option<u64>> {
             let at_tail = ahead.is_some() || interleave;
@@ -131,52 +133,62 @@ impl<M: Media> Committer<'_, M> {
                 p.payload_stored = true;
                 p.payload_sum = sum;
             }
-            if new_names == 0 {
-                return Ok(Some(unit_len));
-            }
-            // The lock is held until after the commit: the index may learn the unit while
-            // its stores drain, as no one can look before the lock is released — unless
-            // a fence of this media can fail: then only after the last one held.
-            let early = !self.media.fence_may_fail();
-            let mut published = Ok(());
-            let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
-                if early {
-                    published = self.publish(s, lane, off, seq, objects, plan)
-                }
-            });
-            match written {
-                Ok(_) if early => published.map(|()| None),
-                Ok((off, seq)) => self.publish_if_durable(s, lane, off, seq, objects, plan).map(|()| None),
-                Err(e) => Err(refused(s, objects.len(), e)),
+            match new_names {
+                0 => Ok(Some(unit_len)),
+                // A new name: the lock is held through steps 3–6 (see above).
+                _ => self.write_unit_watched(s, l, lane, objects, plan, unit_len).map(|()| None),
             }
         })?;
         let Some(unit_len) = unlocked else { return Ok(()) };
-        let written = match shared.exclusive() {
-            // Exclusive access (`&mut Pool`): no one can look at the index until this call
-            // returns, after the commit, so it learns the unit while the unit's stores
-            // drain (work between the two fences and the next unit's stores would wait
-            // for the commit fence; work before the first one is free).
-            // (A media whose fences can fail: the index learns it after the last one held.)
-            Some(s) if !self.media.fence_may_fail() => {
-                let mut published = Ok(());
-                let written = self.write_unit(l, lane, objects, plan, unit_len, |off, seq, plan| {
-                    published = self.publish(s, lane, off, seq, objects, plan)
-                });
-                written.map(|_| published)
+        match shared.exclusive() {
+            // `&mut Pool`: no one can look until this call returns.
+            Some(s) => self.write_unit_watched(s, l, lane, objects, plan, unit_len),
+            // A lane writer: steps 3–6 without the lock, then the index learns the unit
+            // under it.
+            None => {
+                let written = self
+                    .store_unit(l, lane, UnitKind::OBJECTS, objects.len(), unit_len, |off| {
+                        self.store_objects(objects, plan, off)
+                    })
+                    .map(|unit| self.commit(l, unit));
+                shared.with(|s| match written {
+                    Ok((off, seq)) => self.publish_if_durable(s, lane, off, seq, objects, plan),
+                    Err(e) => Err(refused(s, objects.len(), e)),
+                })
             }
-            // A lane writer: the index learns the unit under the lock, after its commit.
-            _ => self
-                .write_unit(l, lane, objects, plan, unit_len, |_, _, _| {})
-                .map(|(off, seq)| shared.with(|s| self.publish_if_durable(s, lane, off, seq, objects, plan))),
-        };
-        match written {
-            // Committed; `Err` if the index did not learn it (`publish`).
-            Ok(published) => published,
-            // Refused before its commit (its delta's `Changes` changed its answer, or a
-            // broken invariant): no entry stays pending. Its versions stay taken: a
-            // version number is skipped, never reused.
-            Err(e) => Err(shared.with(|s| refused(s, objects.len(), e))),
         }
+    }
+
+    /// Steps 3–6 of a planned unit, and the index learning it, where no one can look at
+    /// the index before this returns (the lock held, or exclusive access): it learns
+    /// the unit while the unit's stores drain, as work before the first fence is nearly
+    /// free (between the fences, or after them, it would wait for the drain). A media
+    /// whose fences can fail publishes after the last fence instead, and only if none
+    /// failed.
+    ///
+    /// A unit refused before its commit (its delta's `Changes` changed its answer, or a
+    /// broken invariant) leaves no entry pending. Its versions stay taken: a version
+    /// number is skipped, never reused.
+    fn write_unit_watched<X: IndexMemory>(
+        &self,
+        s: &mut Shared<X>,
+        l: &mut Lane,
+        lane: u32,
+        objects: &[Object<'_>],
+        plan: &mut [PlanSlot],
+        unit_len: u64,
+    ) -> Result<()> {
+        let stored = self.store_unit(l, lane, UnitKind::OBJECTS, objects.len(), unit_len, |off| {
+            self.store_objects(objects, plan, off)
+        });
+        let unit = stored.map_err(|e| refused(s, objects.len(), e))?;
+        if self.media.fence_may_fail() {
+            let (off, seq) = self.commit(l, unit);
+            return self.publish_if_durable(s, lane, off, seq, objects, plan);
+        }
+        let published = self.publish(s, lane, unit.off, unit.seq, objects, plan);
+        self.commit(l, unit);
+        published
     }
 
     /// Writes are allowed, to a lane this pool has.
@@ -206,7 +218,7 @@ impl<M: Media> Committer<'_, M> {
         off: u64,
         seq: u64,
         objects: &[Object<'_>],
-        plan: &[plan::PlanSlot],
+        plan: &[PlanSlot],
     ) -> Result<()> {
         if self.media.fence_may_fail() && self.media.fence_failed() {
             return Err(refused(s, objects.len(), Error::NotDurable));
@@ -337,7 +349,7 @@ mod tests {
         }
     }
 
-    /// `seal` refuses a unit that does not fit the lane's segment at its tail, storing
+    /// `store_unit` refuses a unit that does not fit the lane's segment at its tail, storing
     /// nothing and leaving the lane where it was.
     #[test]
     fn seal_refuses_a_unit_past_its_segment() {
@@ -351,14 +363,14 @@ mod tests {
         let at = *l;
         let before = bytes(&media);
         for len in [l.seg_end - l.tail + LINE, LINE + 8, 0] {
-            let r = w.seal(l, 0, seal::UnitKind::OBJECTS, 0, len, |_| Ok(()), |_, _| {});
+            let r = w.seal(l, 0, seal::UnitKind::OBJECTS, 0, len, |_| Ok(()));
             assert!(matches!(r, Err(Error::Invariant { committed: false, .. })), "{len}: {r:?}");
             assert_eq!((l.tail, l.next_seq), (at.tail, at.next_seq));
         }
         assert!(bytes(&media) == before);
         // What fits is sealed.
         assert_eq!(
-            w.seal(l, 0, seal::UnitKind::OBJECTS, 0, l.seg_end - l.tail, |_| Ok(()), |_, _| {}),
+            w.seal(l, 0, seal::UnitKind::OBJECTS, 0, l.seg_end - l.tail, |_| Ok(())),
             Ok((at.tail, at.next_seq))
         );
     }

@@ -3,6 +3,7 @@
 
 use super::lane::Lane;
 use super::plan::PlanSlot;
+use super::steps::UnitStores;
 use super::Committer;
 use crate::delta;
 use crate::error::{Error, Result};
@@ -10,7 +11,6 @@ use crate::format::sum::{Sum, SumKind, Summer};
 use crate::format::{self, head_len, line_up, object_head_len, ObjectHeader, LINE, META_MAX, NAME_MAX};
 use crate::index::{Entry, IndexMemory, NONE};
 use crate::media::Media;
-use crate::mutant::{self, Mutant};
 use crate::object::{LaneInfo, Object};
 use crate::shared::Shared;
 use crate::stream::NtStream;
@@ -44,7 +44,7 @@ impl<M: Media> Committer<'_, M> {
             return None;
         }
         let len = o.len_bytes();
-        if len > self.sb.max_object_bytes(o.name.len()) || mutant::on(Mutant::PayloadAfterFirstFence) {
+        if len > self.sb.max_object_bytes(o.name.len()) || !UnitStores::<M>::may_store_ahead() {
             return None;
         }
         let unit_len = LINE + format::object_len(o.name.len(), len);
@@ -61,7 +61,7 @@ impl<M: Media> Committer<'_, M> {
     /// unit fits at the tail of the lane's segment (so planning claims nothing and the
     /// payloads' places are known before their versions are).
     pub(super) fn batch_fits_ahead(&self, l: &Lane, objects: &[Object<'_>]) -> bool {
-        if !l.active || objects.len() < 2 || mutant::on(Mutant::PayloadAfterFirstFence) {
+        if !l.active || objects.len() < 2 || !UnitStores::<M>::may_store_ahead() {
             return false;
         }
         let mut unit_len = LINE;
