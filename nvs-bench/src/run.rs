@@ -44,6 +44,10 @@ pub enum Method {
     Memcpy,
     /// The ceiling without its commit: what `pmem_memcpy_persist` does, by the bench's copy.
     CeilingNoCommit,
+    /// The ceiling with one fence: the copy and the header line, then one fence — what a
+    /// commit needs whose checksums stand for the fence between the unit and its commit
+    /// word. Its ratio to the ceiling is the headroom of such a commit.
+    CeilingOneFence,
     PmemMemcpy,
     /// PMDK's copy in the ceiling's protocol: what the ceiling does, by PMDK's copy.
     PmemCommit,
@@ -56,7 +60,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 19] = [
+    pub const ALL: [Method; 20] = [
         Method::Ceiling,
         Method::CeilingWide,
         Method::Put,
@@ -68,6 +72,7 @@ impl Method {
         Method::BatchNoSum,
         Method::Memcpy,
         Method::CeilingNoCommit,
+        Method::CeilingOneFence,
         Method::PmemMemcpy,
         Method::PmemCommit,
         Method::PmemLog,
@@ -92,6 +97,7 @@ impl Method {
             Method::BatchNoSum => "nvs_put_batch64_nosum",
             Method::Memcpy => "memcpy_into_mapping",
             Method::CeilingNoCommit => "ceiling_no_commit",
+            Method::CeilingOneFence => "ceiling_one_fence",
             Method::PmemMemcpy => "pmem_memcpy_persist",
             Method::PmemCommit => "pmem_memcpy_commit",
             Method::PmemLog => "pmemlog_append",
@@ -117,6 +123,7 @@ impl Method {
             Method::BatchNoSum => "nvs put_batch, payload checksums off",
             Method::Memcpy => "memcpy into the mapping",
             Method::CeilingNoCommit => "ceiling without commit: NT copy + fence",
+            Method::CeilingOneFence => "one-fence ceiling: NT copy + header + fence",
             Method::PmemMemcpy => "PMDK pmem_memcpy_persist",
             Method::PmemCommit => "PMDK copy + fence + commit line + fence",
             Method::PmemLog => "PMDK pmemlog_append",
@@ -347,8 +354,10 @@ impl Slot {
 
     /// Whether `method` can run here at all (`Err`: the "not available" reason).
     pub fn available(&self, method: Method, pmdk: &Pmdk) -> Result<(), String> {
-        if matches!(method, Method::Ceiling | Method::CeilingBatch | Method::CeilingNoCommit | Method::PmemCommit)
-            && nt::width() == 0
+        if matches!(
+            method,
+            Method::Ceiling | Method::CeilingBatch | Method::CeilingNoCommit | Method::CeilingOneFence | Method::PmemCommit
+        ) && nt::width() == 0
         {
             return Err("needs x86_64 non-temporal stores".into());
         }
@@ -439,7 +448,7 @@ impl Slot {
         let len = self.raw_len;
         let step = line_up(size as u64) as usize + 2 * LINE as usize;
         let width = if matches!(method, Method::CeilingWide | Method::CeilingBatchWide)
-            || (method == Method::CeilingNoCommit && nvs_core::nt_store_width() == 64)
+            || (matches!(method, Method::CeilingNoCommit | Method::CeilingOneFence) && nvs_core::nt_store_width() == 64)
         {
             nt::wide_width()
         } else {
@@ -488,8 +497,8 @@ impl Slot {
                         self.off += n * step + LINE as usize;
                     }
                     // The ceiling's layout and protocol, by the bench's copy without the
-                    // commit, or by PMDK's copy with it.
-                    Method::CeilingNoCommit | Method::PmemCommit => {
+                    // commit or with one fence, or by PMDK's copy with it.
+                    Method::CeilingNoCommit | Method::CeilingOneFence | Method::PmemCommit => {
                         if self.off + step > len {
                             self.off = DATA_OFF as usize;
                         }
@@ -500,6 +509,10 @@ impl Slot {
                             let dst = base.add(self.off + LINE as usize);
                             if method == Method::CeilingNoCommit {
                                 nt::copy(dst, &self.src[..size], width);
+                                nt::fence();
+                            } else if method == Method::CeilingOneFence {
+                                nt::copy(dst, &self.src[..size], width);
+                                nt::flag(base.add(self.off), ops);
                                 nt::fence();
                             } else {
                                 let pm = pmdk.pmem.as_ref().map_err(|e| e.clone())?;
@@ -615,6 +628,7 @@ impl Slot {
                 | Method::CeilingBatch
                 | Method::CeilingBatchWide
                 | Method::CeilingNoCommit
+                | Method::CeilingOneFence
                 | Method::Memcpy
                 | Method::PmemMemcpy
                 | Method::PmemCommit
