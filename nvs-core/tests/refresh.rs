@@ -21,9 +21,10 @@ const LANES: u32 = 4;
 fn observe(p: &P, all_bytes: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut name_buf = [0u8; NAME_MAX];
-    for n in p.names() {
+    // A name's place in the listing, not its id: ids are of one index build (`NameId`).
+    for (at, n) in p.names().enumerate() {
         let name = p.name_bytes(n.id, &mut name_buf).to_vec();
-        out.push(format!("name {} {:?} {} {}", n.id, name, n.versions, n.latest));
+        out.push(format!("name {at} {:?} {} {}", name, n.versions, n.latest));
         out.push(format!("latest {:?}", p.latest(&name)));
         for v in p.versions(&name).unwrap() {
             out.push(format!("version {v:?} stat {:?}", p.stat(&name, v.version)));

@@ -20,7 +20,7 @@ use crate::fork::Born;
 use crate::locks;
 use crate::media::{Access, MappedMedia};
 use nvs_core::{
-    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool,
+    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo, PlanSlot, Pool,
     PoolStats, Put, VersionIter,
 };
 use std::fmt;
@@ -624,8 +624,10 @@ impl FilePool {
     }
 
     /// Every version of name `id` (from [`FilePool::names`]), oldest first, in any pool
-    /// ([`nvs_core::Pool::versions_of`]).
-    pub fn versions_of(&self, id: u32) -> VersionIter<'_, MappedMedia, HeapMemory> {
+    /// ([`nvs_core::Pool::versions_of`]). A stale `id` — taken before the index was
+    /// rebuilt (a refresh that recovered instead of catching up, a reclaim), or from
+    /// another pool — yields nothing, never another name's versions ([`NameId`]).
+    pub fn versions_of(&self, id: NameId) -> VersionIter<'_, MappedMedia, HeapMemory> {
         self.pool.versions_of(id)
     }
 
@@ -728,8 +730,12 @@ impl FilePool {
         self.pool.names()
     }
 
-    /// The bytes of name `id` ([`nvs_core::Pool::name_bytes`]).
-    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; nvs_core::NAME_MAX]) -> &'b [u8] {
+    /// The bytes of name `id` ([`nvs_core::Pool::name_bytes`]). Empty for a stale `id`
+    /// — taken before the index was rebuilt (a refresh that recovered instead of
+    /// catching up, a reclaim), or from another pool — never another name's bytes
+    /// ([`NameId`]); empty too for a name whose bytes a writer's retention reused since
+    /// this pool's last refresh.
+    pub fn name_bytes<'b>(&self, id: NameId, buf: &'b mut [u8; nvs_core::NAME_MAX]) -> &'b [u8] {
         self.pool.name_bytes(id, buf)
     }
 

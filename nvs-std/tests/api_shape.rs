@@ -100,7 +100,7 @@ fn putting_while_listing_versions_and_names_does_not_hang() {
         assert_eq!(seen, 3);
         let mut names = 0;
         for n in pool.names() {
-            lane.put(Object::new("b", &[n.id as u8])).expect("put while listing names");
+            lane.put(Object::new("b", &[n.versions as u8])).expect("put while listing names");
             names += 1;
         }
         assert_eq!(names, 1);
