@@ -70,7 +70,7 @@ mod sync;
 pub mod walk;
 
 pub use delta::{Changes, ChunkHashes, DeltaOptions};
-pub use error::{CorruptKind, Error, Result};
+pub use error::{BatchError, CorruptKind, Error, Result};
 pub use format::sum::Sum;
 pub use format::Geometry;
 #[cfg(feature = "alloc")]

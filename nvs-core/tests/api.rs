@@ -234,9 +234,9 @@ fn limits() {
         assert_eq!(ro.get(b"big", 1, &mut buf), Ok(max as usize), "after recovery");
         assert!(buf.iter().all(|&b| b == 9));
     }
-    assert_eq!(pool.put_batch(0, &[]), Err(Error::BatchSize { count: 0 }));
+    assert_eq!(pool.put_batch(0, &[]), Err(Error::BatchSize { count: 0 }.into()));
     let objs = vec![Object::new(b"m", b"1"); BATCH_MAX + 1];
-    assert_eq!(pool.put_batch(0, &objs), Err(Error::BatchSize { count: BATCH_MAX + 1 }));
+    assert_eq!(pool.put_batch(0, &objs), Err(Error::BatchSize { count: BATCH_MAX + 1 }.into()));
     assert_eq!(pool.put_batch(0, &objs[..BATCH_MAX]).unwrap().len(), BATCH_MAX);
     assert_eq!(pool.latest(b"m"), Ok(BATCH_MAX as u64));
     assert_eq!(pool.put(4, Object::vectored(b"x", &[b"x"])), Err(Error::NoSuchLane { lane: 4, lanes_max: 4 }));
@@ -316,7 +316,7 @@ fn fixed_memory_fills_cleanly() {
     // them past the log end (its first one at the same place), and nothing before.
     let before = ram.bytes();
     let batch = [Object::new(b"a", b"y"), Object::new(b"a", b"x")];
-    assert_eq!(pool.put_batch(0, &batch), Err(Error::IndexFull { what: "entries", entries: 8, names: 1 }));
+    assert_eq!(pool.put_batch(0, &batch), Err(Error::IndexFull { what: "entries", entries: 8, names: 1 }.into()));
     let first_change = before.iter().zip(ram.bytes()).position(|(a, b)| *a != b);
     assert_eq!(first_change, Some(tail + 128), "the batch's first payload was stored ahead, nothing before it");
     assert_eq!(pool.stats().units, units);

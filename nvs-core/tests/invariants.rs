@@ -19,7 +19,7 @@ fn lanes_past_the_pool_are_refused() {
     for lane in [4, LANES_MAX - 1, LANES_MAX, 300, u32::MAX] {
         let no_such = Err(Error::NoSuchLane { lane, lanes_max: 4 });
         assert_eq!(pool.put(lane, Object::new("a", b"y")).map(drop), no_such, "{lane}");
-        assert_eq!(pool.put_batch(lane, &[Object::new("a", b"y")]).map(drop), no_such);
+        assert_eq!(pool.put_batch(lane, &[Object::new("a", b"y")]).map(drop).map_err(Error::from), no_such);
         assert_eq!(pool.close_lane(lane), no_such);
         assert_eq!(pool.detach_lane(lane), no_such);
         assert_eq!(pool.lane(lane).map(drop), no_such);
@@ -89,9 +89,9 @@ fn ids_and_lengths_past_the_pool_are_absent() {
     let two = [Object::new("b", b"1"), Object::new("c", b"2")];
     for slots in [0, 1] {
         let mut plan = vec![PlanSlot::default(); slots];
-        assert_eq!(pool.put_batch_in(0, &two, &mut plan), Err(Error::BatchSize { count: 2 }));
+        assert_eq!(pool.put_batch_in(0, &two, &mut plan), Err(Error::BatchSize { count: 2 }.into()));
     }
-    assert_eq!(pool.put_batch_in(0, &[], &mut []), Err(Error::BatchSize { count: 0 }));
+    assert_eq!(pool.put_batch_in(0, &[], &mut []), Err(Error::BatchSize { count: 0 }.into()));
     drop(pool);
     let media = ram.region();
     let w = Walker::new(&media).unwrap();

@@ -110,7 +110,7 @@ fn step(rng: &mut Rng, w: &mut P, ram: &mut Ram, segment_len: u64) {
                 })
                 .collect();
             let objects: Vec<Object<'_>> = names.iter().zip(&payloads).map(|(n, b)| Object::new(n, b)).collect();
-            w.put_batch(lane, &objects).map(|_| ())
+            w.put_batch(lane, &objects).map(|_| ()).map_err(Error::from)
         }
         60..=64 => {
             // Spans two or three segments.
@@ -251,7 +251,7 @@ fn recorded_workload(seed: u64) -> (Vec<u8>, Vec<(usize, Vec<u8>)>) {
         let r = match i % 12 {
             5 => {
                 let (x, y) = (rng.bytes(100), rng.bytes(150));
-                w.put_batch(lane, &[Object::new(&name, &x), Object::new("batch", &y)]).map(|_| ())
+                w.put_batch(lane, &[Object::new(&name, &x), Object::new("batch", &y)]).map(|_| ()).map_err(Error::from)
             }
             8 => {
                 let big = rng.bytes(6000);
