@@ -546,7 +546,7 @@ impl Slot {
                         let objects: [Object<'_>; BATCH] = core::array::from_fn(|i| Object::new(&self.names[i], src));
                         match pool.put_batch(0, &objects) {
                             Ok(_) => {}
-                            Err(nvs_core::Error::Full) => {
+                            Err(nvs_core::BatchError { error: nvs_core::Error::Full, .. }) => {
                                 let (p, pc) = (Instant::now(), cpu_now());
                                 self.format(self.pool_seg, self.pool_sum)?;
                                 paused += p.elapsed();

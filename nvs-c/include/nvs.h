@@ -428,7 +428,10 @@ int32_t nvs_put_object(struct nvs_pool *pool,
 
 // Commit the `n` objects at `objs` together on `lane`, in one unit: after a crash all
 // of them or none are there. Any number of objects from 1, up to what the pool holds.
-// `versions` (if not NULL) gets their `n` versions, in order.
+// `versions` (if not NULL) gets their `n` versions, in order. A refusal of one object
+// (its name, metadata, version, size, delta, or its fields) returns that error's
+// status, and `nvs_last_error` names the object by its index in `objs`: `object 2 of
+// the batch: empty name`. Nothing is committed on any error.
 //
 // # Safety
 // `pool` is NULL or a live handle; `objs` is valid for `n` objects (each as for

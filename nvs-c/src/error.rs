@@ -177,7 +177,9 @@ pub(crate) fn arg(msg: impl Into<String>) -> Fail {
 impl From<nvs_std::Error> for Fail {
     fn from(e: nvs_std::Error) -> Fail {
         use nvs_std::Error as S;
-        let status = match &e {
+        // A batch's error about one object: the status of that error (the message names
+        // the object's index).
+        let status = match e.unbatched().0 {
             S::NotFound { .. } => NVS_E_NOT_FOUND,
             S::Locked { .. } | S::Forked { .. } => NVS_E_BUSY,
             S::Io { .. }

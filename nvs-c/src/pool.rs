@@ -698,7 +698,11 @@ unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Re
             return Err(arg("an empty batch (n is 0)"));
         }
         let objs = slice(objs, n, "objs")?;
-        let specs = objs.iter().map(|o| Spec::of(o)).collect::<Res<Vec<_>>>()?;
+        let specs = objs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Spec::of(o).map_err(|f| Fail { msg: format!("object {i} of the batch: {}", f.msg), ..f }))
+            .collect::<Res<Vec<_>>>()?;
         let out: &mut [u64] = if versions.is_null() { &mut [] } else { slice_mut(versions, n, "versions")? };
         Ok((specs, out))
     }
@@ -706,7 +710,10 @@ unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Re
 
 /// Commit the `n` objects at `objs` together on `lane`, in one unit: after a crash all
 /// of them or none are there. Any number of objects from 1, up to what the pool holds.
-/// `versions` (if not NULL) gets their `n` versions, in order.
+/// `versions` (if not NULL) gets their `n` versions, in order. A refusal of one object
+/// (its name, metadata, version, size, delta, or its fields) returns that error's
+/// status, and `nvs_last_error` names the object by its index in `objs`: `object 2 of
+/// the batch: empty name`. Nothing is committed on any error.
 ///
 /// # Safety
 /// `pool` is NULL or a live handle; `objs` is valid for `n` objects (each as for
@@ -1214,6 +1221,56 @@ mod tests {
         assert_eq!(unsafe { nvs_pool_close(p) }, NVS_E_BUSY, "closed under a call inside the handle");
         assert!(entered.shared().is_ok(), "the call goes on");
         drop(entered);
+        // SAFETY: nothing else uses the handle now.
+        assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
+    }
+
+    /// A batch refused because of one object returns that error's status, and the last
+    /// error names the object by its index: nvs-core's refusals, and this crate's own
+    /// checks of an object's fields.
+    #[test]
+    fn a_refused_batch_names_the_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(dir.path().join("p.pool").as_os_str().as_bytes()).unwrap();
+        let mut p: *mut nvs_pool = std::ptr::null_mut();
+        // SAFETY: valid C string and out pointer.
+        assert_eq!(unsafe { nvs_pool_create(path.as_ptr(), 4 << 20, std::ptr::null(), &mut p) }, NVS_OK);
+        let obj = |name: &std::ffi::CStr, version: u64| nvs_object {
+            name: name.as_ptr(),
+            data: b"v".as_ptr().cast(),
+            len: 1,
+            parts: std::ptr::null(),
+            parts_len: 0,
+            version,
+            meta: std::ptr::null(),
+            meta_len: 0,
+            parent: 0,
+            changes: std::ptr::null(),
+            changes_len: 0,
+        };
+        let last = || {
+            // SAFETY: nvs_last_error returns a valid NUL-terminated string.
+            unsafe { std::ffi::CStr::from_ptr(crate::error::nvs_last_error()) }.to_string_lossy().into_owned()
+        };
+        let long = std::ffi::CString::new(vec![b'n'; nvs_core::NAME_MAX + 1]).unwrap();
+        // SAFETY: a live handle; every object's pointers are valid for the call.
+        let put = |objs: &[nvs_object]| unsafe { nvs_put_batch(p, 0, objs.as_ptr(), objs.len(), std::ptr::null_mut()) };
+        assert_eq!(put(&[obj(c"x", 5)]), NVS_OK);
+        let cases = [
+            (obj(c"", 0), NVS_E_ARG, "empty name"),
+            (obj(&long, 0), NVS_E_TOO_LARGE, "too long"),
+            (obj(c"x", 5), NVS_E_VERSION, "version 5 is not greater than the latest version 5"),
+        ];
+        for (bad, status, what) in cases {
+            assert_eq!(put(&[obj(c"a", 0), obj(c"b", 0), bad]), status, "{what}");
+            let msg = last();
+            assert!(msg.contains("object 2 of the batch: ") && msg.contains(what), "{msg}");
+        }
+        // A field of the object refused before nvs sees it.
+        let mut no_name = obj(c"c", 0);
+        no_name.name = std::ptr::null();
+        assert_eq!(put(&[obj(c"a", 0), obj(c"b", 0), no_name]), NVS_E_ARG);
+        assert!(last().contains("object 2 of the batch: object name is NULL"), "{}", last());
         // SAFETY: nothing else uses the handle now.
         assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
     }

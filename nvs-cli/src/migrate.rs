@@ -18,17 +18,18 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
     let src = FilePool::open_with(old, Access::ReadOnly, d)?;
     let layout = src.layout();
     let size = size.unwrap_or(layout.pool_len);
-    // Every (lane, seq, name id, version, has metadata): units in commit order, lane by lane.
+    // Every (lane, seq, name, version, has metadata) — the name as its place in `names`
+    // (the index's order): units in commit order, lane by lane.
     let mut all = Vec::new();
     let mut name_buf = [0u8; nvs_core::NAME_MAX];
     let names: Vec<_> = src.names().collect();
-    for n in &names {
+    for (at, n) in names.iter().enumerate() {
         let name = src.name_bytes(n.id, &mut name_buf).to_vec();
         if name.is_empty() {
             continue; // released by a writer's retention since the pool was opened
         }
         for o in src.versions_of(n.id) {
-            all.push((o.lane, o.seq, n.id, o.version, o.meta_len > 0));
+            all.push((o.lane, o.seq, at, o.version, o.meta_len > 0));
         }
     }
     all.sort_unstable();
@@ -44,8 +45,8 @@ pub fn migrate(old: &Path, new: &Path, size: Option<u64>, d: Option<Durability>)
             let (lane, seq) = (all[i].0, all[i].1);
             let unit: Vec<_> = all[i..].iter().take_while(|o| (o.0, o.1) == (lane, seq)).collect();
             let mut data = Vec::with_capacity(unit.len());
-            for &&(_, _, id, version, has_meta) in &unit {
-                let name = src.name_bytes(id, &mut name_buf).to_vec();
+            for &&(_, _, at, version, has_meta) in &unit {
+                let name = src.name_bytes(names[at].id, &mut name_buf).to_vec();
                 let bytes = src.get_vec(Key::on(lane, &name), version)?;
                 let meta = if has_meta { src.meta(Key::on(lane, &name), version)? } else { Vec::new() };
                 data.push((name, version, bytes, meta));

@@ -356,5 +356,77 @@ impl fmt::Display for Error {
 
 impl core::error::Error for Error {}
 
+impl Error {
+    /// A refusal of one object's own input (its name, metadata, version, size, delta
+    /// ranges), as planning a unit finds it object by object.
+    pub(crate) fn is_one_objects(&self) -> bool {
+        matches!(
+            self,
+            Error::NameEmpty
+                | Error::NameTooLong { .. }
+                | Error::MetaTooLong { .. }
+                | Error::VersionNotIncreasing { .. }
+                | Error::TooLarge { .. }
+                | Error::DeltaRanges { .. }
+        )
+    }
+}
+
+/// Why a batch ([`Pool::put_batch`](crate::Pool::put_batch) and its kin) was refused:
+/// the [`Error`], and which object of the batch it is about, if it is one object's.
+///
+/// Displayed as `object 2 of the batch: empty name`, or as the error alone when no one
+/// object is at fault. `?` turns it into its [`Error`] (dropping the index) where a
+/// function returns nvs's [`Result`].
+///
+/// ```
+/// use nvs_core::{BatchError, Error};
+/// let e = BatchError { index: Some(2), error: Error::NameEmpty };
+/// assert_eq!(e.to_string(), "object 2 of the batch: empty name");
+/// assert_eq!(Error::from(e), Error::NameEmpty);
+/// assert_eq!(BatchError::from(Error::Full).to_string(), Error::Full.to_string());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchError {
+    /// The object at fault — its index in the slice of objects given — when the error is
+    /// about that object's own input: `NameEmpty`, `NameTooLong`, `MetaTooLong`,
+    /// `VersionNotIncreasing`, `TooLarge` (the object; `None` for a batch too large as a
+    /// whole) and `DeltaRanges`. `None` for everything else: the batch's size, the pool's
+    /// or the lane's state, room (`Full`, `IndexFull`, ...), and `ChangesInconsistent`
+    /// (found while the unit is stored, not while its objects are checked).
+    pub index: Option<usize>,
+    /// What was refused.
+    pub error: Error,
+}
+
+impl fmt::Display for BatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "object {i} of the batch: {}", self.error),
+            None => write!(f, "{}", self.error),
+        }
+    }
+}
+
+impl core::error::Error for BatchError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// The error, without the index.
+impl From<BatchError> for Error {
+    fn from(e: BatchError) -> Error {
+        e.error
+    }
+}
+
+/// An error no one object of the batch is at fault for.
+impl From<Error> for BatchError {
+    fn from(error: Error) -> BatchError {
+        BatchError { index: None, error }
+    }
+}
+
 /// `Result` with nvs's [`Error`].
 pub type Result<T> = core::result::Result<T, Error>;

@@ -70,7 +70,7 @@ mod sync;
 pub mod walk;
 
 pub use delta::{Changes, ChunkHashes, DeltaOptions};
-pub use error::{CorruptKind, Error, Result};
+pub use error::{BatchError, CorruptKind, Error, Result};
 pub use format::sum::Sum;
 pub use format::Geometry;
 #[cfg(feature = "alloc")]
@@ -80,7 +80,7 @@ pub use limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_
 pub use log::plan::PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
-pub use object::{IndexMark, Key, LaneInfo, NameInfo, Object, ObjectInfo, PoolStats, Put, Versions};
+pub use object::{IndexMark, Key, LaneInfo, NameId, NameInfo, Object, ObjectInfo, PoolStats, Put, Versions};
 pub use pool::{read_layout, FormatOptions, LaneWriter, Layout, NameIter, ObjectsAfter, Pool, VersionIter};
 
 // What users share between threads is shareable: a pool (readers and lane writers on

@@ -277,11 +277,48 @@ impl ObjectInfo {
     }
 }
 
+/// A name of one pool's index, as [`crate::Pool::names`] and
+/// [`crate::Pool::objects_after`] give it: for [`crate::Pool::name_bytes`] and
+/// [`crate::Pool::versions_of`], on the pool that gave it.
+///
+/// An id holds until the pool's index is rebuilt — a recovery: an open, a refresh
+/// that recovers instead of catching up, a reclaim — which renumbers the names. An id
+/// kept across a rebuild (or given to another pool, or to the same media opened again)
+/// is stale: it names no name there, and the calls taking it answer as for no name
+/// (empty bytes, no versions), never with another name's. Ids from the same pool
+/// between rebuilds are equal exactly when they name the same name.
+///
+/// ```
+/// # use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region, NAME_MAX};
+/// # #[repr(align(64))]
+/// # struct Line([u8; 64]);
+/// # let mut mem: Vec<Line> = (0..(1 << 20) / 64).map(|_| Line([0; 64])).collect();
+/// # // SAFETY: `mem` is 64-byte aligned, outlives the pool, and nothing else touches it.
+/// # let region = unsafe { Region::new(mem.as_mut_ptr().cast(), mem.len() * 64) };
+/// # let mut pool = Pool::format(region, FormatOptions::new(0x5eed), HeapMemory::new())?;
+/// pool.put(0, Object::new("t", b"x"))?;
+/// let id = pool.names().next().unwrap().id;
+/// let mut buf = [0u8; NAME_MAX];
+/// assert_eq!(pool.name_bytes(id, &mut buf), b"t");
+/// pool.refresh()?; // the one writer's refresh recovers: the index is rebuilt
+/// assert_eq!(pool.name_bytes(id, &mut buf), b"");
+/// assert_eq!(pool.versions_of(id).count(), 0);
+/// # Ok::<(), nvs_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NameId {
+    /// The name's slot in the index.
+    pub(crate) slot: u32,
+    /// The index build the slot is of (`Pool::index_gen`: unique in this process).
+    pub(crate) index: u64,
+}
+
 /// One distinct name (see [`crate::Pool::names`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NameInfo {
-    /// The name's id, for [`crate::Pool::name_bytes`].
-    pub id: u32,
+    /// The name's id, for [`crate::Pool::name_bytes`] and [`crate::Pool::versions_of`]
+    /// (until the index is rebuilt: see [`NameId`]).
+    pub id: NameId,
     /// How many versions it has.
     pub versions: u32,
     /// Its latest version.

@@ -8,7 +8,7 @@ mod common;
 
 use common::Ram;
 use nvs_core::internals::hash::hash64;
-use nvs_core::{FormatOptions, HeapMemory, Object, Pool};
+use nvs_core::{Error, FormatOptions, HeapMemory, Object, Pool};
 
 fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
     let mut ram = Ram::new(8 << 20, 0xA5);
@@ -41,13 +41,15 @@ fn workload(payload_checksum: bool) -> (u64, u64, Vec<String>) {
                     ],
                 )
                 .map(|v| v.to_vec())
+                .map_err(Error::from)
             }
-            _ => pool.put_batch(3, &[Object::new(b"", &[])]).map(|v| v.to_vec()),
+            // (The error alone, as the pinned log has it: not the batch's object index.)
+            _ => pool.put_batch(3, &[Object::new(b"", &[])]).map(|v| v.to_vec()).map_err(Error::from),
         };
         log.push(format!("{r:?}"));
     }
     let big: &[u8] = &data[..65000];
-    log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", big)]).map(|v| v.to_vec())));
+    log.push(format!("{:?}", pool.put_batch(0, &[Object::new(b"big", big)]).map(|v| v.to_vec()).map_err(Error::from)));
     let pads = pad_ranges(&pool);
     let _ = pool.close();
     let bytes = ram.bytes();

@@ -19,7 +19,7 @@ fn lanes_past_the_pool_are_refused() {
     for lane in [4, LANES_MAX - 1, LANES_MAX, 300, u32::MAX] {
         let no_such = Err(Error::NoSuchLane { lane, lanes_max: 4 });
         assert_eq!(pool.put(lane, Object::new("a", b"y")).map(drop), no_such, "{lane}");
-        assert_eq!(pool.put_batch(lane, &[Object::new("a", b"y")]).map(drop), no_such);
+        assert_eq!(pool.put_batch(lane, &[Object::new("a", b"y")]).map(drop).map_err(Error::from), no_such);
         assert_eq!(pool.close_lane(lane), no_such);
         assert_eq!(pool.detach_lane(lane), no_such);
         assert_eq!(pool.lane(lane).map(drop), no_such);
@@ -60,9 +60,15 @@ fn ids_and_lengths_past_the_pool_are_absent() {
     let mut pool = format(&mut ram, 4096);
     pool.put(0, Object::new("a", b"x")).unwrap();
     let mut nb = [0u8; NAME_MAX];
-    for id in [1, 1_000_000, u32::MAX] {
-        assert_eq!(pool.name_bytes(id, &mut nb), b"", "{id}");
-        assert_eq!(pool.versions_of(id).count(), 0);
+    // Ids of another pool, of slots this one has and slots it has not.
+    let mut other_ram = Ram::new(1 << 20, 0);
+    let mut other = format(&mut other_ram, 4096);
+    for name in ["x", "y", "z"] {
+        other.put(0, Object::new(name, b"x")).unwrap();
+    }
+    for n in other.names() {
+        assert_eq!(pool.name_bytes(n.id, &mut nb), b"", "{n:?}");
+        assert_eq!(pool.versions_of(n.id).count(), 0);
     }
     for name_len in [NAME_MAX + 1, 1 << 40, usize::MAX] {
         assert_eq!(pool.max_object_bytes(name_len), 0, "no object has a name of {name_len} bytes");
@@ -83,9 +89,9 @@ fn ids_and_lengths_past_the_pool_are_absent() {
     let two = [Object::new("b", b"1"), Object::new("c", b"2")];
     for slots in [0, 1] {
         let mut plan = vec![PlanSlot::default(); slots];
-        assert_eq!(pool.put_batch_in(0, &two, &mut plan), Err(Error::BatchSize { count: 2 }));
+        assert_eq!(pool.put_batch_in(0, &two, &mut plan), Err(Error::BatchSize { count: 2 }.into()));
     }
-    assert_eq!(pool.put_batch_in(0, &[], &mut []), Err(Error::BatchSize { count: 0 }));
+    assert_eq!(pool.put_batch_in(0, &[], &mut []), Err(Error::BatchSize { count: 0 }.into()));
     drop(pool);
     let media = ram.region();
     let w = Walker::new(&media).unwrap();

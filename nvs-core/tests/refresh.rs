@@ -21,9 +21,10 @@ const LANES: u32 = 4;
 fn observe(p: &P, all_bytes: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut name_buf = [0u8; NAME_MAX];
-    for n in p.names() {
+    // A name's place in the listing, not its id: ids are of one index build (`NameId`).
+    for (at, n) in p.names().enumerate() {
         let name = p.name_bytes(n.id, &mut name_buf).to_vec();
-        out.push(format!("name {} {:?} {} {}", n.id, name, n.versions, n.latest));
+        out.push(format!("name {at} {:?} {} {}", name, n.versions, n.latest));
         out.push(format!("latest {:?}", p.latest(&name)));
         for v in p.versions(&name).unwrap() {
             out.push(format!("version {v:?} stat {:?}", p.stat(&name, v.version)));
@@ -109,7 +110,7 @@ fn step(rng: &mut Rng, w: &mut P, ram: &mut Ram, segment_len: u64) {
                 })
                 .collect();
             let objects: Vec<Object<'_>> = names.iter().zip(&payloads).map(|(n, b)| Object::new(n, b)).collect();
-            w.put_batch(lane, &objects).map(|_| ())
+            w.put_batch(lane, &objects).map(|_| ()).map_err(Error::from)
         }
         60..=64 => {
             // Spans two or three segments.
@@ -250,7 +251,7 @@ fn recorded_workload(seed: u64) -> (Vec<u8>, Vec<(usize, Vec<u8>)>) {
         let r = match i % 12 {
             5 => {
                 let (x, y) = (rng.bytes(100), rng.bytes(150));
-                w.put_batch(lane, &[Object::new(&name, &x), Object::new("batch", &y)]).map(|_| ())
+                w.put_batch(lane, &[Object::new(&name, &x), Object::new("batch", &y)]).map(|_| ()).map_err(Error::from)
             }
             8 => {
                 let big = rng.bytes(6000);

@@ -261,7 +261,7 @@ fn writer_step<M: Media>(rng: &mut Rng, w: &mut Pool<M, HeapMemory>, own: [u32; 
             let names: Vec<String> = (0..3).map(|k| format!("{name}b{k}")).collect();
             let payloads: Vec<Vec<u8>> = (0..3).map(|_| some(rng, 400)).collect();
             let objects: Vec<Object<'_>> = names.iter().zip(&payloads).map(|(n, b)| Object::new(n, b)).collect();
-            w.put_batch(lane, &objects).map(|_| ())
+            w.put_batch(lane, &objects).map(|_| ()).map_err(Error::from)
         }
         65..=71 => {
             // Spans two or three segments.

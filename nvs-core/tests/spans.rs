@@ -180,8 +180,8 @@ fn a_batch_of_ten_thousand_objects() {
     let objs: Vec<Object> = names.iter().zip(&data).map(|(n, d)| Object::new(n.as_bytes(), d)).collect();
     let before = ram.bytes();
     let mut few = vec![nvs_core::PlanSlot::default(); 9_999];
-    assert_eq!(pool.put_batch_in(2, &objs, &mut few), Err(Error::BatchSize { count: 10_000 }));
-    assert_eq!(pool.put_batch(2, &objs), Err(Error::BatchSize { count: 10_000 }));
+    assert_eq!(pool.put_batch_in(2, &objs, &mut few), Err(Error::BatchSize { count: 10_000 }.into()));
+    assert_eq!(pool.put_batch(2, &objs), Err(Error::BatchSize { count: 10_000 }.into()));
     assert!(ram.bytes() == before, "a refused batch wrote");
     let units = pool.stats().units;
     let mut slots = vec![nvs_core::PlanSlot::default(); 10_000];

@@ -537,7 +537,7 @@ fn unit_round_trip(b: &mut Bytes) {
         close_marker_round_trip(&media, pool, lane, pre as u64, flip);
         return;
     }
-    let vs = match pool.put_batch(lane, &objects) {
+    let vs = match pool.put_batch(lane, &objects).map_err(Error::from) {
         Ok(vs) => vs,
         Err(Error::VersionNotIncreasing { .. } | Error::TooLarge { .. }) => return,
         // A spanning unit after the `pre` puts' segment: 3 segments hold at most 2 more.

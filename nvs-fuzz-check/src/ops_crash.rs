@@ -617,7 +617,7 @@ fn issue<M: Media>(pool: &mut Pool<M, HeapMemory>, req: &Req) -> nvs_core::Resul
                     }
                 })
                 .collect();
-            pool.put_batch(req.lane, &objects).map(|v| v.to_vec())
+            pool.put_batch(req.lane, &objects).map(|v| v.to_vec()).map_err(nvs_core::Error::from)
         }
     }
 }

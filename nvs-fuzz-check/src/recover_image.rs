@@ -295,6 +295,7 @@ fn write_phase(img: &mut Image, seen: Seen, data: &[u8]) {
     note(r, b"fuzz", payload, &mut written);
     let (a, b) = payload.split_at(payload.len() / 2);
     let r = pool.put_batch(lanes - 1, &[Object::new(b"fuzz-a", a), Object::vectored(b"fuzz-b", &[b, a])]);
+    let r = r.map_err(Error::from);
     match r {
         Ok(vs) => {
             written.push((b"fuzz-a".to_vec(), vs[0], a.to_vec()));

@@ -26,10 +26,12 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 
 /// The Python exception for an nvs error.
 fn err(py: Python<'_>, e: Error) -> PyErr {
-    if matches!(e, Error::NameNul { .. }) {
+    // A batch's error about one object is classed as that error (its message names the
+    // object's index).
+    if matches!(e.unbatched().0, Error::NameNul { .. }) {
         return PyValueError::new_err(e.to_string());
     }
-    let class = match &e {
+    let class = match e.unbatched().0 {
         Error::NotFound { .. } => "NotFound",
         Error::Locked { .. } => "Locked",
         e if e.is_corruption() => "Corrupted",

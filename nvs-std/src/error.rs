@@ -112,6 +112,16 @@ pub enum Error {
         /// What nvs-core said.
         source: nvs_core::Error,
     },
+    /// A batch (`put_batch`) refused because of one of its objects — its name, metadata,
+    /// version, size or delta ([`nvs_core::BatchError`]), or what this shim checks of it
+    /// (a NUL in its name, a delta that missed a change): `index` is its place in the
+    /// batch, `source` the error about it. Nothing of the batch was committed.
+    Batch {
+        /// The object's index in the batch (0 for the first).
+        index: usize,
+        /// The error about that object.
+        source: Box<Error>,
+    },
 }
 
 /// `Result` with the shim's [`Error`].
@@ -121,16 +131,38 @@ impl Error {
     /// `true` if the pool's bytes are bad: corrupted, or not a pool at all. The `nvs` tool
     /// exits 1 for these and 2 for everything else.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Core { source: nvs_core::Error::Corrupted { .. } | nvs_core::Error::NotFormatted, .. })
+        match self {
+            Error::Batch { source, .. } => source.is_corruption(),
+            e => matches!(
+                e,
+                Error::Core { source: nvs_core::Error::Corrupted { .. } | nvs_core::Error::NotFormatted, .. }
+            ),
+        }
     }
 
-    /// The nvs-core error inside, if this is one (`NotFound` for [`Error::NotFound`]).
+    /// The nvs-core error inside, if this is one (`NotFound` for [`Error::NotFound`]; an
+    /// [`Error::Batch`]'s object's).
     pub fn core(&self) -> Option<nvs_core::Error> {
         match self {
             Error::Core { source, .. } => Some(*source),
             Error::NotFound { .. } => Some(nvs_core::Error::NotFound),
+            Error::Batch { source, .. } => source.core(),
             _ => None,
         }
+    }
+
+    /// The error itself, and the index of the batch's object it is about if it is an
+    /// [`Error::Batch`]: what to classify an error by, wherever it came from.
+    pub fn unbatched(&self) -> (&Error, Option<usize>) {
+        match self {
+            Error::Batch { index, source } => (source.unbatched().0, Some(*index)),
+            e => (e, None),
+        }
+    }
+
+    /// `e` about object `index` of a batch ([`Error::Batch`]).
+    pub(crate) fn in_batch(index: usize, e: Error) -> Error {
+        Error::Batch { index, source: Box::new(e) }
     }
 
     /// `e` from a call about `name` (and `version`) on the pool at `path`: a `NotFound`
@@ -217,6 +249,13 @@ impl fmt::Display for Error {
             ),
             Error::Core { path, source } if path.as_os_str().is_empty() => write!(f, "{source}"),
             Error::Core { path, source } => write!(f, "{}: {source}", path.display()),
+            // The pool's path first, as in every message about one.
+            Error::Batch { index, source } => match &**source {
+                Error::Core { path, source } if !path.as_os_str().is_empty() => {
+                    write!(f, "{}: object {index} of the batch: {source}", path.display())
+                }
+                source => write!(f, "object {index} of the batch: {source}"),
+            },
         }
     }
 }
@@ -226,6 +265,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } | Error::Sync { source, .. } | Error::System { source } => Some(source),
             Error::Core { source, .. } => Some(source),
+            Error::Batch { source, .. } => Some(&**source),
             Error::NotFound { .. } => Some(&NOT_FOUND),
             _ => None,
         }

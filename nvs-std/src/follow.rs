@@ -19,7 +19,8 @@
 use crate::error::{Error, Result};
 use crate::media::Access;
 use crate::pool::FilePool;
-use std::collections::BTreeMap;
+use nvs_core::NameId;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -166,7 +167,7 @@ impl Follower {
         match self.mark.and_then(|m| core.objects_after(m)) {
             // The refresh caught up: only the objects it indexed can be new.
             Some(new) => {
-                let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+                let mut names: HashMap<NameId, Vec<u8>> = HashMap::new();
                 for (id, v) in new {
                     let name = names.entry(id).or_insert_with(|| core.name_bytes(id, &mut name_buf).to_vec());
                     if wanted(name) && unreported(v.lane, v.seq) {

@@ -20,7 +20,7 @@ use crate::fork::Born;
 use crate::locks;
 use crate::media::{Access, MappedMedia};
 use nvs_core::{
-    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameIter, Object, ObjectInfo, PlanSlot, Pool,
+    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo, PlanSlot, Pool,
     PoolStats, Put, VersionIter,
 };
 use std::fmt;
@@ -559,19 +559,41 @@ impl FilePool {
 
     /// Commit `objects` together on `lane` — any number of them, up to what the pool
     /// holds — in one unit: all or none survive a crash. Returns their versions.
+    ///
+    /// # Errors
+    /// Nothing is committed on any error. A refusal of one object — its name (empty, too
+    /// long, with a NUL), metadata, version, size or delta ([`nvs_core::BatchError`]) — is
+    /// [`Error::Batch`], naming the object's index (`object 2 of the batch: empty name`);
+    /// everything else (the pool's state, room, a failed msync) is the error alone, as
+    /// for [`FilePool::put`].
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Vec<u64>> {
-        objects.iter().try_for_each(|o| self.check_object(o))?;
-        if objects.len() <= nvs_core::BATCH_MAX {
-            return self.write(|p| p.put_batch(lane, objects)).map(|v| v.to_vec());
+        self.check_batch(objects)?;
+        let mut at = None;
+        let r = if objects.len() <= nvs_core::BATCH_MAX {
+            self.write(|p| p.put_batch(lane, objects).map(|v| v.to_vec()).map_err(|e| unbatch(e, &mut at)))
+        } else {
+            let mut slots = vec![PlanSlot::default(); objects.len()];
+            let r = self.write(|p| p.put_batch_in(lane, objects, &mut slots).map_err(|e| unbatch(e, &mut at)));
+            r.map(|_| slots.iter().map(PlanSlot::version).collect())
+        };
+        r.map_err(|e| batched(e, at))
+    }
+
+    /// [`FilePool::check_object`] of every object of a batch, naming the one refused.
+    fn check_batch(&self, objects: &[Object<'_>]) -> Result<()> {
+        for (i, o) in objects.iter().enumerate() {
+            self.check_object(o).map_err(|e| Error::in_batch(i, e))?;
         }
-        let mut slots = vec![PlanSlot::default(); objects.len()];
-        self.write(|p| p.put_batch_in(lane, objects, &mut slots))?;
-        Ok(slots.iter().map(PlanSlot::version).collect())
+        Ok(())
     }
 
     /// [`put_tracked`](Self::put_tracked) of many buffers at once: each `(name, buffer)`
     /// the next version of its name, all committed together in one unit (one commit for
     /// a whole time step). Returns their versions, in order.
+    ///
+    /// # Errors
+    /// As [`FilePool::put_batch`] (a refusal of one buffer is [`Error::Batch`], naming its
+    /// index in `items`).
     pub fn put_batch_tracked(&mut self, lane: u32, items: &mut [(&[u8], &mut TrackedBuf)]) -> Result<Vec<u64>> {
         self.check_sync()?; // as in put_tracked: nothing taken from the buffers if refused
         let changes: Vec<_> = items.iter_mut().map(|(_, buf)| take_pending(buf)).collect();
@@ -624,8 +646,10 @@ impl FilePool {
     }
 
     /// Every version of name `id` (from [`FilePool::names`]), oldest first, in any pool
-    /// ([`nvs_core::Pool::versions_of`]).
-    pub fn versions_of(&self, id: u32) -> VersionIter<'_, MappedMedia, HeapMemory> {
+    /// ([`nvs_core::Pool::versions_of`]). A stale `id` — taken before the index was
+    /// rebuilt (a refresh that recovered instead of catching up, a reclaim), or from
+    /// another pool — yields nothing, never another name's versions ([`NameId`]).
+    pub fn versions_of(&self, id: NameId) -> VersionIter<'_, MappedMedia, HeapMemory> {
         self.pool.versions_of(id)
     }
 
@@ -728,8 +752,12 @@ impl FilePool {
         self.pool.names()
     }
 
-    /// The bytes of name `id` ([`nvs_core::Pool::name_bytes`]).
-    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; nvs_core::NAME_MAX]) -> &'b [u8] {
+    /// The bytes of name `id` ([`nvs_core::Pool::name_bytes`]). Empty for a stale `id`
+    /// — taken before the index was rebuilt (a refresh that recovered instead of
+    /// catching up, a reclaim), or from another pool — never another name's bytes
+    /// ([`NameId`]); empty too for a name whose bytes a writer's retention reused since
+    /// this pool's last refresh.
+    pub fn name_bytes<'b>(&self, id: NameId, buf: &'b mut [u8; nvs_core::NAME_MAX]) -> &'b [u8] {
         self.pool.name_bytes(id, buf)
     }
 
@@ -921,14 +949,21 @@ impl FileLane<'_> {
     }
 
     /// Commit `objects` together on this lane (any number: [`FilePool::put_batch`]).
+    ///
+    /// # Errors
+    /// As [`FilePool::put_batch`]: a refusal of one object is [`Error::Batch`], naming
+    /// its index.
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Vec<u64>> {
-        objects.iter().try_for_each(|o| self.pool.check_object(o))?;
-        if objects.len() <= nvs_core::BATCH_MAX {
-            return self.write(|w| w.put_batch(objects)).map(|v| v.to_vec());
-        }
-        let mut slots = vec![PlanSlot::default(); objects.len()];
-        self.write(|w| w.put_batch_in(objects, &mut slots))?;
-        Ok(slots.iter().map(PlanSlot::version).collect())
+        self.pool.check_batch(objects)?;
+        let mut at = None;
+        let r = if objects.len() <= nvs_core::BATCH_MAX {
+            self.write(|w| w.put_batch(objects).map(|v| v.to_vec()).map_err(|e| unbatch(e, &mut at)))
+        } else {
+            let mut slots = vec![PlanSlot::default(); objects.len()];
+            let r = self.write(|w| w.put_batch_in(objects, &mut slots).map_err(|e| unbatch(e, &mut at)));
+            r.map(|_| slots.iter().map(PlanSlot::version).collect())
+        };
+        r.map_err(|e| batched(e, at))
     }
 
     /// Close the lane's stream (an end-of-stream marker).
@@ -950,6 +985,22 @@ impl FileLane<'_> {
 impl fmt::Debug for FileLane<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileLane").field("lane", &self.w.lane()).field("pool", &self.pool.path).finish()
+    }
+}
+
+/// `e`'s error, its object's index kept in `at` (for [`batched`]).
+fn unbatch(e: nvs_core::BatchError, at: &mut Option<usize>) -> nvs_core::Error {
+    *at = e.index;
+    e.error
+}
+
+/// A batch's error `e`, about object `at` if nvs-core named one ([`unbatch`]): an
+/// [`Error::Batch`] — unless the write's own check refused it otherwise (a failed msync
+/// outranks the batch's result).
+fn batched(e: Error, at: Option<usize>) -> Error {
+    match (at, &e) {
+        (Some(i), Error::Core { .. }) => Error::in_batch(i, e),
+        _ => e,
     }
 }
 

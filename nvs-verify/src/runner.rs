@@ -6,7 +6,7 @@
 
 use crate::contract::{check_reads, read_all, recover_all, Issued, ReadResult};
 use nvs_core::Key;
-use nvs_core::{DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
+use nvs_core::{BatchError, DeltaOptions, Error, FormatOptions, HeapMemory, Media, Object, Pool};
 use nvs_sim::SimMedia;
 use std::collections::BTreeMap;
 
@@ -622,7 +622,7 @@ impl<'m, M: Media> Runner<'m, M> {
                     ..Default::default()
                 })
             }
-            Err(Error::Full) => {
+            Err(BatchError { error: Error::Full, .. }) => {
                 if media.point() != start {
                     return Err(format!("op {i}: Full after storing {} events", media.point() - start));
                 }

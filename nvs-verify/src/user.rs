@@ -260,7 +260,8 @@ impl<'m, A> Run<'m, A> {
         let pool = &mut self.pool;
         let put = || {
             let objs: Vec<Object<'_>> = objects.iter().map(|(n, b)| Object::new(n, b)).collect();
-            pool.put_batch(lane, &objs).map(|v| v.iter().copied().collect::<Vec<u64>>())
+            // (The recorder keeps the error alone: a batch error's object index dropped.)
+            pool.put_batch(lane, &objs).map(|v| v.iter().copied().collect::<Vec<u64>>()).map_err(nvs_core::Error::from)
         };
         self.rec.op(lane, put, batch(objects), Issued::default())
     }
@@ -349,7 +350,7 @@ impl<A> RunLane<'_, '_, A> {
         let (lane, w) = (self.writer.lane(), &mut self.writer);
         let put = || {
             let objs: Vec<Object<'_>> = objects.iter().map(|(n, b)| Object::new(n, b)).collect();
-            w.put_batch(&objs).map(|v| v.iter().copied().collect::<Vec<u64>>())
+            w.put_batch(&objs).map(|v| v.iter().copied().collect::<Vec<u64>>()).map_err(nvs_core::Error::from)
         };
         self.rec.op(lane, put, batch(objects), Issued::default())
     }

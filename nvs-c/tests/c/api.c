@@ -245,6 +245,18 @@ static void objects(void) {
   CHECK(n == 1);
   IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 2, versions));
   IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 0, NULL)); /* an empty batch */
+  /* A batch refused because of one object names it: here object 2's version is not
+     above its name's latest (1), and nothing of the batch is committed. */
+  batch[2].version = 1;
+  IS(NVS_E_VERSION, nvs_put_batch(p, 3, batch, 3, NULL));
+  CHECK(strstr(nvs_last_error(), "object 2 of the batch: version 1 is not greater") != NULL);
+  batch[2].version = 0;
+  batch[2].name = "";
+  IS(NVS_E_ARG, nvs_put_batch(p, 3, batch, 3, NULL));
+  CHECK(strstr(nvs_last_error(), "object 2 of the batch: ") != NULL);
+  batch[2].name = names[2];
+  OK(nvs_latest(p, names[0], &versions[0]));
+  CHECK(versions[0] == 1);
   OK(nvs_pool_close(p));
 }
 

@@ -303,7 +303,9 @@ mod tests {
         assert_eq!(shared.pending_entries, 0);
         let stopped = |r: Result<()>| matches!(r, Err(Error::Invariant { committed: false, .. }));
         assert!(stopped(pool.put(0, Object::new("b", b"z")).map(drop)));
-        assert!(stopped(pool.put_batch(0, &[Object::new("a", b"z"), Object::new("b", b"z")]).map(drop)));
+        assert!(stopped(
+            pool.put_batch(0, &[Object::new("a", b"z"), Object::new("b", b"z")]).map(drop).map_err(Error::from)
+        ));
         assert!(stopped(pool.close_lane(0)));
         assert!(stopped(pool.lane(1).map(drop)));
         assert!(stopped(pool.reclaim(0).map(drop)));
@@ -336,7 +338,10 @@ mod tests {
             for lone in [true, false] {
                 let r = match lone {
                     true => pool.put(0, Object::new("a", &[2; 100])).map(drop),
-                    false => pool.put_batch(0, &[Object::new("a", &[2; 64]), Object::new("b", &[3; 64])]).map(drop),
+                    false => pool
+                        .put_batch(0, &[Object::new("a", &[2; 64]), Object::new("b", &[3; 64])])
+                        .map(drop)
+                        .map_err(Error::from),
                 };
                 assert!(matches!(r, Err(Error::Invariant { committed: false, .. })), "case {i}: {r:?}");
             }

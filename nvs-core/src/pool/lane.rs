@@ -1,8 +1,8 @@
 //! [`LaneWriter`]: one thread's writer for one lane.
 
-use super::write::{put_of, versions_of};
+use super::write::{batch_error, put_of, versions_of};
 use super::Pool;
-use crate::error::Result;
+use crate::error::{BatchError, Result};
 use crate::format::{BATCH_MAX, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
 use crate::log::plan::{Plan, PlanBuf, PlanSlot, SlotPlan};
@@ -45,33 +45,47 @@ impl<M: Media, X: IndexMemory> LaneWriter<'_, M, X> {
     /// Commit every object together (all or nothing after a crash; [`Pool::put_batch`]).
     ///
     /// # Errors
+    /// A [`BatchError`](crate::BatchError): the [`Error`](crate::Error), and the index of the object it is about when it
+    /// is one object's (`index: Some(i)`, displayed as `object i of the batch: ...`).
     /// Nothing is committed on any error, and nothing is written for a refusal of the input:
-    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
-    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// of one object — `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`,
+    /// `VersionNotIncreasing`, `DeltaRanges`, each with the first refused object's index —
+    /// or of the batch — `BatchSize`, `NoSuchLane`, and `TooLarge` for a unit too large as
+    /// a whole (`index: None`). The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
     /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
-    /// takes no more writes until reopened).
-    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Versions> {
+    /// takes no more writes until reopened) — all with `index: None`.
+    pub fn put_batch(&mut self, objects: &[Object<'_>]) -> core::result::Result<Versions, BatchError> {
         let mut plan = Plan::<BATCH_MAX>::new();
-        self.commit(objects, &mut plan)?;
+        let r = self.commit(objects, &mut plan);
+        r.map_err(|e| batch_error(e, objects.len(), plan.len()))?;
         Ok(versions_of(&plan))
     }
 
     /// A batch of any size, its plan in `slots` ([`Pool::put_batch_in`]).
     ///
     /// # Errors
+    /// A [`BatchError`](crate::BatchError): the [`Error`](crate::Error), and the index of the object it is about when it
+    /// is one object's (`index: Some(i)`, displayed as `object i of the batch: ...`).
     /// Nothing is committed on any error, and nothing is written for a refusal of the input:
-    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
-    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// of one object — `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`,
+    /// `VersionNotIncreasing`, `DeltaRanges`, each with the first refused object's index —
+    /// or of the batch — `BatchSize`, `NoSuchLane`, and `TooLarge` for a unit too large as
+    /// a whole (`index: None`). The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
     /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
-    /// takes no more writes until reopened).
+    /// takes no more writes until reopened) — all with `index: None`.
     /// `BatchSize` also if `slots` is shorter than `objects`.
-    pub fn put_batch_in(&mut self, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
+    pub fn put_batch_in(
+        &mut self,
+        objects: &[Object<'_>],
+        slots: &mut [PlanSlot],
+    ) -> core::result::Result<usize, BatchError> {
         let mut plan = SlotPlan::new(slots);
-        self.commit(objects, &mut plan)?;
+        let r = self.commit(objects, &mut plan);
+        r.map_err(|e| batch_error(e, objects.len(), plan.len()))?;
         Ok(plan.len())
     }
 

@@ -153,6 +153,19 @@ pub struct Pool<M: Media, X: IndexMemory> {
     pub(crate) catch_ups: u64,
     /// Recoveries run (each rebuilt the index from nothing, renumbering its entries).
     pub(crate) rebuilds: u64,
+    /// The index build the names' slots are of: a number no other build of any pool
+    /// in this process has had ([`new_index_gen`]), taken at every rebuild, so that a
+    /// [`NameId`](crate::NameId) of an earlier build — or of another pool, or of an
+    /// earlier open of the same media — names no name here.
+    pub(crate) index_gen: u64,
+}
+
+/// A number for an index build that no build before it in this process had (see
+/// `Pool::index_gen`). A plain `core` atomic, under loom too: it only hands out
+/// distinct numbers, and orders nothing.
+fn new_index_gen() -> u64 {
+    static NEXT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
 }
 
 impl<M: Media, X: IndexMemory> core::fmt::Debug for Pool<M, X> {
@@ -320,6 +333,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             caught_up: false,
             catch_ups: 0,
             rebuilds: 0,
+            index_gen: 0,
         };
         if let Some(o) = owned {
             for lane in (0..LANES_MAX).filter(|&l| o.has(l)) {
@@ -378,6 +392,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 return Ok(());
             }
             self.rebuilds += 1;
+            self.index_gen = new_index_gen();
             let mut all = [Lane::default(); LANES_MAX as usize];
             let lanes = &mut all[..self.sb.lanes_max as usize];
             // A whole recovery reads every object: not under the claim lock, which would
@@ -455,6 +470,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             caught_up: self.caught_up,
             catch_ups: self.catch_ups,
             rebuilds: self.rebuilds,
+            // The same index (a clone): its names' ids hold in both until either rebuilds.
+            index_gen: self.index_gen,
         }
     }
 
@@ -516,6 +533,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     fn recover_once(&mut self) -> Result<()> {
         self.rebuilds += 1;
+        self.index_gen = new_index_gen();
         let mut all = [Lane::default(); LANES_MAX as usize];
         let lanes = &mut all[..self.sb.lanes_max as usize];
         let shared = self.shared.get_mut();

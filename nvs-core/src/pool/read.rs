@@ -14,7 +14,7 @@ use crate::format::{self, ObjectHeader, NAME_MAX};
 use crate::index::{name_key, space_of, Entry, IndexMemory, NONE};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
-use crate::object::{IndexMark, Key, LaneInfo, NameInfo, ObjectInfo};
+use crate::object::{IndexMark, Key, LaneInfo, NameId, NameInfo, ObjectInfo};
 use crate::shared::Shared;
 use crate::sync::Ordering;
 use core::fmt;
@@ -448,15 +448,30 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         self.versions_in(key.lane(), key.name())
     }
 
-    /// Every version of name `id` (from [`Pool::names`]), oldest first: what a tool
-    /// listing every name reads, in any pool (no lookup by bytes).
-    pub fn versions_of(&self, id: u32) -> VersionIter<'_, M, X> {
+    /// Every version of name `id` (from [`Pool::names`] or [`Pool::objects_after`]),
+    /// oldest first: what a tool listing every name reads, in any pool (no lookup by
+    /// bytes).
+    ///
+    /// A stale `id` — taken before the index was rebuilt (an open, a refresh that
+    /// recovered, a reclaim), or from another pool — yields nothing: never another
+    /// name's versions ([`NameId`]). Take the ids again from [`Pool::names`].
+    pub fn versions_of(&self, id: NameId) -> VersionIter<'_, M, X> {
         let s = self.shared.read();
-        let (at, left) = match id < s.index.name_count() as u32 {
-            true => (s.index.name(id).first, s.index.name(id).count),
-            false => (NONE, 0),
+        let (at, left) = match self.slot_of(&s, id) {
+            Some(slot) => (s.index.name(slot).first, s.index.name(slot).count),
+            None => (NONE, 0),
         };
         VersionIter { pool: self, at, left, only: None }
+    }
+
+    /// The id of the name in `slot` of the index as it stands now.
+    fn name_id(&self, slot: u32) -> NameId {
+        NameId { slot, index: self.index_gen }
+    }
+
+    /// `id`'s slot in `s`'s index, if `id` is of this index build and names a name.
+    fn slot_of(&self, s: &Shared<X>, id: NameId) -> Option<u32> {
+        (id.index == self.index_gen && id.slot < s.index.name_count() as u32).then_some(id.slot)
     }
 
     fn versions_in(&self, lane: Option<u32>, name: &[u8]) -> Result<VersionIter<'_, M, X>> {
@@ -479,7 +494,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// The objects indexed after `mark` was taken, in the order indexed, each with its
-    /// name's id (for [`Pool::name_bytes`]): what puts and refreshes that caught up
+    /// name's id (for [`Pool::name_bytes`] and [`Pool::versions_of`], until the index is
+    /// rebuilt: [`NameId`]): what puts and refreshes that caught up
     /// added since. `None` if the index was rebuilt since (a recovery: an open, a
     /// refresh that recovered, a reclaim): then every object may be new, as far as
     /// the mark can tell. A follower reads what is new this way in time proportional to
@@ -493,17 +509,20 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         })
     }
 
-    /// The bytes of name `id` (from [`Pool::names`]), copied into `buf`. Empty for an id
-    /// no name has, and if they are gone: in a read-only pool whose index is older than a writer's retention, the
-    /// segment holding a name's bytes may have been reused (checked by the name's hash;
-    /// `refresh` brings the index up to date).
-    pub fn name_bytes<'b>(&self, id: u32, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
+    /// The bytes of name `id` (from [`Pool::names`] or [`Pool::objects_after`]), copied
+    /// into `buf`.
+    ///
+    /// Empty (never an error, never another name's bytes) for a stale `id` — taken
+    /// before the index was rebuilt (an open, a refresh that recovered, a reclaim), or
+    /// from another pool ([`NameId`]): take the ids again from [`Pool::names`]. Empty
+    /// too if the bytes are gone: in a read-only pool whose index is older than a
+    /// writer's retention, the segment holding a name's bytes may have been reused
+    /// (checked by the name's hash; `refresh` brings the index up to date).
+    pub fn name_bytes<'b>(&self, id: NameId, buf: &'b mut [u8; NAME_MAX]) -> &'b [u8] {
         let s = self.shared.read();
-        // An id no name has (a stale one from before a rebuild, say): no bytes.
-        if id >= s.index.name_count() as u32 {
-            return &[];
-        }
-        let n = s.index.name(id);
+        // An id of another index build (a stale one from before a rebuild): no bytes.
+        let Some(slot) = self.slot_of(&s, id) else { return &[] };
+        let n = s.index.name(slot);
         let dst = &mut buf[..n.name_len as usize];
         self.media.read(n.name_off as usize, dst);
         if self.others_write() && name_key(dst, space_of(n.hash)) != n.hash {
@@ -593,6 +612,7 @@ impl<M: Media, X: IndexMemory> fmt::Debug for VersionIter<'_, M, X> {
 }
 
 /// The objects indexed after a mark (see [`Pool::objects_after`]): (name id, facts).
+/// The ids are of the index as it stood when the iterator was made ([`NameId`]).
 pub struct ObjectsAfter<'p, M: Media, X: IndexMemory> {
     pool: &'p Pool<M, X>,
     next: u32,
@@ -600,8 +620,8 @@ pub struct ObjectsAfter<'p, M: Media, X: IndexMemory> {
 }
 
 impl<M: Media, X: IndexMemory> Iterator for ObjectsAfter<'_, M, X> {
-    type Item = (u32, ObjectInfo);
-    fn next(&mut self) -> Option<(u32, ObjectInfo)> {
+    type Item = (NameId, ObjectInfo);
+    fn next(&mut self) -> Option<(NameId, ObjectInfo)> {
         if self.next >= self.end {
             return None;
         }
@@ -610,7 +630,7 @@ impl<M: Media, X: IndexMemory> Iterator for ObjectsAfter<'_, M, X> {
         let s = self.pool.shared.read();
         let e = s.index.entry(self.next);
         self.next += 1;
-        Some((e.name, ObjectInfo::of(e)))
+        Some((self.pool.name_id(e.name), ObjectInfo::of(e)))
     }
 }
 
@@ -637,7 +657,8 @@ impl<M: Media, X: IndexMemory> Iterator for NameIter<'_, M, X> {
             let n = s.index.name(id);
             if n.last != NONE {
                 let lane = space_of(n.hash).checked_sub(1);
-                return Some(NameInfo { id, versions: n.count, latest: s.index.entry(n.last).version, lane });
+                let (id, latest) = (self.pool.name_id(id), s.index.entry(n.last).version);
+                return Some(NameInfo { id, versions: n.count, latest, lane });
             }
         }
         None

@@ -1,7 +1,7 @@
 //! Puts through `&mut Pool`: no other writer exists, so no lock is taken.
 
 use super::Pool;
-use crate::error::{Error, Result};
+use crate::error::{BatchError, Error, Result};
 use crate::format::{BATCH_MAX, UNIT_DETACH, UNIT_END_OF_STREAM};
 use crate::index::IndexMemory;
 use crate::log::plan::{Plan, PlanBuf, PlanSlot, SlotPlan};
@@ -31,16 +31,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// are recovered or none. Returns their versions, after the commit is durable.
     ///
     /// # Errors
+    /// A [`BatchError`]: the [`Error`], and the index of the object it is about when it
+    /// is one object's (`index: Some(i)`, displayed as `object i of the batch: ...`).
     /// Nothing is committed on any error, and nothing is written for a refusal of the input:
-    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
-    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// of one object — `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`,
+    /// `VersionNotIncreasing`, `DeltaRanges`, each with the first refused object's index —
+    /// or of the batch — `BatchSize`, `NoSuchLane`, and `TooLarge` for a unit too large as
+    /// a whole (`index: None`). The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
     /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
-    /// takes no more writes until reopened).
-    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Versions> {
+    /// takes no more writes until reopened) — all with `index: None`.
+    pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> core::result::Result<Versions, BatchError> {
         let mut plan = Plan::<BATCH_MAX>::new();
-        self.commit(lane, objects, &mut plan)?;
+        let r = self.commit(lane, objects, &mut plan);
+        r.map_err(|e| batch_error(e, objects.len(), plan.len()))?;
         Ok(versions_of(&plan))
     }
 
@@ -51,17 +56,27 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// version. Fewer slots than objects is `BatchSize`.
     ///
     /// # Errors
+    /// A [`BatchError`]: the [`Error`], and the index of the object it is about when it
+    /// is one object's (`index: Some(i)`, displayed as `object i of the batch: ...`).
     /// Nothing is committed on any error, and nothing is written for a refusal of the input:
-    /// `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`, `BatchSize`, `VersionNotIncreasing`,
-    /// `DeltaRanges`, `NoSuchLane`. The pool's state refuses with `ReadOnly`, `LaneBusy` or
+    /// of one object — `NameEmpty`, `NameTooLong`, `MetaTooLong`, `TooLarge`,
+    /// `VersionNotIncreasing`, `DeltaRanges`, each with the first refused object's index —
+    /// or of the batch — `BatchSize`, `NoSuchLane`, and `TooLarge` for a unit too large as
+    /// a whole (`index: None`). The pool's state refuses with `ReadOnly`, `LaneBusy` or
     /// `LaneNotOwned` (another writer has the lane), `Full` or `Fragmented` (no room),
     /// `IndexFull`, `ClaimLockTimeout`, `ChangesInconsistent` (a delta's `Changes` changed
     /// their answer), and `Invariant` if a check of nvs's own state failed (the pool then
-    /// takes no more writes until reopened).
+    /// takes no more writes until reopened) — all with `index: None`.
     /// `BatchSize` also if `slots` is shorter than `objects`.
-    pub fn put_batch_in(&mut self, lane: u32, objects: &[Object<'_>], slots: &mut [PlanSlot]) -> Result<usize> {
+    pub fn put_batch_in(
+        &mut self,
+        lane: u32,
+        objects: &[Object<'_>],
+        slots: &mut [PlanSlot],
+    ) -> core::result::Result<usize, BatchError> {
         let mut plan = SlotPlan::new(slots);
-        self.commit(lane, objects, &mut plan)?;
+        let r = self.commit(lane, objects, &mut plan);
+        r.map_err(|e| batch_error(e, objects.len(), plan.len()))?;
         Ok(plan.len())
     }
 
@@ -109,6 +124,17 @@ pub(super) fn put_of(plan: &[PlanSlot]) -> Put {
         stored_bytes: p.stored,
         delta: p.delta.is_some(),
     })
+}
+
+/// `error`, refusing a batch of `count` objects whose plan held `planned` slots then,
+/// with the object at fault named if it is one object's ([`BatchError::index`]).
+/// Planning (`plan_unit`) checks the objects in order and adds each one's slot to the
+/// plan as it passes, and nothing before it refuses an object's input: a refusal of one
+/// object's input comes with exactly the objects before it planned. Every error after
+/// planning (the plan whole) is the unit's, not one object's.
+pub(super) fn batch_error(error: Error, count: usize, planned: usize) -> BatchError {
+    let index = (planned < count && error.is_one_objects()).then_some(planned);
+    BatchError { index, error }
 }
 
 /// The versions of a batch's plan.
