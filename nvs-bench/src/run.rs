@@ -356,7 +356,11 @@ impl Slot {
     pub fn available(&self, method: Method, pmdk: &Pmdk) -> Result<(), String> {
         if matches!(
             method,
-            Method::Ceiling | Method::CeilingBatch | Method::CeilingNoCommit | Method::CeilingOneFence | Method::PmemCommit
+            Method::Ceiling
+                | Method::CeilingBatch
+                | Method::CeilingNoCommit
+                | Method::CeilingOneFence
+                | Method::PmemCommit
         ) && nt::width() == 0
         {
             return Err("needs x86_64 non-temporal stores".into());

@@ -190,7 +190,7 @@ impl From<nvs_std::Error> for Fail {
             | S::Replaced { .. } => NVS_E_IO,
             S::DeltaMismatch { .. } => NVS_E_DELTA,
             S::BadMeta { .. } | S::NameNul { .. } => NVS_E_ARG,
-            S::Core { source, .. } => core_status(source),
+            S::Core { source, .. } | S::Damaged { source, .. } => core_status(source),
             _ => NVS_E_OTHER,
         };
         // Keep the message one line whatever a source said.

@@ -328,15 +328,23 @@ pub struct NameInfo {
     pub lane: Option<u32>,
 }
 
-/// Where a pool's index stands ([`crate::Pool::index_mark`]): which rebuild of it, and
+/// Where a pool's index stands ([`crate::Pool::index_mark`]): which build of it, and
 /// how many objects it holds. Objects indexed later ([`crate::Pool::objects_after`])
-/// come after the mark until the index is rebuilt.
+/// come after the mark until the index is rebuilt; as for a [`NameId`], a mark of an
+/// earlier build (or of another pool, or of an earlier open of the same media) is
+/// refused there, never read as this build's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexMark {
-    /// Rebuilds of the index from nothing (recoveries) so far.
-    pub rebuilds: u64,
-    /// Objects in the index.
-    pub objects: u32,
+    /// The index build it is of (`Pool::index_gen`).
+    pub(crate) index: u64,
+    pub(crate) objects: u32,
+}
+
+impl IndexMark {
+    /// Objects in the index when the mark was taken.
+    pub fn objects(&self) -> u32 {
+        self.objects
+    }
 }
 
 /// What a pool holds: what its last recovery found, kept up to date by every put,

@@ -76,9 +76,18 @@ fn an_id_from_before_a_reopen_names_no_name() {
     let before = ids(&pool);
     let _ = pool.close();
     // The same media opened again: its first index build, as the first pool's was.
-    let pool = open(&mut ram).unwrap();
+    let mut pool = open(&mut ram).unwrap();
+    let mark = pool.index_mark();
     renumbered(&before, &ids(&pool));
     all_stale(&pool, &before);
+    // An index mark likewise: one from before a reopen is refused, never read as the
+    // new build's (whose objects after it would be other objects).
+    pool.put(0, Object::new("late", b"z")).unwrap();
+    let _ = pool.close();
+    let pool = open(&mut ram).unwrap();
+    assert!(pool.objects_after(mark).is_none(), "a mark of the closed pool");
+    let now = pool.index_mark();
+    assert_eq!(pool.objects_after(now).map(Iterator::count), Some(0));
 }
 
 #[test]

@@ -122,6 +122,18 @@ pub enum Error {
         /// The error about that object.
         source: Box<Error>,
     },
+    /// One object's bytes fail their checks (`source`: nvs-core's `Corrupted`, naming the
+    /// offset and the kind): a read of that version, or `verify` finding it.
+    Damaged {
+        /// The pool.
+        path: PathBuf,
+        /// The object's name.
+        name: Vec<u8>,
+        /// Its version.
+        version: u64,
+        /// What failed.
+        source: nvs_core::Error,
+    },
 }
 
 /// `Result` with the shim's [`Error`].
@@ -136,6 +148,7 @@ impl Error {
             e => matches!(
                 e,
                 Error::Core { source: nvs_core::Error::Corrupted { .. } | nvs_core::Error::NotFormatted, .. }
+                    | Error::Damaged { .. }
             ),
         }
     }
@@ -144,7 +157,7 @@ impl Error {
     /// [`Error::Batch`]'s object's).
     pub fn core(&self) -> Option<nvs_core::Error> {
         match self {
-            Error::Core { source, .. } => Some(*source),
+            Error::Core { source, .. } | Error::Damaged { source, .. } => Some(*source),
             Error::NotFound { .. } => Some(nvs_core::Error::NotFound),
             Error::Batch { source, .. } => source.core(),
             _ => None,
@@ -160,17 +173,26 @@ impl Error {
         }
     }
 
+    /// `source` about version `version` of `name`: [`Error::Damaged`].
+    pub(crate) fn damaged(path: &std::path::Path, name: &[u8], version: u64, source: nvs_core::Error) -> Error {
+        Error::Damaged { path: path.to_path_buf(), name: name.to_vec(), version, source }
+    }
+
     /// `e` about object `index` of a batch ([`Error::Batch`]).
     pub(crate) fn in_batch(index: usize, e: Error) -> Error {
         Error::Batch { index, source: Box::new(e) }
     }
 
     /// `e` from a call about `name` (and `version`) on the pool at `path`: a `NotFound`
-    /// names what was not found.
+    /// names what was not found, a `Corrupted` of a known version the object
+    /// ([`Error::Damaged`]).
     pub(crate) fn about(path: &std::path::Path, name: &[u8], version: Option<u64>, e: nvs_core::Error) -> Error {
-        match e {
-            nvs_core::Error::NotFound => Error::NotFound { path: path.to_path_buf(), name: name.to_vec(), version },
-            source => Error::Core { path: path.to_path_buf(), source },
+        match (e, version) {
+            (nvs_core::Error::NotFound, _) => {
+                Error::NotFound { path: path.to_path_buf(), name: name.to_vec(), version }
+            }
+            (nvs_core::Error::Corrupted { .. }, Some(v)) => Error::damaged(path, name, v, e),
+            (source, _) => Error::Core { path: path.to_path_buf(), source },
         }
     }
 }
@@ -249,6 +271,9 @@ impl fmt::Display for Error {
             ),
             Error::Core { path, source } if path.as_os_str().is_empty() => write!(f, "{source}"),
             Error::Core { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Damaged { path, name, version, source } => {
+                write!(f, "{}: {} version {version}: {source}", path.display(), show_name(name))
+            }
             // The pool's path first, as in every message about one.
             Error::Batch { index, source } => match &**source {
                 Error::Core { path, source } if !path.as_os_str().is_empty() => {
@@ -264,7 +289,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } | Error::Sync { source, .. } | Error::System { source } => Some(source),
-            Error::Core { source, .. } => Some(source),
+            Error::Core { source, .. } | Error::Damaged { source, .. } => Some(source),
             Error::Batch { source, .. } => Some(&**source),
             Error::NotFound { .. } => Some(&NOT_FOUND),
             _ => None,

@@ -817,10 +817,30 @@ impl FilePool {
     }
 
     /// Read every committed payload and verify its checksum (if the pool has them), as
-    /// recovery verified every header; returns the number of objects checked.
+    /// recovery verified every header; returns the number of objects checked. The first
+    /// object whose bytes fail is [`Error::Damaged`], naming it.
     pub fn verify(&self) -> Result<u64> {
         self.pool.media().check_room_to_read_all(&self.path)?;
-        self.pool.verify_all().map_err(|source| Error::Core { path: self.path.clone(), source })
+        self.pool.verify_all().map_err(|source| {
+            let named = match source {
+                nvs_core::Error::Corrupted { offset, .. } => self.object_at(offset),
+                _ => None,
+            };
+            match named {
+                Some((name, version)) => Error::damaged(&self.path, &name, version, source),
+                None => Error::Core { path: self.path.clone(), source },
+            }
+        })
+    }
+
+    /// The object (name, version) whose payload holds byte `offset` of the pool.
+    fn object_at(&self, offset: u64) -> Option<(Vec<u8>, u64)> {
+        let mut name = [0u8; nvs_core::NAME_MAX];
+        self.pool.names().find_map(|n| {
+            let v =
+                self.pool.versions_of(n.id).find(|o| (o.offset..o.offset + o.stored_bytes.max(1)).contains(&offset))?;
+            Some((self.pool.name_bytes(n.id, &mut name).to_vec(), v.version))
+        })
     }
 
     /// Run one nvs-core write, refusing it (and all later ones) once an msync failed.

@@ -84,9 +84,15 @@ fn format_1_payload_damage_is_caught() {
         let p = FilePool::open(&path, Access::ReadOnly).unwrap();
         let got = p.get_vec("b", 2);
         fn corrupted<T>(r: &Result<T, Error>) -> bool {
+            // The object named: "b" version 2.
             matches!(
                 r,
-                Err(Error::Core { source: nvs_core::Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. }, .. })
+                Err(Error::Damaged {
+                    name,
+                    version: 2,
+                    source: nvs_core::Error::Corrupted { kind: CorruptKind::PayloadChecksum, .. },
+                    ..
+                }) if name == b"b"
             )
         }
         if sums {

@@ -151,12 +151,11 @@ pub struct Pool<M: Media, X: IndexMemory> {
     pub(crate) caught_up: bool,
     /// Refreshes that caught up instead of recovering.
     pub(crate) catch_ups: u64,
-    /// Recoveries run (each rebuilt the index from nothing, renumbering its entries).
-    pub(crate) rebuilds: u64,
     /// The index build the names' slots are of: a number no other build of any pool
     /// in this process has had ([`new_index_gen`]), taken at every rebuild, so that a
-    /// [`NameId`](crate::NameId) of an earlier build — or of another pool, or of an
-    /// earlier open of the same media — names no name here.
+    /// [`NameId`](crate::NameId) or [`IndexMark`](crate::IndexMark) of an earlier
+    /// build — or of another pool, or of an earlier open of the same media — names
+    /// nothing here.
     pub(crate) index_gen: u64,
 }
 
@@ -332,7 +331,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             read_hint: AtomicU64::new(u64::MAX),
             caught_up: false,
             catch_ups: 0,
-            rebuilds: 0,
             index_gen: 0,
         };
         if let Some(o) = owned {
@@ -391,7 +389,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
                 self.catch_ups += 1;
                 return Ok(());
             }
-            self.rebuilds += 1;
             self.index_gen = new_index_gen();
             let mut all = [Lane::default(); LANES_MAX as usize];
             let lanes = &mut all[..self.sb.lanes_max as usize];
@@ -469,7 +466,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             read_hint: AtomicU64::new(u64::MAX),
             caught_up: self.caught_up,
             catch_ups: self.catch_ups,
-            rebuilds: self.rebuilds,
             // The same index (a clone): its names' ids hold in both until either rebuilds.
             index_gen: self.index_gen,
         }
@@ -532,7 +528,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn recover_once(&mut self) -> Result<()> {
-        self.rebuilds += 1;
         self.index_gen = new_index_gen();
         let mut all = [Lane::default(); LANES_MAX as usize];
         let lanes = &mut all[..self.sb.lanes_max as usize];

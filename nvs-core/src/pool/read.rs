@@ -490,19 +490,19 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
 
     /// Where the index stands now (for [`Pool::objects_after`]).
     pub fn index_mark(&self) -> IndexMark {
-        IndexMark { rebuilds: self.rebuilds, objects: self.shared.read().index.len() as u32 }
+        IndexMark { index: self.index_gen, objects: self.shared.read().index.len() as u32 }
     }
 
     /// The objects indexed after `mark` was taken, in the order indexed, each with its
     /// name's id (for [`Pool::name_bytes`] and [`Pool::versions_of`], until the index is
     /// rebuilt: [`NameId`]): what puts and refreshes that caught up
     /// added since. `None` if the index was rebuilt since (a recovery: an open, a
-    /// refresh that recovered, a reclaim): then every object may be new, as far as
-    /// the mark can tell. A follower reads what is new this way in time proportional to
+    /// refresh that recovered, a reclaim), or the mark is of another pool: then every
+    /// object may be new, as far as the mark can tell. A follower reads what is new this way in time proportional to
     /// it, not to the pool.
     pub fn objects_after(&self, mark: IndexMark) -> Option<ObjectsAfter<'_, M, X>> {
         let end = self.shared.read().index.len() as u32;
-        (mark.rebuilds == self.rebuilds && mark.objects <= end).then_some(ObjectsAfter {
+        (mark.index == self.index_gen && mark.objects <= end).then_some(ObjectsAfter {
             pool: self,
             next: mark.objects,
             end,
