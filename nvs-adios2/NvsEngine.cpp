@@ -524,13 +524,24 @@ void NvsEngine::Collective(const std::string &error)
         throw std::runtime_error(error);
 }
 
+/* How rank 0 makes a pool: PoolSize, SegmentSize, SparsePool. */
+struct NewPool
+{
+    uint64_t size;
+    uint64_t segment; // 0: nvs's default
+    bool sparse;
+};
+
 /* Rank 0's part of a writer's Open: make (or replace) the pool, as the mode says. */
-static void PreparePool(const std::string &path, adios2::Mode mode, uint64_t size, uint32_t ranks)
+static void PreparePool(const std::string &path, adios2::Mode mode, const NewPool &how, uint32_t ranks)
 {
     nvs_create_options opts;
     std::memset(&opts, 0, sizeof opts);
     opts.lanes_max = ranks;
     opts.lane_names = 1;
+    opts.segment_len = how.segment;
+    const uint64_t size = how.size;
+    const auto create = how.sparse ? nvs_pool_create_sparse : nvs_pool_create;
     nvs_pool *pool = nullptr;
     struct stat st;
     int32_t rc;
@@ -566,7 +577,7 @@ static void PreparePool(const std::string &path, adios2::Mode mode, uint64_t siz
                                      std::strerror(e));
         }
         const std::string fresh = path + ".nvs-new-" + std::to_string(::getpid());
-        rc = nvs_pool_create(fresh.c_str(), size, &opts, &pool);
+        rc = create(fresh.c_str(), size, &opts, &pool);
         if (rc != NVS_OK)
         {
             ::close(held);
@@ -589,7 +600,7 @@ static void PreparePool(const std::string &path, adios2::Mode mode, uint64_t siz
     if (exists && mode != adios2::Mode::Write)
         return; // Append: every rank opens its lane of the pool there
     // a new file, or a device (device-DAX) formatted in place: the new stream fills it
-    rc = nvs_pool_create(path.c_str(), size, &opts, &pool);
+    rc = create(path.c_str(), size, &opts, &pool);
     if (rc != NVS_OK && !exists && ::stat(path.c_str(), &st) == 0)
         Fail("create " + path + " (another writer created it meanwhile: another job writing "
              "the same output?)",
@@ -605,10 +616,19 @@ void NvsEngine::OpenWriter()
 {
     // Every parameter is checked before anything on disk changes.
     std::string error;
-    uint64_t size = 0;
+    NewPool how{};
     try
     {
-        size = ParseSize(Param("PoolSize", "256M"));
+        const uint64_t size = ParseSize(Param("PoolSize", "256M"));
+        how.size = size;
+        how.sparse = ParseBool("SparsePool", Param("SparsePool", "true"));
+        // Segments of 4 MiB (or nvs's default, 1/16 of the pool, if smaller): a lane
+        // claims a segment at a time, and a sparse pool takes memory a segment at a time.
+        const std::string seg = Param("SegmentSize", "");
+        if (!seg.empty())
+            how.segment = ParseSize(seg);
+        else if (size / 16 > (4u << 20))
+            how.segment = 4u << 20;
         const bool replace = ParseBool("Replace", Param("Replace", "false"));
         if (m_OpenMode == adios2::Mode::Write && m_Rank == 0 && !replace)
         {
@@ -634,7 +654,7 @@ void NvsEngine::OpenWriter()
     try
     {
         if (m_Rank == 0)
-            PreparePool(m_PoolPath, m_OpenMode, size, m_Ranks);
+            PreparePool(m_PoolPath, m_OpenMode, how, m_Ranks);
     }
     catch (const std::exception &e)
     {

@@ -50,8 +50,9 @@
 // returns lengths.
 #define NVS_E_TOO_SMALL 3
 
-// The pool has no room left (no free segment, no run of them long enough, or its index
-// is full). Retention (`nvs_reclaim`) frees room.
+// The pool has no room left (no free segment, no run of them long enough, its index
+// is full, or the file system has no space for a sparse pool's next segment).
+// Retention (`nvs_reclaim`) frees room.
 #define NVS_E_FULL 4
 
 // Larger than the pool allows: an object, a name (255 bytes) or metadata (1 KiB).
@@ -327,6 +328,18 @@ int32_t nvs_pool_create(const char *path,
                         uint64_t size,
                         const struct nvs_create_options *opts,
                         struct nvs_pool **out);
+
+// `nvs_pool_create` of a sparse pool: the file gets its blocks as segments are
+// claimed, not all at create, so a pool holding little takes little (memory on tmpfs)
+// and creates at once. A file system that fills refuses the put needing a new segment
+// (`NVS_E_FULL`, nothing written), never a signal. Fsdax files get every block anyway.
+//
+// # Safety
+// As `nvs_pool_create`.
+int32_t nvs_pool_create_sparse(const char *path,
+                               uint64_t size,
+                               const struct nvs_create_options *opts,
+                               struct nvs_pool **out);
 
 // Open the pool at `path`; `mode` is `NVS_OPEN_READ_WRITE` or `NVS_OPEN_READ_ONLY`.
 // Recovery runs: every committed object is there, nothing else.

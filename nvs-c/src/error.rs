@@ -16,8 +16,9 @@ pub const NVS_E_NOT_FOUND: i32 = 2;
 /// The caller's buffer is too small; the length it needs was stored where the call
 /// returns lengths.
 pub const NVS_E_TOO_SMALL: i32 = 3;
-/// The pool has no room left (no free segment, no run of them long enough, or its index
-/// is full). Retention (`nvs_reclaim`) frees room.
+/// The pool has no room left (no free segment, no run of them long enough, its index
+/// is full, or the file system has no space for a sparse pool's next segment).
+/// Retention (`nvs_reclaim`) frees room.
 pub const NVS_E_FULL: i32 = 4;
 /// Larger than the pool allows: an object, a name (255 bytes) or metadata (1 KiB).
 pub const NVS_E_TOO_LARGE: i32 = 5;
@@ -210,7 +211,7 @@ fn core_status(e: &nvs_core::Error) -> i32 {
     match e {
         C::NotFound => NVS_E_NOT_FOUND,
         C::BufferTooSmall { .. } => NVS_E_TOO_SMALL,
-        C::Full | C::Fragmented { .. } | C::IndexFull { .. } => NVS_E_FULL,
+        C::Full | C::NoSpace | C::Fragmented { .. } | C::IndexFull { .. } => NVS_E_FULL,
         C::TooLarge { .. } | C::NameTooLong { .. } | C::MetaTooLong { .. } | C::BatchSize { .. } => NVS_E_TOO_LARGE,
         C::Corrupted { .. } | C::NotFormatted | C::UnsupportedVersion { .. } => NVS_E_CORRUPT,
         C::LaneBusy { .. } | C::LaneNotOwned { .. } | C::ClaimLockTimeout { .. } => NVS_E_BUSY,

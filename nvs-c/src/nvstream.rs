@@ -559,7 +559,7 @@ fn snapshot(proc_id: c_int) -> Res {
 /// The pool has no room (retention may make some).
 fn is_full(e: &nvs_std::Error) -> bool {
     use nvs_core::Error as C;
-    e.core().is_some_and(|c| matches!(c, C::Full | C::Fragmented { .. } | C::IndexFull { .. }))
+    e.core().is_some_and(|c| matches!(c, C::Full | C::NoSpace | C::Fragmented { .. } | C::IndexFull { .. }))
 }
 
 /// One batch of every registered object (in registration order); returns their versions.

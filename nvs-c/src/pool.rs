@@ -325,24 +325,54 @@ pub unsafe extern "C" fn nvs_pool_create(
     opts: *const nvs_create_options,
     out: *mut *mut nvs_pool,
 ) -> i32 {
-    guard("nvs_pool_create", || {
-        if out.is_null() {
-            return Err(arg("out is NULL"));
-        }
-        // SAFETY: the caller's promises.
-        let (path, o) = unsafe { (cstr(path, "path")?, opts.as_ref().copied().unwrap_or_default()) };
-        let mut co = CreateOptions::new().payload_checksum(o.no_payload_checksum == 0).lane_names(o.lane_names != 0);
-        if o.segment_len != 0 {
-            co = co.segment_len(o.segment_len);
-        }
-        if o.lanes_max != 0 {
-            co = co.lanes_max(o.lanes_max);
-        }
-        let pool = FilePool::create(path_of(path), size, &co)?;
-        // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(nvs_pool::new(pool)) };
-        Ok(())
-    })
+    // SAFETY: the caller's promises, passed on.
+    guard("nvs_pool_create", || unsafe { create(path, size, opts, out, false) })
+}
+
+/// `nvs_pool_create` of a sparse pool: the file gets its blocks as segments are
+/// claimed, not all at create, so a pool holding little takes little (memory on tmpfs)
+/// and creates at once. A file system that fills refuses the put needing a new segment
+/// (`NVS_E_FULL`, nothing written), never a signal. Fsdax files get every block anyway.
+///
+/// # Safety
+/// As `nvs_pool_create`.
+#[no_mangle]
+pub unsafe extern "C" fn nvs_pool_create_sparse(
+    path: *const c_char,
+    size: u64,
+    opts: *const nvs_create_options,
+    out: *mut *mut nvs_pool,
+) -> i32 {
+    // SAFETY: the caller's promises, passed on.
+    guard("nvs_pool_create_sparse", || unsafe { create(path, size, opts, out, true) })
+}
+
+/// # Safety
+/// As `nvs_pool_create`.
+unsafe fn create(
+    path: *const c_char,
+    size: u64,
+    opts: *const nvs_create_options,
+    out: *mut *mut nvs_pool,
+    sparse: bool,
+) -> Res<()> {
+    if out.is_null() {
+        return Err(arg("out is NULL"));
+    }
+    // SAFETY: the caller's promises.
+    let (path, o) = unsafe { (cstr(path, "path")?, opts.as_ref().copied().unwrap_or_default()) };
+    let mut co =
+        CreateOptions::new().payload_checksum(o.no_payload_checksum == 0).lane_names(o.lane_names != 0).sparse(sparse);
+    if o.segment_len != 0 {
+        co = co.segment_len(o.segment_len);
+    }
+    if o.lanes_max != 0 {
+        co = co.lanes_max(o.lanes_max);
+    }
+    let pool = FilePool::create(path_of(path), size, &co)?;
+    // SAFETY: checked non-null; the caller's promise.
+    unsafe { out.write(nvs_pool::new(pool)) };
+    Ok(())
 }
 
 /// Open the pool at `path`; `mode` is `NVS_OPEN_READ_WRITE` or `NVS_OPEN_READ_ONLY`.

@@ -89,6 +89,10 @@ enum Command {
         /// Never overwrites a file.
         #[arg(long)]
         replace: bool,
+        /// A sparse pool: the file gets its blocks as segments fill, not all now (a
+        /// file system that fills refuses the put needing a new segment).
+        #[arg(long)]
+        sparse: bool,
     },
     /// Put FILE (or stdin) as the next version of NAME; prints the committed version
     /// (exit 4 if it was committed but stdout cannot take the version: stderr names it).
@@ -468,12 +472,14 @@ fn main() -> ExitCode {
             payload_checksum: _,
             lane_names,
             replace,
+            sparse,
         } => {
             let opts = nvs_std::CreateOptions::new()
                 .lanes_max(lanes)
                 .payload_checksum(!no_payload_checksum)
                 .lane_names(lane_names)
-                .replace_device_pool(replace);
+                .replace_device_pool(replace)
+                .sparse(sparse);
             commands::create(&pool, size, nvs_std::CreateOptions { segment_len: segment_size, durability: d, ..opts })
         }
         Command::Put { pool, name, file, lane, version, reopen, delta, meta } => {

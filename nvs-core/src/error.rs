@@ -32,6 +32,11 @@ pub enum Error {
     },
     /// No free segment left for this lane: nothing was written, nothing committed is harmed.
     Full,
+    /// The media could not give a free segment the room a claim needs
+    /// ([`crate::Media::reserve`]: a pool file that gets its blocks as it fills, on a file
+    /// system with no space left): nothing was written, nothing committed is harmed; a
+    /// put may succeed once space is freed.
+    NoSpace,
     /// A unit larger than a segment needs `needed` free segments side by side, and the
     /// pool has `free` free segments but no run that long: nothing was written.
     Fragmented {
@@ -260,6 +265,9 @@ impl fmt::Display for Error {
                 crate::limits::FORMAT_VERSION
             ),
             Error::Full => write!(f, "pool full: no free segment left"),
+            Error::NoSpace => {
+                write!(f, "no space left on the file system for another segment of the pool (nothing written)")
+            }
             Error::Fragmented { needed, free } => write!(
                 f,
                 "pool full: this unit needs {needed} free segments side by side; {free} are free, but no run that long"

@@ -5,6 +5,8 @@
 pub const FORMAT_VERSION: u32 = 2;
 /// The oldest format version this build reads (format 1 pools open read-only).
 pub const FORMAT_VERSION_MIN: u32 = 1;
+/// Offset of segment 0: the superblock owns the first 4 KiB.
+pub const DATA_OFF: u64 = 4096;
 /// Most lanes a pool may have.
 pub const LANES_MAX: u32 = 256;
 /// Most bytes of metadata one object carries (format 2).

@@ -73,6 +73,9 @@ pub struct MappedMedia {
     claims: Option<Claims>,
     /// A read-only mapping of a file whose holes take memory when read.
     sparse: Option<SparseFile>,
+    /// A writer's pool file that gets its blocks as segments are claimed
+    /// ([`Media::reserve`] allocates them): a sparse pool.
+    blocks: Option<File>,
 }
 
 /// How long a writer waits for the claim lock another writer process holds before the
@@ -207,6 +210,7 @@ impl MappedMedia {
             prefault: Mutex::new(None),
             claims: None,
             sparse,
+            blocks: None,
         };
         media.check_room_to_open(path)?;
         Ok(media)
@@ -318,6 +322,14 @@ impl MappedMedia {
                 let _ = p.handle.join();
             }
         }
+    }
+
+    /// A writer of a pool file with holes: give each segment its blocks when it is
+    /// claimed ([`Media::reserve`], `fallocate`), and the ones a writer goes on storing
+    /// into at the open, so a file system with no space left refuses the put that needs
+    /// them ([`nvs_core::Error::NoSpace`]) instead of a store into a hole raising SIGBUS.
+    pub(crate) fn allocate_as_claimed(&mut self, file: File) {
+        self.blocks = Some(file);
     }
 
     /// A writer of some lanes of a pool other processes write too: take the pool file's
@@ -525,6 +537,28 @@ fn page_size() -> usize {
 /// The byte ranges of `file` holding data (not holes), clipped to `len`, in order; the
 /// whole `0..len` if the file system cannot say. A file with as many blocks as bytes
 /// has no holes: asked first, as `SEEK_HOLE` on tmpfs walks the file page by page.
+/// Give `off..off + len` of `file` its blocks (`posix_fallocate`; the file's length
+/// stays). A file system that cannot reserve space (no `fallocate`) is left as it is,
+/// as at create.
+pub(crate) fn allocate_range(file: &File, off: u64, len: u64) -> std::io::Result<()> {
+    let bad = |_| std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let (off, len) = (libc::off_t::try_from(off).map_err(bad)?, libc::off_t::try_from(len).map_err(bad)?);
+    if len == 0 {
+        return Ok(());
+    }
+    loop {
+        // SAFETY: plain system call on a descriptor that `file` keeps open during the call.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), off, len) };
+        return match rc {
+            0 | libc::EOPNOTSUPP | libc::ENOSYS => Ok(()),
+            // A signal (a profiler's timer, say) interrupted it: what it allocated stays,
+            // and it starts again where the range has holes.
+            libc::EINTR => continue,
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        };
+    }
+}
+
 fn data_ranges(file: &File, len: usize) -> Vec<(usize, usize)> {
     use std::os::unix::fs::MetadataExt;
     if file.metadata().is_ok_and(|m| m.blocks().saturating_mul(512) >= m.len()) {
@@ -619,6 +653,28 @@ impl Media for MappedMedia {
         self.writing();
         self.region.flush(off, len);
         self.dirtied(off, len);
+    }
+
+    fn reserve(&self, off: usize, len: usize) -> nvs_core::Result<()> {
+        let Some(file) = &self.blocks else { return Ok(()) };
+        if allocate_range(file, off as u64, len as u64).is_err() {
+            return Err(nvs_core::Error::NoSpace);
+        }
+        if self.backing == Backing::Tmpfs && off.checked_add(len).is_some_and(|end| end <= self.region.len()) {
+            // The pages are there now: map them in one call rather than a fault each at
+            // the first store (best effort; a kernel before 5.14 faults them as before).
+            // SAFETY: the range lies inside the mapping (checked), which lives as long as
+            // `self`; populating page tables for writing changes no byte (tmpfs pages
+            // are given blocks above, so nothing is allocated that could fail).
+            unsafe {
+                libc::madvise(
+                    (self.map.as_mut_ptr() as usize + off) as *mut libc::c_void,
+                    len,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+        }
+        Ok(())
     }
 
     fn lock_claims(&self) -> nvs_core::Result<()> {

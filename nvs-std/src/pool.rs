@@ -18,10 +18,10 @@ use crate::durability::{Backing, Durability};
 use crate::error::{Error, Held, Result};
 use crate::fork::Born;
 use crate::locks;
-use crate::media::{Access, MappedMedia};
+use crate::media::{allocate_range, Access, MappedMedia};
 use nvs_core::{
     FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo, PlanSlot, Pool,
-    PoolStats, Put, VersionIter,
+    PoolStats, Put, VersionIter, DATA_OFF,
 };
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -53,6 +53,13 @@ pub struct CreateOptions {
     /// Format a `/dev/dax` device that holds a pool already (its objects are lost).
     /// Off by default: `create` refuses such a device, as it refuses an existing file.
     pub replace_device_pool: bool,
+    /// A sparse pool: the file gets its blocks segment by segment as writers claim them,
+    /// not all at create. A pool holding little takes little (memory on tmpfs, disk
+    /// elsewhere) and creates in no time; a file system that fills refuses the put that
+    /// needs a new segment ([`nvs_core::Error::NoSpace`], nothing written), never a
+    /// signal. Off by default: every block at create, so a full file system is refused
+    /// there. No effect on fsdax (every block is written at create) or device-DAX.
+    pub sparse: bool,
 }
 
 impl Default for CreateOptions {
@@ -75,6 +82,7 @@ impl CreateOptions {
             populate: false,
             lane_names: false,
             replace_device_pool: false,
+            sparse: false,
         }
     }
 
@@ -113,6 +121,12 @@ impl CreateOptions {
     /// Give every lane names of its own ([`CreateOptions::lane_names`]).
     pub const fn lane_names(mut self, on: bool) -> Self {
         self.lane_names = on;
+        self
+    }
+
+    /// A sparse pool ([`CreateOptions::sparse`]): blocks as segments are claimed.
+    pub const fn sparse(mut self, on: bool) -> Self {
+        self.sparse = on;
         self
     }
 
@@ -251,7 +265,7 @@ impl FilePool {
         fo.lanes_max = opts.lanes_max;
         fo.payload_checksum = opts.payload_checksum;
         fo.lane_names = opts.lane_names;
-        fo.geometry(size_bytes).map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        let geometry = fo.geometry(size_bytes).map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
         // File offsets are signed: a larger size would fail as an unclear conversion error.
         if i64::try_from(size_bytes).is_err() {
             let what = format!("a file cannot be {size_bytes} bytes long (at most {})", i64::MAX);
@@ -288,9 +302,18 @@ impl FilePool {
                 return Err(Error::Unsupported { path: path.to_path_buf(), what });
             }
             file.set_len(size_bytes).map_err(|e| io("size", e))?;
-            allocate(&file, size_bytes).map_err(|e| io("allocate space for", e))?;
         }
-        let media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
+        let mut media = MappedMedia::map(&file, path, Access::ReadWrite, opts.durability, opts.populate)?;
+        if new_file {
+            // Segments smaller than 16 pages are not worth the holes.
+            let sparse = opts.sparse && media.backing() != Backing::FsDax && geometry.segment_len >= SPARSE_SEGMENT_MIN;
+            if sparse {
+                allocate_sparse(&file, &geometry).map_err(|e| io("allocate space for", e))?;
+                media.allocate_as_claimed(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
+            } else {
+                allocate_range(&file, 0, size_bytes).map_err(|e| io("allocate space for", e))?;
+            }
+        }
         if new_file && media.backing() == Backing::FsDax {
             write_every_block(&file, size_bytes).map_err(|e| io("write the blocks of", e))?;
         }
@@ -349,10 +372,10 @@ impl FilePool {
         if access == Access::ReadWrite {
             lock(&file, path)?;
         }
-        let media = MappedMedia::map(&file, path, access, durability, false)?;
+        let mut media = MappedMedia::map(&file, path, access, durability, false)?;
         if access == Access::ReadWrite {
             is_a_pool(&media, path)?;
-            back_every_block(&file, path)?;
+            back_a_writer(&file, &mut media, path)?;
         }
         // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
         // thread takes half of them (MappedMedia::start_prefault), until recovery is done.
@@ -440,7 +463,7 @@ impl FilePool {
             }
         };
         is_a_pool(&media, path)?;
-        back_every_block(&file, path)?;
+        back_a_writer(&file, &mut media, path)?;
         media.share_with_writers(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
         let pool = Pool::open_lanes(media, HeapMemory::new(), &owned)
             .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
@@ -1150,23 +1173,40 @@ fn is_a_pool(media: &MappedMedia, path: &Path) -> Result<()> {
     nvs_core::read_layout(media).map(|_| ()).map_err(|source| Error::Core { path: path.to_path_buf(), source })
 }
 
-/// Reserve the file's blocks now, so a full file system is an error here rather than a
-/// SIGBUS at the first store into a hole of the mapping (tmpfs and sparse files).
-/// A writer never starts on a pool file with holes it cannot fill: a store into a hole
-/// of a file system with no room left raises SIGBUS (a signal death, mid-put). A sparse
-/// regular file (fewer blocks than its length: a sparse copy, say) gets its blocks now,
-/// or the open is refused, naming the pool.
-fn back_every_block(file: &File, path: &Path) -> Result<()> {
+/// The smallest segment a sparse pool leaves holes in ([`CreateOptions::sparse`]).
+const SPARSE_SEGMENT_MIN: u64 = 64 << 10;
+
+/// A sparse pool's blocks at create: the superblock's page, and each segment's first
+/// page (its header, which every open reads: on tmpfs a read of a hole takes a page too,
+/// and on a full one raises SIGBUS). The rest comes as segments are claimed.
+fn allocate_sparse(file: &File, g: &nvs_core::Geometry) -> std::io::Result<()> {
+    const PAGE: u64 = 4096;
+    allocate_range(file, 0, DATA_OFF)?;
+    (0..u64::from(g.segment_count)).try_for_each(|i| allocate_range(file, DATA_OFF + i * g.segment_len, PAGE))
+}
+
+/// A writer never stores into a hole of its pool file it has not given blocks: a store
+/// into a hole of a file system with no room left raises SIGBUS (a signal death,
+/// mid-put). A file without holes needs nothing. One with holes (a sparse pool, or a
+/// sparse copy of any pool) gets the blocks of its superblock page now, and of each
+/// segment when it is claimed or, for the segment each lane goes on writing, when the
+/// pool opens ([`nvs_core::Media::reserve`]); a file system with no room is an error
+/// there, naming the pool. On fsdax every hole is filled now, as before a put could
+/// fault on one there.
+fn back_a_writer(file: &File, media: &mut MappedMedia, path: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let meta = file.metadata().map_err(|source| Error::Io { op: "stat", path: path.to_path_buf(), source })?;
+    let io = |op, source| Error::Io { op, path: path.to_path_buf(), source };
+    let meta = file.metadata().map_err(|e| io("stat", e))?;
     if !meta.file_type().is_file() || meta.blocks().saturating_mul(512) >= meta.len() {
         return Ok(());
     }
-    allocate(file, meta.len()).map_err(|source| Error::Io {
-        op: "fill the holes (a writer needs every block) of the sparse pool file",
-        path: path.to_path_buf(),
-        source,
-    })
+    let now = if media.backing() == Backing::FsDax { meta.len() } else { DATA_OFF.min(meta.len()) };
+    allocate_range(file, 0, now)
+        .map_err(|e| io("fill the holes (a writer needs every block) of the sparse pool file", e))?;
+    if media.backing() != Backing::FsDax {
+        media.allocate_as_claimed(file.try_clone().map_err(|e| io("duplicate the descriptor of", e))?);
+    }
+    Ok(())
 }
 
 /// Write zeros over the first `len` bytes of a new pool file on a DAX file system, and
@@ -1192,26 +1232,6 @@ fn file_size_limit() -> Option<u64> {
     // SAFETY: plain system call writing the struct it is given.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) } == 0;
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
-}
-
-fn allocate(file: &File, len: u64) -> std::io::Result<()> {
-    let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    if len == 0 {
-        return Ok(());
-    }
-    loop {
-        // SAFETY: plain system call on a descriptor that `file` keeps open during the call.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-        return match rc {
-            0 => Ok(()),
-            // A signal (a profiler's timer, say) interrupted it: what it allocated stays,
-            // and it starts again where the file has holes.
-            libc::EINTR => continue,
-            // The file system cannot reserve space: keep the sparse file (documented risk).
-            libc::EOPNOTSUPP | libc::ENOSYS => Ok(()),
-            e => Err(std::io::Error::from_raw_os_error(e)),
-        };
-    }
 }
 
 /// A pool id: random bits from the kernel; if that fails, time and pid mixed through

@@ -125,3 +125,128 @@ fn a_sparse_pool_opens_and_gets_when_its_holes_read_fit_and_a_check_is_refused()
         other => panic!("a walker over 64 GiB of holes on tmpfs opened: {other:?}"),
     }
 }
+
+/// A sparse pool (`CreateOptions::sparse`) takes blocks as its segments are claimed: a
+/// 64 MiB pool holding 300 KiB holds a few MiB, and every object reads back, also after
+/// a writer reopens it (which gives its lane's open segment its blocks).
+#[test]
+fn a_sparse_pool_takes_its_blocks_as_segments_are_claimed() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs at /dev/shm");
+    let path = dir.path().join("grow.pool");
+    let mib = 1u64 << 20;
+    let opts = CreateOptions::new().segment_len(mib).sparse(true);
+    let mut p = FilePool::create(&path, 64 * mib, &opts).unwrap();
+    // The superblock's page and each segment header's.
+    assert!(allocated(&path) <= 65 * 4096, "at create: {} bytes", allocated(&path));
+    let obj = |v: u64, len: usize| (0..len).map(|i| (i as u64 * 13 + v) as u8).collect::<Vec<u8>>();
+    for v in 1..=3 {
+        p.put(0, nvs_core::Object::new("a", &obj(v, 100 << 10))).unwrap();
+    }
+    let one = allocated(&path);
+    let headers = 64 * 4096;
+    assert!((mib..=mib + headers).contains(&one), "one segment claimed: {one} bytes");
+    // A span of 3 segments.
+    p.put(0, nvs_core::Object::new("a", &obj(4, 2_500_000))).unwrap();
+    let four = allocated(&path);
+    assert!((4 * mib..=4 * mib + headers).contains(&four), "four segments: {four} bytes");
+    p.close().unwrap();
+    let mut p = FilePool::open(&path, Access::ReadWrite).unwrap();
+    p.put(0, nvs_core::Object::new("a", &obj(5, 10))).unwrap();
+    assert_eq!(allocated(&path), four, "a put into the open segment takes nothing new");
+    p.close().unwrap();
+    let r = FilePool::open(&path, Access::ReadOnly).unwrap();
+    for (v, len) in [(1, 100 << 10), (2, 100 << 10), (3, 100 << 10), (4, 2_500_000), (5, 10)] {
+        assert!(r.get_vec("a", v).unwrap() == obj(v, len), "v{v}");
+    }
+    assert_eq!(allocated(&path), four, "a reader reads only what is there");
+}
+
+/// A writer of a sparse copy of a pool no longer fills every hole at open: the
+/// superblock page and its lane's open segment get blocks, the free segments stay holes.
+#[test]
+fn a_writer_of_a_sparse_copy_gives_blocks_only_where_it_stores() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs at /dev/shm");
+    let real = dir.path().join("real64.pool");
+    let seg = 64u64 << 10;
+    let mut p = FilePool::create(&real, 4 << 20, &CreateOptions::new().segment_len(seg)).unwrap();
+    p.put(0, nvs_core::Object::new("d", b"hello")).unwrap();
+    p.close().unwrap();
+    let bytes = std::fs::read(&real).unwrap();
+    let path = dir.path().join("copy.pool");
+    sparse_copy(&path, &bytes, bytes.len() as u64);
+    let mut p = FilePool::open(&path, Access::ReadWrite).unwrap();
+    // The superblock's page, the 63 segment headers the open read, the open segment.
+    let at_open = allocated(&path);
+    assert!(at_open <= 4096 + 63 * 4096 + seg, "the writer's open took {at_open} bytes of a 4 MiB pool");
+    // Fill the open segment's tail (holes in the copy) and claim more.
+    for v in 2..=200 {
+        p.put(0, nvs_core::Object::new("d", &[v as u8; 1000])).unwrap();
+    }
+    p.close().unwrap();
+    let r = FilePool::open(&path, Access::ReadWrite).unwrap();
+    assert_eq!(r.get_vec("d", 1).unwrap(), b"hello");
+    for v in 2..=200u64 {
+        assert_eq!(r.get_vec("d", v).unwrap(), vec![v as u8; 1000], "v{v}");
+    }
+}
+
+/// On a file system that fills, a sparse pool refuses the put that needs a segment
+/// (`NoSpace`, nothing written), every committed object stays, and puts go on once there
+/// is room. Needs a small tmpfs of its own: skipped where this process may not mount one.
+#[test]
+fn a_sparse_pool_on_a_full_file_system_refuses_the_put_not_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_mount) = SmallTmpfs::mount(dir.path(), 3 << 20) else {
+        eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+        return;
+    };
+    let path = dir.path().join("full.pool");
+    let mib = 1u64 << 20;
+    std::fs::write(dir.path().join("ballast"), vec![1u8; mib as usize]).unwrap();
+    let mut p = FilePool::create(&path, 64 * mib, &CreateOptions::new().segment_len(mib).sparse(true)).unwrap();
+    let obj = |v: u64| vec![v as u8; 300 << 10];
+    let mut stored = 0;
+    let err = loop {
+        match p.put(0, nvs_core::Object::new("x", &obj(stored + 1))) {
+            Ok(_) => stored += 1,
+            Err(e) => break e,
+        }
+        assert!(stored < 100, "the 3 MiB file system never filled");
+    };
+    assert!(err.core() == Some(nvs_core::Error::NoSpace), "{err}");
+    assert!(err.to_string().contains("no space left"), "{err}");
+    assert!(stored >= 3, "{stored}");
+    for v in 1..=stored {
+        assert!(p.get_vec("x", v).unwrap() == obj(v), "v{v}");
+    }
+    // Room again (a file beside it removed): the next put goes on.
+    std::fs::remove_file(dir.path().join("ballast")).unwrap();
+    assert_eq!(p.put(0, nvs_core::Object::new("x", &obj(stored + 1))).unwrap().version, stored + 1);
+    p.close().unwrap();
+    let r = FilePool::open(&path, Access::ReadWrite).unwrap();
+    assert_eq!(r.latest("x").unwrap(), stored + 1);
+    for v in 1..=stored + 1 {
+        assert!(r.get_vec("x", v).unwrap() == obj(v), "v{v} after reopen");
+    }
+}
+
+/// A tmpfs of `bytes` mounted at a directory, unmounted when dropped.
+struct SmallTmpfs(std::ffi::CString);
+
+impl SmallTmpfs {
+    fn mount(dir: &Path, bytes: u64) -> Option<SmallTmpfs> {
+        use std::os::unix::ffi::OsStrExt;
+        let target = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        let opts = std::ffi::CString::new(format!("size={bytes}")).ok()?;
+        // SAFETY: valid NUL-terminated strings for the call's duration.
+        let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) };
+        (rc == 0).then_some(SmallTmpfs(target))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        // SAFETY: a valid NUL-terminated string.
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+    }
+}

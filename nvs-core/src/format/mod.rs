@@ -24,7 +24,7 @@
 pub mod decode;
 pub use crate::checksum::{hash, sum};
 
-pub use crate::limits::{BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
+pub use crate::limits::{BATCH_MAX, DATA_OFF, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
 pub use decode::*;
 
 use crate::error::{Error, Result};
@@ -51,8 +51,6 @@ pub const SUPERBLOCK_SEED: u64 = u64::from_le_bytes(*b"NVSSUPR\0");
 
 /// Cache line: the alignment of units, objects and payloads.
 pub const LINE: u64 = 64;
-/// Offset of segment 0: the superblock owns the first 4 KiB.
-pub const DATA_OFF: u64 = 4096;
 /// Smallest segment.
 pub const SEGMENT_MIN: u64 = 4096;
 /// Largest segment (1 TiB): keeps every offset sum far from overflow.

@@ -80,6 +80,9 @@ pub(crate) fn claim<M: Media>(
     };
     h.checksum = h.compute_checksum();
     let seg_off = sb.segment_off(free);
+    // Room first (a pool file that gets its blocks as it fills): a file system with no
+    // space left refuses the claim here, before any store.
+    media.reserve(seg_off as usize, span as usize * sb.segment_len as usize)?;
     // A header that is not all zero (a claim torn by a crash, a torn invalidation, an
     // earlier pool's, garbage) is zeroed and fenced first. Its words may agree with
     // the new header's (same magic, pool id, lane): if a crash then persisted only

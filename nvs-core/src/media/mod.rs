@@ -142,6 +142,20 @@ pub trait Media {
         let _ = (off, len);
     }
 
+    /// Make `off..off + len` (a free segment being claimed) ready to be stored into, or
+    /// fail: a pool file that gets its blocks as it fills allocates them here, so a file
+    /// system with no space left is an error ([`crate::Error::NoSpace`]) before the claim
+    /// stores anything, never a fault at the first store into a hole. Not a store:
+    /// persists nothing, changes no byte the media reads back (the simulator sees none).
+    /// Called before every claim, outside any unit. The default does nothing.
+    ///
+    /// # Errors
+    /// [`crate::Error::NoSpace`], as above.
+    fn reserve(&self, off: usize, len: usize) -> crate::Result<()> {
+        let _ = (off, len);
+        Ok(())
+    }
+
     /// Take the claim lock: until [`Media::unlock_claims`], no writer in another process
     /// that shares this media claims or releases a segment (nor opens: its recovery
     /// reads the segment headers under it). Only a pool opened for some lanes of a pool
@@ -238,6 +252,9 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)
+    }
+    fn reserve(&self, off: usize, len: usize) -> crate::Result<()> {
+        (**self).reserve(off, len)
     }
     fn lock_claims(&self) -> crate::Result<()> {
         (**self).lock_claims()

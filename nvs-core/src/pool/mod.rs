@@ -343,6 +343,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             // The writer's open-time repair (a crash between a truncate unit and the
             // invalidation of its segments). Newest first only as a seeded bug.
             pool.invalidate_released(mutant::on(Mutant::RepairNewestFirst))?;
+            pool.reserve_lane_segments()?;
         }
         Ok(pool)
     }
@@ -663,6 +664,20 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Invalidate the segments retention released (`log::segments`): of this pool's own
     /// lanes, under the claim lock, when it shares the pool with other processes (and
     /// only if it has any: an open's repair usually has none, and takes no lock).
+    /// [`Media::reserve`] the segment each lane this pool writes goes on storing into:
+    /// claims reserve the rest, so a media that gets its room as it fills (a sparse pool
+    /// file, or a sparse copy of one) has it wherever this writer stores.
+    fn reserve_lane_segments(&mut self) -> Result<()> {
+        let owned = self.owned;
+        for (lane, cell) in self.lanes.iter_mut().enumerate() {
+            let l = *cell.get_mut();
+            if l.active && owned.is_none_or(|o| o.has(lane as u32)) {
+                self.media.reserve(l.seg_start as usize, (l.seg_end - l.seg_start) as usize)?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn invalidate_released(&mut self, newest_first: bool) -> Result<()> {
         let segs = self.shared.get_mut().index.segments(self.sb.segment_count as usize)?;
         let owned = self.owned;
