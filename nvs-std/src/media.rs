@@ -75,8 +75,28 @@ pub struct MappedMedia {
     sparse: Option<SparseFile>,
     /// A writer's pool file that gets its blocks as segments are claimed
     /// ([`Media::reserve`] allocates them): a sparse pool.
-    blocks: Option<File>,
+    blocks: Option<Blocks>,
 }
+
+/// How a writer of a sparse pool file gives segments their blocks ([`Media::reserve`]).
+#[derive(Debug)]
+struct Blocks {
+    file: Arc<File>,
+    /// On tmpfs, the helper preparing the range after the last one reserved, if any.
+    ahead: Mutex<Option<Ahead>>,
+}
+
+/// A helper thread allocating and mapping the next range a claim is likely to take.
+#[derive(Debug)]
+struct Ahead {
+    handle: JoinHandle<()>,
+    /// The process the thread runs in.
+    pid: u32,
+}
+
+/// The smallest reservation whose successor a helper prepares ahead ([`Blocks`]): a
+/// thread per claim is worth it only for segments that take milliseconds to allocate.
+const AHEAD_MIN: usize = 1 << 20;
 
 /// How long a writer waits for the claim lock another writer process holds before the
 /// operation fails ([`nvs_core::Error::ClaimLockTimeout`]): `NVS_CLAIM_WAIT_MS`, default
@@ -329,7 +349,32 @@ impl MappedMedia {
     /// into at the open, so a file system with no space left refuses the put that needs
     /// them ([`nvs_core::Error::NoSpace`]) instead of a store into a hole raising SIGBUS.
     pub(crate) fn allocate_as_claimed(&mut self, file: File) {
-        self.blocks = Some(file);
+        self.blocks = Some(Blocks { file: Arc::new(file), ahead: Mutex::new(None) });
+    }
+
+    /// Allocate `off..off + len` (inside the mapping) and, on tmpfs, map its pages in one
+    /// call rather than a fault each at the first store (`MADV_POPULATE_WRITE`; best
+    /// effort: a kernel before 5.14 faults them as before).
+    fn prepare(file: &File, tmpfs: bool, base: usize, off: usize, len: usize) -> std::io::Result<()> {
+        allocate_range(file, off as u64, len as u64)?;
+        if tmpfs {
+            // SAFETY: the caller keeps `off..off + len` inside the mapping at `base`, and
+            // the mapping alive during the call; populating page tables for writing
+            // changes no byte (the pages have their blocks: nothing can fail to allocate).
+            unsafe { libc::madvise((base + off) as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+        }
+        Ok(())
+    }
+
+    /// Wait for the helper of [`Blocks::ahead`], if any (not in a `fork` child, where it
+    /// does not exist).
+    fn join_ahead(&self) {
+        let Some(blocks) = &self.blocks else { return };
+        if let Some(a) = blocks.ahead.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if std::process::id() == a.pid {
+                let _ = a.handle.join();
+            }
+        }
     }
 
     /// A writer of some lanes of a pool other processes write too: take the pool file's
@@ -397,8 +442,9 @@ impl MappedMedia {
 
 impl Drop for MappedMedia {
     fn drop(&mut self) {
-        // The helper must be gone before the mapping is (fields drop after this).
+        // The helpers must be gone before the mapping is (fields drop after this).
         self.stop_prefault();
+        self.join_ahead();
     }
 }
 
@@ -559,6 +605,15 @@ pub(crate) fn allocate_range(file: &File, off: u64, len: u64) -> std::io::Result
     }
 }
 
+/// Whether `off..end` of `file` has a hole (`SEEK_HOLE`; `false` if the file system
+/// cannot say).
+fn has_hole(file: &File, off: usize, end: usize) -> bool {
+    // SAFETY: lseek on an open descriptor; it only moves a file offset we do not use
+    // (every other access to this file is by mapping or positional I/O).
+    let hole = unsafe { libc::lseek(file.as_raw_fd(), off as libc::off_t, libc::SEEK_HOLE) };
+    hole >= 0 && (hole as usize) < end
+}
+
 fn data_ranges(file: &File, len: usize) -> Vec<(usize, usize)> {
     use std::os::unix::fs::MetadataExt;
     if file.metadata().is_ok_and(|m| m.blocks().saturating_mul(512) >= m.len()) {
@@ -656,23 +711,36 @@ impl Media for MappedMedia {
     }
 
     fn reserve(&self, off: usize, len: usize) -> nvs_core::Result<()> {
-        let Some(file) = &self.blocks else { return Ok(()) };
-        if allocate_range(file, off as u64, len as u64).is_err() {
+        let Some(blocks) = &self.blocks else { return Ok(()) };
+        let end = off.checked_add(len).filter(|&e| e <= self.region.len()).ok_or(nvs_core::Error::NoSpace)?;
+        let tmpfs = self.backing == Backing::Tmpfs;
+        let base = self.map.as_mut_ptr() as usize;
+        let new_ground = tmpfs && has_hole(&blocks.file, off, end);
+        // The helper, if it is still preparing this range, is waited for by the kernel
+        // (the same pages): nothing here waits for it.
+        if MappedMedia::prepare(&blocks.file, tmpfs, base, off, len).is_err() {
             return Err(nvs_core::Error::NoSpace);
         }
-        if self.backing == Backing::Tmpfs && off.checked_add(len).is_some_and(|end| end <= self.region.len()) {
-            // The pages are there now: map them in one call rather than a fault each at
-            // the first store (best effort; a kernel before 5.14 faults them as before).
-            // SAFETY: the range lies inside the mapping (checked), which lives as long as
-            // `self`; populating page tables for writing changes no byte (tmpfs pages
-            // are given blocks above, so nothing is allocated that could fail).
-            unsafe {
-                libc::madvise(
-                    (self.map.as_mut_ptr() as usize + off) as *mut libc::c_void,
-                    len,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
+        // A lane claiming new ground (holes: not a writer's open, not a reused segment)
+        // most often claims the segments right after next: a helper allocates and maps
+        // them now, while the caller stores into these (on tmpfs, where both cost a page
+        // each). Best effort; at most one helper at a time, joined before the mapping
+        // goes. A guess that misses (another lane claims them) costs their blocks early,
+        // no more.
+        let next = len.min(self.region.len() - end);
+        let mut ahead = blocks.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = ahead.as_ref().is_none_or(|a| a.handle.is_finished());
+        if new_ground && len >= AHEAD_MIN && next > 0 && idle {
+            if let Some(a) = ahead.take() {
+                let _ = a.handle.join();
+            }
+            let file = Arc::clone(&blocks.file);
+            let spawned = std::thread::Builder::new()
+                .name("nvs-reserve".into())
+                .spawn(move || drop(MappedMedia::prepare(&file, true, base, end, next)));
+            if let Ok(handle) = spawned {
+                *ahead = Some(Ahead { handle, pid: std::process::id() });
+            }
         }
         Ok(())
     }

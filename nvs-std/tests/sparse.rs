@@ -143,17 +143,19 @@ fn a_sparse_pool_takes_its_blocks_as_segments_are_claimed() {
         p.put(0, nvs_core::Object::new("a", &obj(v, 100 << 10))).unwrap();
     }
     let one = allocated(&path);
+    // One segment, and on tmpfs the next one prepared ahead (the likely next claim).
     let headers = 64 * 4096;
-    assert!((mib..=mib + headers).contains(&one), "one segment claimed: {one} bytes");
-    // A span of 3 segments.
+    assert!((mib..=2 * mib + headers).contains(&one), "one segment claimed: {one} bytes");
+    // A span of 3 segments (and 3 more ahead).
     p.put(0, nvs_core::Object::new("a", &obj(4, 2_500_000))).unwrap();
     let four = allocated(&path);
-    assert!((4 * mib..=4 * mib + headers).contains(&four), "four segments: {four} bytes");
+    assert!((4 * mib..=7 * mib + headers).contains(&four), "four segments: {four} bytes");
     p.close().unwrap();
+    let four = allocated(&path);
     let mut p = FilePool::open(&path, Access::ReadWrite).unwrap();
     p.put(0, nvs_core::Object::new("a", &obj(5, 10))).unwrap();
-    assert_eq!(allocated(&path), four, "a put into the open segment takes nothing new");
     p.close().unwrap();
+    assert_eq!(allocated(&path), four, "a writer's open and a put into the open segment take nothing new");
     let r = FilePool::open(&path, Access::ReadOnly).unwrap();
     for (v, len) in [(1, 100 << 10), (2, 100 << 10), (3, 100 << 10), (4, 2_500_000), (5, 10)] {
         assert!(r.get_vec("a", v).unwrap() == obj(v, len), "v{v}");
