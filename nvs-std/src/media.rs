@@ -78,6 +78,10 @@ pub struct MappedMedia {
     blocks: Option<Blocks>,
 }
 
+/// The most segments whose header pages a read-only open counts the holes of one by
+/// one, when the counts alone cannot show the open fits in memory.
+const SEGMENTS_COUNTED: u64 = 1 << 16;
+
 /// How a writer of a sparse pool file gives segments their blocks ([`Media::reserve`]).
 #[derive(Debug)]
 struct Blocks {
@@ -261,27 +265,62 @@ impl MappedMedia {
     fn check_room_to_open(&self, path: &Path) -> Result<()> {
         let Some(sparse) = &self.sparse else { return Ok(()) };
         const PAGE: u64 = 4096;
-        let read = match nvs_core::read_layout(self) {
-            Ok(l) => {
-                let segments = u64::from(l.segment_count);
-                // The superblock and lane area before the segments, then two pages each.
-                let head = l.pool_len.saturating_sub(segments.saturating_mul(l.segment_len));
-                head.saturating_add(segments.saturating_mul(l.segment_len.min(2 * PAGE)))
-            }
+        const WHY: &str = "an open reads every segment header";
+        let Ok(l) = nvs_core::read_layout(self) else {
             // The open stops at the superblock.
-            Err(_) => PAGE,
+            return sparse.check(path, PAGE, WHY);
         };
-        sparse.check(path, read, "an open reads every segment header")
+        let segments = u64::from(l.segment_count);
+        // The superblock and lane area before the segments, then two pages each.
+        let head = l.pool_len.saturating_sub(segments.saturating_mul(l.segment_len));
+        let window = l.segment_len.min(2 * PAGE);
+        let read = head.saturating_add(segments.saturating_mul(window));
+        if sparse.check(path, read, WHY).is_ok() || segments > SEGMENTS_COUNTED {
+            return sparse.check(path, read, WHY);
+        }
+        // Too many to be sure from the counts alone: the holes those pages really have (a
+        // sparse pool gives every segment header its page at create).
+        let holes = (0..segments)
+            .map(|i| head + i * l.segment_len)
+            .fold(sparse.holes_in(0, head), |sum, at| sum.saturating_add(sparse.holes_in(at, at + window)));
+        sparse.check(path, holes, WHY)
+    }
+
+    /// [`Self::check_room_to_read_all`] for reads of `ranges` only (a check reads the
+    /// objects, not the free segments): the holes those ranges have must fit.
+    pub(crate) fn check_room_to_read(&self, path: &Path, ranges: impl Iterator<Item = (u64, u64)>) -> Result<()> {
+        let Some(sparse) = &self.sparse else { return Ok(()) };
+        let holes = ranges.fold(0u64, |sum, (off, len)| sum.saturating_add(sparse.holes_in(off, off + len)));
+        sparse.check(path, holes, "a check reads every object")
     }
 
     /// Refuse to read every unit of a read-only sparse file on a memory file system
     /// (`nvs check`, `dump`, `salvage`) if its holes could take more than half of the
     /// memory free. A get reads only its object's pages, which its buffer already holds.
     pub fn check_room_to_read_all(&self, path: &Path) -> Result<()> {
-        match &self.sparse {
-            Some(sparse) => sparse.check(path, u64::MAX, "a check, dump or salvage reads every unit"),
-            None => Ok(()),
+        const WHY: &str = "a check, dump or salvage reads every unit";
+        let Some(sparse) = &self.sparse else { return Ok(()) };
+        let estimate = sparse.check(path, u64::MAX, WHY);
+        let Ok(l) = nvs_core::read_layout(self) else { return estimate };
+        let segments = u64::from(l.segment_count);
+        if estimate.is_ok() || segments > SEGMENTS_COUNTED {
+            return estimate;
         }
+        // The holes those reads really meet: each segment's first two pages, and the
+        // whole of every segment (span) whose header line is not all zero (FORMAT.md: the
+        // span is its sixth word). A sparse pool's holes are its free segments.
+        const PAGE: u64 = 4096;
+        let head = l.pool_len.saturating_sub(segments.saturating_mul(l.segment_len));
+        let (mut holes, mut i) = (sparse.holes_in(0, head), 0u64);
+        while i < segments {
+            let at = head + i * l.segment_len;
+            let first = self.load_word(at as usize);
+            let span = if first != 0 { self.load_word(at as usize + 40).clamp(1, segments - i) } else { 1 };
+            let end = if first != 0 { at + span * l.segment_len } else { at + l.segment_len.min(2 * PAGE) };
+            holes = holes.saturating_add(sparse.holes_in(at, end));
+            i += span;
+        }
+        sparse.check(path, holes, WHY)
     }
 
     /// Start a helper thread that fills the page tables of the mapping from its end
@@ -454,9 +493,11 @@ impl Drop for MappedMedia {
 /// an open every segment header, a check every unit, a get its object's pages. A file
 /// whose holes read could take more than half of the memory free (a forged superblock
 /// of 2^24 segments on a file of 1 MiB: 64 GiB) would get its reader killed: refused,
-/// before those holes are read. nvs keeps every block of its pool files allocated, so
-/// only copies made sparse, or pools a VM formats through a file (the unikernel's), have
-/// holes; those read as before when they fit. (Holes are the file's length less its
+/// before those holes are read. When the file's holes alone are too many, the holes the
+/// reads would really meet are counted (`SEEK_DATA`/`SEEK_HOLE`, for pools of up to 2^16
+/// segments): a sparse pool's holes are its free segments, which no read touches, so it
+/// opens, gets, checks and walks on a full file system. Copies made sparse, and pools a
+/// VM formats through a file (the unikernel's), read as before when they fit. (Holes are the file's length less its
 /// blocks: blocks allocated past its end, `fallocate --keep-size`, hide as many holes,
 /// bounded by the memory they take themselves.)
 #[derive(Debug)]
@@ -465,6 +506,8 @@ struct SparseFile {
     holes: u64,
     /// The memory free when it was mapped.
     free: u64,
+    /// The file, to find where its holes are.
+    file: Option<File>,
 }
 
 impl SparseFile {
@@ -473,7 +516,36 @@ impl SparseFile {
         use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().ok()?;
         let holes = meta.len().saturating_sub(meta.blocks().saturating_mul(512));
-        (holes > 0).then(|| SparseFile { len: meta.len(), holes, free: free_memory(file) })
+        (holes > 0).then(|| SparseFile { len: meta.len(), holes, free: free_memory(file), file: file.try_clone().ok() })
+    }
+
+    /// Bytes of holes in `off..end` (`SEEK_DATA`/`SEEK_HOLE`); all of it if the file
+    /// system cannot say.
+    fn holes_in(&self, off: u64, end: u64) -> u64 {
+        let Some(file) = &self.file else { return end.saturating_sub(off) };
+        let fd = file.as_raw_fd();
+        let (mut at, mut holes) = (off, 0u64);
+        while at < end {
+            // SAFETY: lseek on an open descriptor; it only moves a file offset no one
+            // uses (every other access is by mapping or positional I/O).
+            let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                // ENXIO: no data after `at`; anything else: cannot say.
+                return holes + (end - at);
+            }
+            let data = data as u64;
+            if data >= end {
+                return holes + (end - at);
+            }
+            holes += data - at;
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data as libc::off_t, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return holes;
+            }
+            at = (hole as u64).max(data + 1);
+        }
+        holes
     }
 
     /// Refuse reading up to `read` bytes of the file (`why`) if they could be holes
