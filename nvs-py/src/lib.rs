@@ -251,11 +251,11 @@ impl Pool {
     /// writing (`write=True`: the one writer; a second is refused with `nvs.Locked`).
     /// With `create=SIZE`: create a pool file of SIZE bytes (refused if `path` exists),
     /// with `lanes` writer lanes and segments of `segment` bytes (None: nvs's default),
-    /// open for writing.
+    /// open for writing; `sparse=True`: the file gets its blocks as segments are claimed.
     /// With `own_lane` (a lane, or -1: the lowest free one): open it to write that one
     /// lane beside writer processes of the other lanes (a pool with lane names).
     #[new]
-    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None, lane_names = false, own_lane = None))]
+    #[pyo3(signature = (path, write = false, create = None, lanes = 64, segment = None, lane_names = false, own_lane = None, sparse = false))]
     #[allow(clippy::too_many_arguments)] // the Python constructor's keywords
     fn new(
         py: Python<'_>,
@@ -266,6 +266,7 @@ impl Pool {
         segment: Option<u64>,
         lane_names: bool,
         own_lane: Option<i64>,
+        sparse: bool,
     ) -> PyResult<Self> {
         let path = path_arg(path)?;
         let own = match own_lane {
@@ -281,6 +282,7 @@ impl Pool {
                 let mut opts = CreateOptions::new().lanes_max(lanes);
                 opts.segment_len = segment;
                 opts.lane_names = lane_names;
+                opts.sparse = sparse;
                 FilePool::create(&path, size, &opts)
             }
             (None, None) => FilePool::open(&path, if write { Access::ReadWrite } else { Access::ReadOnly }),

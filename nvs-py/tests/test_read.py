@@ -357,3 +357,15 @@ def test_negative_or_huge_numbers_are_value_errors_naming_the_argument(pool_path
             call()
     assert p.get("a", 1) == b"x"
     p.close()
+
+
+def test_a_sparse_pool_takes_blocks_as_it_fills(tmp_path):
+    path = str(tmp_path / "sparse.pool")
+    p = nvs.create(path, 64 << 20, segment=1 << 20, sparse=True)
+    at_create = os.stat(path).st_blocks * 512
+    p.put("x", b"a" * 300_000)
+    p.close()
+    used = os.stat(path).st_blocks * 512
+    assert at_create < 1 << 20, at_create
+    assert used < 8 << 20, used
+    assert nvs.open(path).get("x", 1) == b"a" * 300_000

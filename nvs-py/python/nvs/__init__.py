@@ -145,11 +145,13 @@ def open_lane(path, lane: _Optional[int] = None) -> Pool:
 
 
 def create(path, size: int, lanes: int = 64, segment: _Optional[int] = None,
-           lane_names: bool = False) -> Pool:
+           lane_names: bool = False, sparse: bool = False) -> Pool:
     """Create a pool file of `size` bytes (refused if `path` exists), open for writing.
     ``lane_names=True``: every lane has names of its own (rank r's "temperature" is not
-    rank s's; read one with ``lane=r``)."""
-    return Pool(path, True, size, lanes, segment, lane_names)
+    rank s's; read one with ``lane=r``). ``sparse=True``: the file gets its blocks as
+    segments are claimed, not all now (a full file system then fails the put needing a
+    new segment with ``nvs.Error``, nothing written)."""
+    return Pool(path, True, size, lanes, segment, lane_names, None, sparse)
 
 
 class Committed(_NamedTuple):
