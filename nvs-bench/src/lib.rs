@@ -137,6 +137,10 @@ pub(crate) struct Setup {
 pub fn run(opts: &BenchOptions) -> Result<String> {
     let started = Instant::now();
     signals::install();
+    // Every timed thread on a CPU of its own for the whole run (the 1-thread rows on the
+    // first, a 2-thread row's second thread on the next): a thread the scheduler moves
+    // mid-trial starts over with cold caches, one source of the spread between trials.
+    let _pinned = Pinned::to(0);
     // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
     let pmdk = pmdk::load();
     let dir = opts.dir.clone().unwrap_or_else(default_dir);
@@ -312,9 +316,11 @@ fn trial(
     let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = slots
             .iter_mut()
-            .map(|slot| {
+            .enumerate()
+            .map(|(k, slot)| {
                 let b = &barrier;
                 s.spawn(move || {
+                    let _pinned = Pinned::to(k);
                     b.wait();
                     slot.trial(method, size, budget, clock, pmdk)
                 })
@@ -323,6 +329,41 @@ fn trial(
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into()))).collect()
     });
     Ok(aggregate(&results.into_iter().collect::<Result<Vec<_>, String>>()?))
+}
+
+/// The calling thread pinned to CPU `k` (modulo the CPUs online: threads and worker
+/// processes inherit the pinned mask of whoever started them, so it is not the guide)
+/// until dropped, when it may run anywhere it could before. Best effort: where the
+/// affinity cannot be read or set (a cpuset without that CPU), nothing changes.
+pub(crate) struct Pinned(Option<libc::cpu_set_t>);
+
+impl Pinned {
+    pub(crate) fn to(k: usize) -> Pinned {
+        // SAFETY: sysconf reads a number; cpu_set_t is a plain bit array, for which all
+        // zeroes is a value; sched_getaffinity and sched_setaffinity (of this thread:
+        // pid 0) read and write only the set they are given, of the size given.
+        unsafe {
+            let online = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
+            let mut was: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut was) != 0 {
+                return Pinned(None);
+            }
+            let cpu = k % online.min(libc::CPU_SETSIZE as usize);
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut one);
+            let ok = libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &one) == 0;
+            Pinned(ok.then_some(was))
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(was) = &self.0 {
+            // SAFETY: as in `to`.
+            unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), was) };
+        }
+    }
 }
 
 /// The aggregate of measurements made at the same time (threads, processes): the sum of

@@ -285,6 +285,8 @@ impl WorkerArgs {
 /// write `done OBJECTS BYTES NANOSECONDS`.
 pub fn worker(args: &[OsString], input: &mut dyn BufRead, output: &mut dyn Write) -> Result<()> {
     let a = WorkerArgs::parse(args)?;
+    // A CPU of its own, as the threads of the 2-thread rows have.
+    let _pinned = crate::Pinned::to(a.lane as usize);
     let mut pool = FilePool::open_lanes(&a.pool, Some(&[a.lane]))?;
     pool.set_delta_check(false);
     touch_every_page(pool.media());
