@@ -88,9 +88,10 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
     let mut walk =
         Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None, names: NameCache::new() };
-    // The log's bytes at most (the segments in use) and those walked so far: what the
-    // index's room is estimated from (`presize`).
-    let log_bytes = walk.stats.segments_used as u64 * sb.segment_len;
+    // The bytes of the segments in use but each lane's last (a lane moves on only when
+    // a unit does not fit, so these are nearly full; a lane's last may hold anything),
+    // and those walked so far: what the index's room is estimated from (`presize`).
+    let log_bytes = walk.stats.segments_used.saturating_sub(walk.stats.lanes) as u64 * sb.segment_len;
     let (mut walked, mut presized) = (0u64, false);
     let mut i = 0usize;
     while let Some(first) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
@@ -158,16 +159,20 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     Ok(Some(walk.stats))
 }
 
-/// Make the index's room, once recovery walked a sixteenth of the log's `log_bytes`
-/// (`walked` so far), for the entries the whole log holds at the density seen so far,
-/// and an eighth more: one growth of the entry array and the table instead of a
-/// doubling after doubling (each a copy, and a rehash of the table) — a large part of
-/// an open of many small objects into fresh heap memory. Returns whether it is done.
-/// A hint: a refusal (fixed memory that cannot hold the estimate) changes nothing, and
-/// the inserts then ask for their room one by one, as they always do; an estimate
-/// above what the rest of the log holds (larger objects later) only leaves memory
-/// unused, bounded by the density seen over a sixteenth of the log.
+/// Make the index's room, once recovery walked a sixteenth of `log_bytes` (the
+/// segments in use but each lane's last; `walked` so far), for the entries those bytes
+/// hold at the density seen so far, and an eighth more: one growth of the entry array
+/// and the table instead of a doubling after doubling (each a copy, and a rehash of the
+/// table) — a large part of an open of many small objects into fresh heap memory.
+/// Returns whether it is done. A hint: a refusal (fixed memory that cannot hold the
+/// estimate) changes nothing, and the inserts then ask for their room one by one, as
+/// they always do; an estimate above what the log holds (larger objects later) only
+/// leaves memory unused. Lanes' last segments are left out of the estimate, so lanes
+/// that hold one segment each, barely used, are not taken for full ones.
 fn presize<X: IndexMemory>(index: &mut Index<X>, walked: u64, log_bytes: u64) -> bool {
+    if log_bytes == 0 {
+        return true;
+    }
     if walked == 0 || walked < log_bytes / 16 {
         return false;
     }
