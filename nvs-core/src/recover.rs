@@ -161,7 +161,7 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
 
 /// Make the index's room, once recovery walked a sixteenth of `log_bytes` (the
 /// segments in use but each lane's last; `walked` so far), for the entries those bytes
-/// hold at the density seen so far, and an eighth more: one growth of the entry array
+/// hold at the density seen so far, and up to an eighth more: one growth of the entry array
 /// and the table instead of a doubling after doubling (each a copy, and a rehash of the
 /// table) — a large part of an open of many small objects into fresh heap memory.
 /// Returns whether it is done. A hint: a refusal (fixed memory that cannot hold the
@@ -176,8 +176,13 @@ fn presize<X: IndexMemory>(index: &mut Index<X>, walked: u64, log_bytes: u64) ->
     if walked == 0 || walked < log_bytes / 16 {
         return false;
     }
-    let estimate = index.len() as u128 * log_bytes as u128 * 9 / (8 * walked as u128);
-    if let Some(more) = usize::try_from(estimate).ok().and_then(|e| e.checked_sub(index.len())) {
+    let Ok(base) = usize::try_from(index.len() as u128 * log_bytes as u128 / walked as u128) else { return true };
+    // An eighth more, but only as far as the table the estimate needs holds (it is a
+    // power of two at least twice the keys): the margin never doubles the table.
+    let keys = base.saturating_add(index.name_count());
+    let room = keys.saturating_mul(2).checked_next_power_of_two().map_or(usize::MAX, |t| t / 2);
+    let estimate = base.saturating_add(base / 8).min(room.saturating_sub(index.name_count())).max(base);
+    if let Some(more) = estimate.checked_sub(index.len()) {
         let _ = index.reserve(more, 0);
     }
     true
