@@ -30,7 +30,7 @@
 
 use crate::error::{CorruptKind, Error, Result};
 use crate::format::{self, SegmentHeader, Superblock, UnitSlot, LANES_MAX, LINE, NAME_MAX};
-use crate::index::{name_key, Entry, Full, Index, IndexMemory, InsertError, NONE};
+use crate::index::{Entry, Full, Index, IndexMemory, InsertError, NameCache, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::{self, SegSlot, FREE, RELEASED};
 use crate::log::LaneSet;
@@ -86,7 +86,13 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     read_segment_headers(media, sb, segs);
     let stats = check_chains(sb, segs)?;
     // Pass 3: walk each chain's units. `segs` is sorted, so a lane's segments are adjacent.
-    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None };
+    let mut walk =
+        Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None, names: NameCache::new() };
+    // The bytes of the segments in use but each lane's last (a lane moves on only when
+    // a unit does not fit, so these are nearly full; a lane's last may hold anything),
+    // and those walked so far: what the index's room is estimated from (`presize`).
+    let log_bytes = walk.stats.segments_used.saturating_sub(walk.stats.lanes) as u64 * sb.segment_len;
+    let (mut walked, mut presized) = (0u64, false);
     let mut i = 0usize;
     while let Some(first) = index.segments_ref().get(..count).and_then(|v| v.get(i)).copied() {
         if first.lane == FREE {
@@ -132,6 +138,10 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
                 return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
             }
             walk_segment(media, sb, index, &s, seg_off + LINE, &mut lane, &mut walk)?;
+            walked += lane.tail - (seg_off + LINE);
+            if !presized {
+                presized = presize(index, walked, log_bytes);
+            }
             i += 1;
         }
         // 3b: the assumed base holds if the truncate units say exactly where the chain
@@ -147,6 +157,35 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
     index.segments(count)?.sort_unstable_by_key(|s| s.index);
     lost_segment(media, sb, index.segments_ref().get(..count).unwrap_or(&[]), lanes)?;
     Ok(Some(walk.stats))
+}
+
+/// Make the index's room, once recovery walked a sixteenth of `log_bytes` (the
+/// segments in use but each lane's last; `walked` so far), for the entries those bytes
+/// hold at the density seen so far, and up to an eighth more: one growth of the entry array
+/// and the table instead of a doubling after doubling (each a copy, and a rehash of the
+/// table) — a large part of an open of many small objects into fresh heap memory.
+/// Returns whether it is done. A hint: a refusal (fixed memory that cannot hold the
+/// estimate) changes nothing, and the inserts then ask for their room one by one, as
+/// they always do; an estimate above what the log holds (larger objects later) only
+/// leaves memory unused. Lanes' last segments are left out of the estimate, so lanes
+/// that hold one segment each, barely used, are not taken for full ones.
+fn presize<X: IndexMemory>(index: &mut Index<X>, walked: u64, log_bytes: u64) -> bool {
+    if log_bytes == 0 {
+        return true;
+    }
+    if walked == 0 || walked < log_bytes / 16 {
+        return false;
+    }
+    let Ok(base) = usize::try_from(index.len() as u128 * log_bytes as u128 / walked as u128) else { return true };
+    // An eighth more, but only as far as the table the estimate needs holds (it is a
+    // power of two at least twice the keys): the margin never doubles the table.
+    let keys = base.saturating_add(index.name_count());
+    let room = keys.saturating_mul(2).checked_next_power_of_two().map_or(usize::MAX, |t| t / 2);
+    let estimate = base.saturating_add(base / 8).min(room.saturating_sub(index.name_count())).max(base);
+    if let Some(more) = estimate.checked_sub(index.len()) {
+        let _ = index.reserve(more, 0);
+    }
+    true
 }
 
 /// Never reaches a caller: a catch-up's "not sure" (the caller recovers instead).
@@ -240,7 +279,8 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
         Some(last) => lane_at(sb, index, index.name(last as u32).name_off).ok_or(UNSURE)?,
         None => 0,
     };
-    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: Some(newest) };
+    let mut walk =
+        Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: Some(newest), names: NameCache::new() };
     // Each lane from its tail, then into the segments it chained since, as pass 3 does.
     let mut tails = [NONE; LANES_MAX as usize];
     let mut followed = 0usize;
@@ -320,7 +360,8 @@ pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
         }
     }
     let claims = claims.get(..new).unwrap_or(&[]);
-    let mut walk = Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None };
+    let mut walk =
+        Walk { stats, name_buf: [0; NAME_MAX], truncate_seen: None, name_order: None, names: NameCache::new() };
     let mut followed = 0usize;
     for (lane_id, l) in lanes.iter_mut().enumerate().take(sb.lanes_max as usize) {
         let lane_id = lane_id as u32;
@@ -401,6 +442,8 @@ struct Walk {
     /// Only for a catch-up ([`catch_up`]): the lane of the newest name's first use. A
     /// walk that would give names an order a full recovery would not give fails.
     name_order: Option<u32>,
+    /// The names met so far, by a cheap key (skips hashing and probing for them).
+    names: NameCache,
 }
 
 /// Pass 3's walk of one segment `s` of lane `s.lane` (its head slot): from `off` (its
@@ -435,7 +478,7 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
         // same-size puts): its header and first object header are asked for now, so
         // that they arrive while this unit and the next are indexed. A hint: it reads
         // nothing into the walk and stores nothing.
-        media.prefetch((unit_end + h.unit_len) as usize, 2 * LINE as usize);
+        media.prefetch((unit_end + 3 * h.unit_len) as usize, 2 * LINE as usize);
         index_objects(media, sb, index, lane_id, next_seq, off + LINE, &h, walk)?;
         walk.stats.units += 1;
         next_seq += 1;
@@ -555,16 +598,17 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
     walk: &mut Walk,
 ) -> Result<()> {
     let unit_end = obj - LINE + h.unit_len;
-    let Walk { name_buf, stats, name_order, .. } = walk;
+    let Walk { name_buf, stats, name_order, names, .. } = walk;
+    let space = sb.name_space(lane_id);
     for _ in 0..h.object_count {
         let d = format::decode_object(media, sb, obj, unit_end, name_buf)?;
         let name = name_buf.get(..d.header.name_len as usize).unwrap_or(&[]);
-        let hash = name_key(name, sb.name_space(lane_id));
+        let (found, hash) = index.find_name_cached(names, media, name, space);
         if let Some(newest) = name_order {
             // Recovery makes names in the order it first meets them, lane by lane: a
             // catch-up gives the same order only if this object neither makes a name
             // that belongs before the newest one nor moves an older name's first use.
-            let first_use = match index.find_name(media, hash, name) {
+            let first_use = match found {
                 Some(id) => lane_at(sb, index, index.name(id).name_off),
                 None => Some(core::mem::replace(newest, lane_id)),
             };
@@ -585,7 +629,14 @@ fn index_objects<M: Media + ?Sized, X: IndexMemory>(
             meta_len: if mutant::on(Mutant::MetaLenDropped) { 0 } else { d.header.meta_len },
             payload_sum: d.header.payload_sum,
         };
-        match index.insert(media, hash, name, d.name_off, entry) {
+        // A known name: `insert` would find it and append; a new one: `insert` makes it.
+        let inserted = match found {
+            Some(id) => index.append(id, entry),
+            None => index.insert(media, hash, name, d.name_off, entry).inspect(|&e| {
+                Index::<X>::remember_name(names, name, space, index.entry(e).name);
+            }),
+        };
+        match inserted {
             Ok(_) => {}
             Err(InsertError::Full(what)) => return Err(index.full(Full(what))),
             Err(InsertError::Duplicate) => {

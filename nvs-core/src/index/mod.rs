@@ -80,6 +80,44 @@ fn usable(len: usize) -> usize {
     }
 }
 
+/// Slots of a [`NameCache`] (a power of two).
+const NAME_CACHE: usize = 256;
+
+/// Recovery's shortcut to the names it met: a name's slot id by a cheap mix of its
+/// length, its first and last words and its name space, so that an object of a name
+/// met before is indexed without hashing the name ([`name_key`]) and probing the table
+/// for it. Every hit is checked as [`Index::find_name`] checks a candidate (length,
+/// space, bytes on the media), so it finds the one slot `find_name` would: an index
+/// never holds two slots of the same name in the same space. A miss (a new name, or one
+/// whose cache slot another name took) takes the table's way.
+#[derive(Clone)]
+pub struct NameCache {
+    ids: [u32; NAME_CACHE],
+}
+
+impl NameCache {
+    /// Empty.
+    pub const fn new() -> Self {
+        NameCache { ids: [NONE; NAME_CACHE] }
+    }
+
+    /// `name`'s cache slot in name space `space`.
+    #[inline(always)]
+    fn slot(name: &[u8], space: u32) -> usize {
+        let first = crate::format::hash::word_le(name);
+        let last = crate::format::hash::word_le(name.get(name.len().saturating_sub(8)..).unwrap_or(&[]));
+        let k = (first ^ last.rotate_left(29) ^ (name.len() as u64) << 56 ^ (space as u64) << 40)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (k >> 56) as usize % NAME_CACHE
+    }
+}
+
+impl Default for NameCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Why an insert was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InsertError {
@@ -223,6 +261,40 @@ impl<X: IndexMemory> Index<X> {
             i = (i + PROBE_STEP) & mask;
         }
         None
+    }
+
+    /// The name slot of `name` in name space `space` and its key ([`name_key`]), looked
+    /// up in `cache` first (see [`NameCache`]); a slot found in the table is remembered
+    /// there. The same answer as `find_name(media, name_key(name, space), name)`.
+    #[inline]
+    pub fn find_name_cached<M: Media + ?Sized>(
+        &self,
+        cache: &mut NameCache,
+        media: &M,
+        name: &[u8],
+        space: u32,
+    ) -> (Option<u32>, u64) {
+        let at = NameCache::slot(name, space);
+        let cached = cache.ids.get(at).copied().unwrap_or(NONE);
+        if let Some(n) = self.mem.parts_ref().names.get(..self.names).and_then(|v| v.get(cached as usize)) {
+            if n.name_len as usize == name.len() && space_of(n.hash) == space && media_eq(media, n.name_off, name) {
+                return (Some(cached), n.hash);
+            }
+        }
+        let hash = name_key(name, space);
+        let found = self.find_name(media, hash, name);
+        if let (Some(id), Some(c)) = (found, cache.ids.get_mut(at)) {
+            *c = id;
+        }
+        (found, hash)
+    }
+
+    /// Remember name slot `id` (just made for `name` in `space`) in `cache`.
+    #[inline]
+    pub fn remember_name(cache: &mut NameCache, name: &[u8], space: u32, id: u32) {
+        if let Some(c) = cache.ids.get_mut(NameCache::slot(name, space)) {
+            *c = id;
+        }
     }
 
     /// `Some(hash)` if name slot `id` exists and holds exactly `name` (compared on the
@@ -421,6 +493,16 @@ impl<X: IndexMemory> Index<X> {
         let cap = usable(p.table.len());
         let slot = free_slot(&p.table[..cap], version_key(name_id, entry.version));
         p.table[slot] = e_id;
+        // Versions in order (recovery, a writer's puts) reach the name's next block of
+        // table slots 8 versions on: ask for its line now (a random line of a table that
+        // outgrows the caches; a hint, wasted if versions skip).
+        if entry.version & 7 == 0 {
+            if let Some(t) =
+                entry.version.checked_add(8).and_then(|v| p.table.get(version_key(name_id, v) as usize & (cap - 1)))
+            {
+                prefetch(t);
+            }
+        }
         let n = p.names[name_id as usize];
         if n.last == NONE {
             p.names[name_id as usize].first = e_id;
@@ -576,6 +658,58 @@ mod tests {
         assert_eq!((order, at), ([2, 5, 7, 9], NONE));
         assert!(idx.insert(&media, h, b"temp", 0, e(10)).is_ok());
         assert_eq!(idx.find_version(0, 10).map(|i| idx.entry(i).version), Some(10));
+    }
+
+    /// `find_name_cached` gives what `find_name` gives, for names met before (cache
+    /// hits), names whose cache slot another name took (a cache of one slot's worth of
+    /// names checked against 300), names of other spaces with the same bytes, and names
+    /// not in the index.
+    #[test]
+    fn find_name_cached_agrees_with_find_name() {
+        #[repr(align(64))]
+        struct Lines([u8; 64 * 300]);
+        let mut lines = Lines([0; 64 * 300]);
+        let name = |i: usize| {
+            let mut n = [b'n'; 20];
+            n[..8].copy_from_slice(&(i as u64 * 0x0101_0101).to_le_bytes());
+            n[8 + i % 12..].fill(0);
+            (n, 8 + i % 12)
+        };
+        for i in 0..300 {
+            let (n, len) = name(i);
+            lines.0[64 * i..64 * i + len].copy_from_slice(&n[..len]);
+        }
+        // SAFETY: `lines` is 64-aligned, outlives `media`, and nothing else touches it.
+        let media = unsafe { crate::media::region::Region::new(lines.0.as_mut_ptr(), 64 * 300) };
+        let mut idx = Index::new(FixedMemory::<1024, 512, 4096, 1>::new());
+        idx.clear();
+        let mut cache = NameCache::new();
+        let e = |version| Entry { version, ..Entry::default() };
+        // Names 0..200 in space 0, names 100..200 in space 3 too.
+        for (i, space) in (0..200).map(|i| (i, 0)).chain((100..200).map(|i| (i, 3))) {
+            let (n, len) = name(i);
+            let n = &n[..len];
+            assert_eq!(idx.find_name_cached(&mut cache, &media, n, space), (None, name_key(n, space)));
+            let id = idx.insert(&media, name_key(n, space), n, 64 * i as u64, e(1)).map(|x| idx.entry(x).name);
+            Index::<FixedMemory<1024, 512, 4096, 1>>::remember_name(&mut cache, n, space, id.unwrap());
+        }
+        for round in 0..2 {
+            for i in 0..300 {
+                for space in [0, 3, 5] {
+                    let (n, len) = name(i);
+                    let n = &n[..len];
+                    let key = name_key(n, space);
+                    let want = (idx.find_name(&media, key, n), key);
+                    assert_eq!(
+                        idx.find_name_cached(&mut cache, &media, n, space),
+                        want,
+                        "name {i} space {space} round {round}"
+                    );
+                    let there = i < 200 && space == 0 || (100..200).contains(&i) && space == 3;
+                    assert_eq!(want.0.is_some(), there, "name {i} space {space}");
+                }
+            }
+        }
     }
 
     /// `append_all` as `append` one by one: newest versions in one pass, a version below a
