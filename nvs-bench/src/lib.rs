@@ -137,10 +137,10 @@ pub(crate) struct Setup {
 pub fn run(opts: &BenchOptions) -> Result<String> {
     let started = Instant::now();
     signals::install();
-    // Every timed thread on a CPU of its own for the whole run (the 1-thread rows on the
+    // Every timed thread of the rows on a CPU of its own (the 1-thread rows on the
     // first, a 2-thread row's second thread on the next): a thread the scheduler moves
     // mid-trial starts over with cold caches, one source of the spread between trials.
-    let _pinned = Pinned::to(0);
+    let pinned = Pinned::to(0);
     // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
     let pmdk = pmdk::load();
     let dir = opts.dir.clone().unwrap_or_else(default_dir);
@@ -225,6 +225,8 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     drop(slots);
     let shared_pool = if shared.is_some() { 2 * region } else { 0 };
     drop(shared);
+    // The opens below run as a user's would: on any CPU, beside their prefault helper.
+    drop(pinned);
 
     let mut rows: Vec<Row> = cells
         .iter()
