@@ -140,6 +140,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     // Every timed thread of the rows on a CPU of its own (the 1-thread rows on the
     // first, a 2-thread row's second thread on the next): a thread the scheduler moves
     // mid-trial starts over with cold caches, one source of the spread between trials.
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let pinned = Pinned::to(0);
     // Before any thread: the PMDK libraries read PMEM_IS_PMEM_FORCE as they load.
     let pmdk = pmdk::load();
@@ -269,7 +270,7 @@ pub fn run(opts: &BenchOptions) -> Result<String> {
     let setup = Setup {
         date: date_utc(),
         cpu: cpu_model(),
-        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cpus,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         dir,
         sync_dir,
