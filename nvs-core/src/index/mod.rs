@@ -264,7 +264,7 @@ impl<X: IndexMemory> Index<X> {
     }
 
     /// The name slot of `name` in name space `space` and its key ([`name_key`]), looked
-    /// up in `cache` first (see [`NameCache`]); a slot found in the table is remembered
+    /// up in `cache` first (a `NameCache`); a slot found in the table is remembered
     /// there. The same answer as `find_name(media, name_key(name, space), name)`.
     #[inline]
     pub fn find_name_cached<M: Media + ?Sized>(
