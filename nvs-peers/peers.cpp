@@ -15,7 +15,8 @@
 // Ranks are processes (as MPI ranks are), forked before any library is initialised,
 // each with its own pool/files. A step's time for R ranks is the wall time from the
 // common start to the last rank's end of its steps, over the steps. Trials interleave
-// (round robin over every peer and rank count of a case), and each row is the median.
+// (every peer and rank count of a case once per trial, in a shuffled order that changes
+// from trial to trial), and each row is the median.
 //
 // Usage: peers [--quick] [--dir DIR] [--json FILE] [--trials N]
 #include <adios2.h>
@@ -411,9 +412,23 @@ int main(int argc, char **argv) {
         size_t first = rows.size();
         for (int rc : rank_counts)
             for (int p = 0; p < NPEERS; p++) rows.push_back(Row{ci, rc, p, {}, {}, 0});
-        // trial 0 is a warm-up (not counted); then round robin.
-        for (int t = 0; t <= trials; t++)
-            for (size_t k = first; k < rows.size(); k++) {
+        // trial 0 is a warm-up (not counted); then every row once per trial, in an order
+        // shuffled afresh each trial (a fixed seed: the same orders every run). In one
+        // fixed order a row always ran after the same others and paid for what they left:
+        // the first nvs_put_batch after HDF5's trial took 2-5 ms more (in a profile: one
+        // malloc of glibc's working through the free chunks HDF5 left, and a first copy
+        // from a source pushed out of the caches), and in the round robin the checksummed
+        // nvs row was always the first nvs row after it (posix, pmemlog and memcpy
+        // between), which made checksums look 1.5-2x as costly as they are.
+        std::vector<size_t> order;
+        for (size_t k = first; k < rows.size(); k++) order.push_back(k);
+        uint64_t seed = 0x9e3779b97f4a7c15u;
+        for (int t = 0; t <= trials; t++) {
+            for (size_t i = order.size(); t > 0 && i > 1; i--) {
+                seed = seed * 6364136223846793005u + 1442695040888963407u;
+                std::swap(order[i - 1], order[(seed >> 33) % i]);
+            }
+            for (size_t k : order) {
                 Row &row = rows[k];
                 if (!row.err.empty()) continue;
                 ctl->peer = row.peer;
@@ -428,6 +443,7 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < row.ranks; r++) t0 = std::min(t0, ctl->t0[r]), t1 = std::max(t1, ctl->t1[r]);
                 if (t > 0) row.step_s.push_back((t1 - t0) / steps);
             }
+        }
         run(TEARDOWN);
         fprintf(stderr, "%s done (%d steps per trial, %.0f s so far)\n", cases[ci].label, steps, now() - t_start);
     }
