@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![allow(non_camel_case_types)]
 
+mod batch;
 mod error;
 mod follow;
 mod nvstream;

@@ -9,15 +9,16 @@
 //! the whole pool (`nvs_reclaim`, `nvs_pool_refresh`, `nvs_pool_close`) return
 //! `NVS_E_BUSY`.
 
+use crate::batch::Scratch;
 use crate::error::*;
 use nvs_core::Key;
-use nvs_core::{Changes, Object};
+use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, FileLane, FilePool};
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// "The latest version", where a call takes a version to read.
 pub const NVS_LATEST: u64 = 0;
@@ -48,6 +49,8 @@ pub struct nvs_pool {
     /// `fork` made, no other thread of the parent exists, and a lock one of them held at
     /// the fork stays taken for ever.
     born: u64,
+    /// Where the pool's vectored and batch puts build their objects ([`Scratch`]).
+    scratch: Mutex<Scratch>,
 }
 
 /// A call inside a pool handle, counted in [`nvs_pool::calls`] until it is dropped, its
@@ -79,6 +82,8 @@ pub struct nvs_lane {
     // `'static` stands for "as long as `pool`": the pool cannot be closed, nor taken for
     // `&mut`, while this handle lives (`nvs_pool::lanes`).
     w: Option<FileLane<'static>>,
+    /// Where the lane's vectored and batch puts build their objects ([`Scratch`]).
+    scratch: Scratch,
 }
 
 /// How `nvs_pool_create` formats a pool. All zero (or a NULL pointer) means the
@@ -197,7 +202,21 @@ impl nvs_pool {
             lanes: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
             born: nvs_std::fork_generation(),
+            scratch: Mutex::new(Scratch::with_room()),
         }))
+    }
+
+    /// Run `f` with the pool's scratch, or, while another thread's put has it (puts on
+    /// several lanes through the pool while lane handles are held), with a fresh one of
+    /// its own (which allocates as the batch needs). Never waits.
+    fn with_scratch<T>(&self, f: impl FnOnce(&mut Scratch) -> T) -> T {
+        match self.scratch.try_lock() {
+            Ok(mut s) => f(&mut s),
+            // A panic in a put that had it (caught at the boundary) left it empty, as
+            // every put does: usable.
+            Err(TryLockError::Poisoned(e)) => f(&mut e.into_inner()),
+            Err(TryLockError::WouldBlock) => f(&mut Scratch::default()),
+        }
     }
 
     /// Is this process a `fork` of the one that opened the pool?
@@ -248,12 +267,23 @@ impl nvs_pool {
         whole: impl FnOnce(&mut FilePool) -> nvs_std::Result<T>,
         one: impl FnOnce(&mut FileLane<'_>) -> nvs_std::Result<T>,
     ) -> Res<T> {
+        self.on_lane_with(lane, (), |p, ()| whole(p), |w, ()| one(w))
+    }
+
+    /// [`on_lane`](Self::on_lane), with `ctx` given to the one of the two that runs.
+    fn on_lane_with<C, T>(
+        &self,
+        lane: u32,
+        ctx: C,
+        whole: impl FnOnce(&mut FilePool, C) -> nvs_std::Result<T>,
+        one: impl FnOnce(&mut FileLane<'_>, C) -> nvs_std::Result<T>,
+    ) -> Res<T> {
         if let Some((_g, p)) = self.exclusive()? {
-            return Ok(whole(p)?);
+            return Ok(whole(p, ctx)?);
         }
         let (_g, p) = self.shared()?;
         let mut w = p.lane(lane)?;
-        Ok(one(&mut w)?)
+        Ok(one(&mut w, ctx)?)
     }
 }
 
@@ -303,9 +333,19 @@ unsafe fn pool_ref<'a>(p: *const nvs_pool) -> Res<InCall<'a>> {
 /// `l` is null or a live handle from `nvs_lane_take`.
 unsafe fn lane_mut<'a>(l: *mut nvs_lane) -> Res<(Entered, &'a mut FileLane<'static>)> {
     // SAFETY: the caller's promise.
+    let (entered, w, _) = unsafe { lane_scratch(l)? };
+    Ok((entered, w))
+}
+
+/// [`lane_mut`], with the lane handle's scratch.
+///
+/// # Safety
+/// As `lane_mut`.
+unsafe fn lane_scratch<'a>(l: *mut nvs_lane) -> Res<(Entered, &'a mut FileLane<'static>, &'a mut Scratch)> {
+    // SAFETY: the caller's promise.
     let l = unsafe { l.as_mut() }.ok_or_else(|| arg("lane is NULL"))?;
     let entered = enter(l.pool as usize)?;
-    Ok((entered, l.w.as_mut().ok_or_else(|| arg("lane was released"))?))
+    Ok((entered, l.w.as_mut().ok_or_else(|| arg("lane was released"))?, &mut l.scratch))
 }
 
 fn path_of(bytes: &[u8]) -> &std::path::Path {
@@ -577,7 +617,7 @@ pub unsafe extern "C" fn nvs_lane_take(pool: *mut nvs_pool, lane: u32, out: *mut
         // closed or taken for `&mut` while `lanes` counts it).
         let w: FileLane<'static> = unsafe { std::mem::transmute::<FileLane<'_>, FileLane<'static>>(w) };
         // SAFETY: checked non-null; the caller's promise.
-        unsafe { out.write(Box::into_raw(Box::new(nvs_lane { pool, w: Some(w) }))) };
+        unsafe { out.write(Box::into_raw(Box::new(nvs_lane { pool, w: Some(w), scratch: Scratch::with_room() }))) };
         Ok(())
     })
 }
@@ -603,65 +643,6 @@ pub unsafe extern "C" fn nvs_lane_release(lane: *mut nvs_lane) -> i32 {
         unsafe { &*l.pool }.lanes.fetch_sub(1, Ordering::AcqRel);
         Ok(())
     })
-}
-
-/// An `nvs_object` as Rust values (its parts and ranges borrowed from the caller).
-struct Spec<'a> {
-    name: &'a [u8],
-    parts: Vec<&'a [u8]>,
-    version: u64,
-    meta: &'a [u8],
-    parent: u64,
-    changes: Ranges<'a>,
-}
-
-/// The caller's changed ranges, as nvs-core asks for them.
-struct Ranges<'a>(&'a [nvs_range]);
-
-impl Changes for Ranges<'_> {
-    fn for_each_range(&self, f: &mut dyn FnMut(u64, u64)) {
-        self.0.iter().for_each(|r| f(r.offset, r.len));
-    }
-}
-
-impl<'a> Spec<'a> {
-    /// # Safety
-    /// Every pointer of `o` is NULL or valid for its length, for `'a`.
-    unsafe fn of(o: &nvs_object) -> Res<Spec<'a>> {
-        // SAFETY: the caller's promise, for each field.
-        unsafe {
-            let name = cstr(o.name, "object name")?;
-            let parts = if o.parts.is_null() {
-                vec![bytes(o.data.cast(), o.len, "object data")?]
-            } else {
-                if !o.data.is_null() || o.len != 0 {
-                    return Err(arg("an object has both data and parts: set one"));
-                }
-                let parts = slice(o.parts, o.parts_len, "object parts")?;
-                parts.iter().map(|p| bytes(p.base.cast(), p.len, "a part's base")).collect::<Res<Vec<_>>>()?
-            };
-            let meta = bytes(o.meta.cast(), o.meta_len, "object meta")?;
-            let changes = Ranges(slice(o.changes, o.changes_len, "object changes")?);
-            if o.parent == 0 && o.changes_len != 0 {
-                return Err(arg("changed ranges without a parent version: set parent for a delta put"));
-            }
-            Ok(Spec { name, parts, version: o.version, meta, parent: o.parent, changes })
-        }
-    }
-
-    fn object(&self) -> Object<'_> {
-        let mut o = Object::vectored(self.name, &self.parts);
-        if self.version != 0 {
-            o = o.version(self.version);
-        }
-        if !self.meta.is_empty() {
-            o = o.meta(self.meta);
-        }
-        if self.parent != 0 {
-            o = o.delta(self.parent, &self.changes);
-        }
-        o
-    }
 }
 
 fn result_of(p: nvs_core::Put) -> nvs_put_result {
@@ -709,32 +690,39 @@ pub unsafe extern "C" fn nvs_put_object(
 ) -> i32 {
     guard("nvs_put_object", || {
         // SAFETY: the caller's promises.
-        let (p, spec) = unsafe { (pool_ref(pool)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
-        let put = p.on_lane(lane, |fp| fp.put(lane, spec.object()), |w| w.put(spec.object()))?;
+        let (p, obj) = unsafe { (pool_ref(pool)?, obj.as_ref().ok_or_else(|| arg("obj is NULL"))?) };
+        // SAFETY: the caller's promise for the object's pointers.
+        let put = p.with_scratch(|s| unsafe {
+            s.run(std::slice::from_ref(obj), false, |o, _| p.on_lane(lane, |fp| fp.put(lane, o[0]), |w| w.put(o[0])))
+        })?;
         // SAFETY: the caller's promise.
         unsafe { put_out(result, result_of(put)) };
         Ok(())
     })
 }
 
-/// The objects of a batch, checked, and the versions array they go to.
+/// The objects of a batch, and the versions array they go to, checked; `f` runs on them
+/// as `Object`s (with the plan slots of a large batch), built in `scratch`.
 ///
 /// # Safety
 /// As `nvs_put_batch`.
-unsafe fn batch<'a>(objs: *const nvs_object, n: usize, versions: *mut u64) -> Res<(Vec<Spec<'a>>, &'a mut [u64])> {
+unsafe fn batch(
+    scratch: &mut Scratch,
+    objs: *const nvs_object,
+    n: usize,
+    versions: *mut u64,
+    f: impl FnOnce(&[Object<'_>], &mut [u64], &mut Vec<nvs_core::PlanSlot>) -> Res,
+) -> Res {
     // SAFETY: the caller's promises.
     unsafe {
         if n == 0 {
             return Err(arg("an empty batch (n is 0)"));
         }
         let objs = slice(objs, n, "objs")?;
-        let specs = objs
-            .iter()
-            .enumerate()
-            .map(|(i, o)| Spec::of(o).map_err(|f| Fail { msg: format!("object {i} of the batch: {}", f.msg), ..f }))
-            .collect::<Res<Vec<_>>>()?;
-        let out: &mut [u64] = if versions.is_null() { &mut [] } else { slice_mut(versions, n, "versions")? };
-        Ok((specs, out))
+        scratch.run(objs, true, |objects, slots| {
+            let out: &mut [u64] = if versions.is_null() { &mut [] } else { slice_mut(versions, n, "versions")? };
+            f(objects, out, slots)
+        })
     }
 }
 
@@ -757,12 +745,21 @@ pub unsafe extern "C" fn nvs_put_batch(
     versions: *mut u64,
 ) -> i32 {
     guard("nvs_put_batch", || {
-        // SAFETY: the caller's promises.
-        let (p, (specs, out)) = unsafe { (pool_ref(pool)?, batch(objs, n, versions)?) };
-        let objects: Vec<Object<'_>> = specs.iter().map(Spec::object).collect();
-        let v = p.on_lane(lane, |fp| fp.put_batch(lane, &objects), |w| w.put_batch(&objects))?;
-        out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
-        Ok(())
+        // SAFETY: the caller's promise.
+        let p = unsafe { pool_ref(pool)? };
+        p.with_scratch(|s| {
+            // SAFETY: the caller's promises.
+            unsafe {
+                batch(s, objs, n, versions, |objects, out, slots| {
+                    p.on_lane_with(
+                        lane,
+                        (out, slots),
+                        |fp, (out, slots)| fp.put_batch_into(lane, objects, out, slots),
+                        |w, (out, slots)| w.put_batch_into(objects, out, slots),
+                    )
+                })
+            }
+        })
     })
 }
 
@@ -814,8 +811,9 @@ pub unsafe extern "C" fn nvs_lane_put_object(
 ) -> i32 {
     guard("nvs_lane_put_object", || {
         // SAFETY: the caller's promises.
-        let ((_in, w), spec) = unsafe { (lane_mut(lane)?, Spec::of(obj.as_ref().ok_or_else(|| arg("obj is NULL"))?)?) };
-        let put = w.put(spec.object())?;
+        let ((_in, w, s), obj) = unsafe { (lane_scratch(lane)?, obj.as_ref().ok_or_else(|| arg("obj is NULL"))?) };
+        // SAFETY: the caller's promise for the object's pointers.
+        let put = unsafe { s.run(std::slice::from_ref(obj), false, |o, _| Ok(w.put(o[0])?))? };
         // SAFETY: the caller's promise.
         unsafe { put_out(result, result_of(put)) };
         Ok(())
@@ -835,11 +833,9 @@ pub unsafe extern "C" fn nvs_lane_put_batch(
 ) -> i32 {
     guard("nvs_lane_put_batch", || {
         // SAFETY: the caller's promises.
-        let ((_in, w), (specs, out)) = unsafe { (lane_mut(lane)?, batch(objs, n, versions)?) };
-        let objects: Vec<Object<'_>> = specs.iter().map(Spec::object).collect();
-        let v = w.put_batch(&objects)?;
-        out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
-        Ok(())
+        let (_in, w, s) = unsafe { lane_scratch(lane)? };
+        // SAFETY: the caller's promises.
+        unsafe { batch(s, objs, n, versions, |objects, out, slots| Ok(w.put_batch_into(objects, out, slots)?)) }
     })
 }
 
@@ -1251,6 +1247,128 @@ mod tests {
         assert_eq!(unsafe { nvs_pool_close(p) }, NVS_E_BUSY, "closed under a call inside the handle");
         assert!(entered.shared().is_ok(), "the call goes on");
         drop(entered);
+        // SAFETY: nothing else uses the handle now.
+        assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
+    }
+
+    /// Batches built in a handle's scratch, reused call after call: vectored objects,
+    /// metadata, explicit versions and deltas beside plain ones, over `BATCH_MAX` objects
+    /// (the plan in the scratch's slots) and under it, through the pool and through a lane
+    /// handle, a refused batch between them (naming its object, committing nothing); every
+    /// object reads back as put.
+    #[test]
+    fn batches_reuse_the_scratch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(dir.path().join("p.pool").as_os_str().as_bytes()).unwrap();
+        let mut p: *mut nvs_pool = std::ptr::null_mut();
+        // SAFETY: valid C string and out pointer.
+        assert_eq!(unsafe { nvs_pool_create(path.as_ptr(), 64 << 20, std::ptr::null(), &mut p) }, NVS_OK);
+        let names: Vec<std::ffi::CString> =
+            (0..300).map(|i| std::ffi::CString::new(format!("n{i}")).unwrap()).collect();
+        let data: Vec<Vec<u8>> = (0..300).map(|i| vec![i as u8; 100 + i]).collect();
+        let meta = b"dtype=<u1\n";
+        // Round `r`'s objects `0..n`: every third vectored (three parts), every fifth with
+        // metadata, every seventh at an explicit version, and (after round 0) every
+        // eleventh a delta of its previous version changing its first byte.
+        let run = |r: u64, n: usize, lane: *mut nvs_lane, bad: Option<usize>| -> (i32, Vec<u64>, Vec<Vec<u8>>) {
+            let bytes: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    let mut b = data[i].clone();
+                    b[0] = r as u8;
+                    b
+                })
+                .collect();
+            let iov: Vec<[nvs_iovec; 3]> = bytes
+                .iter()
+                .map(|b| {
+                    let (a, rest) = b.split_at(10);
+                    let (m, z) = rest.split_at(20);
+                    [a, m, z].map(|s| nvs_iovec { base: s.as_ptr().cast(), len: s.len() })
+                })
+                .collect();
+            let change = [nvs_range { offset: 0, len: 1 }];
+            let objs: Vec<nvs_object> = (0..n)
+                .map(|i| {
+                    let mut o = nvs_object {
+                        name: names[i].as_ptr(),
+                        data: bytes[i].as_ptr().cast(),
+                        len: bytes[i].len(),
+                        parts: std::ptr::null(),
+                        parts_len: 0,
+                        version: 0,
+                        meta: std::ptr::null(),
+                        meta_len: 0,
+                        parent: 0,
+                        changes: std::ptr::null(),
+                        changes_len: 0,
+                    };
+                    if i % 3 == 0 {
+                        (o.data, o.len, o.parts, o.parts_len) = (std::ptr::null(), 0, iov[i].as_ptr(), 3);
+                    }
+                    if i % 5 == 0 {
+                        (o.meta, o.meta_len) = (meta.as_ptr().cast(), meta.len());
+                    }
+                    if i % 7 == 0 {
+                        o.version = 10 * (r + 1);
+                    } else if i % 11 == 0 && r > 0 {
+                        (o.parent, o.changes, o.changes_len) = (10 * r, change.as_ptr(), 1);
+                        o.version = 10 * (r + 1);
+                    }
+                    if Some(i) == bad {
+                        (o.data, o.len, o.parts, o.parts_len) = (std::ptr::null(), 0, iov[i].as_ptr(), usize::MAX);
+                    }
+                    o
+                })
+                .collect();
+            let mut v = vec![0u64; n];
+            let rc = if lane.is_null() {
+                // SAFETY: a live handle; every pointer valid for the call.
+                unsafe { nvs_put_batch(p, 0, objs.as_ptr(), n, v.as_mut_ptr()) }
+            } else {
+                // SAFETY: a live lane handle; every pointer valid for the call.
+                unsafe { nvs_lane_put_batch(lane, objs.as_ptr(), n, v.as_mut_ptr()) }
+            };
+            (rc, v, bytes)
+        };
+        let check = |n: usize, v: &[u64], bytes: &[Vec<u8>]| {
+            for i in 0..n {
+                let mut buf = vec![0u8; bytes[i].len()];
+                let mut len = 0usize;
+                // SAFETY: a live handle; valid buffers.
+                let rc = unsafe { nvs_get(p, names[i].as_ptr(), v[i], buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+                assert_eq!((rc, len), (NVS_OK, bytes[i].len()), "object {i}");
+                assert!(buf == bytes[i], "object {i} version {} reads back otherwise", v[i]);
+                let mut m = [0u8; 16];
+                // SAFETY: as above.
+                let rc = unsafe { nvs_get_meta(p, names[i].as_ptr(), v[i], m.as_mut_ptr().cast(), 16, &mut len) };
+                assert_eq!((rc, len), (NVS_OK, if i % 5 == 0 { meta.len() } else { 0 }), "object {i}'s meta");
+            }
+        };
+        let rounds = [(300, false), (40, false), (300, true), (256, true), (257, false), (3, true)];
+        for (round, (n, on_lane)) in (0u64..).zip(rounds) {
+            let mut lane: *mut nvs_lane = std::ptr::null_mut();
+            if on_lane {
+                // SAFETY: a live handle, a valid out pointer.
+                assert_eq!(unsafe { nvs_lane_take(p, 0, &mut lane) }, NVS_OK);
+            }
+            // A refused batch first: its last object's parts are too long.
+            let (rc, ..) = run(round + 1, n, lane, Some(n - 1));
+            assert_eq!(rc, NVS_E_ARG);
+            // SAFETY: nvs_last_error returns a valid NUL-terminated string.
+            let msg =
+                unsafe { std::ffi::CStr::from_ptr(crate::error::nvs_last_error()) }.to_string_lossy().into_owned();
+            assert!(msg.contains(&format!("object {} of the batch: object parts", n - 1)), "{msg}");
+            let (rc, v, bytes) = run(round, n, lane, None);
+            assert_eq!(rc, NVS_OK, "round {round}: {n} objects");
+            for i in (0..n).filter(|i| i % 7 == 0 || (i % 11 == 0 && round > 0)) {
+                assert_eq!(v[i], 10 * (round + 1), "object {i}'s explicit version");
+            }
+            if on_lane {
+                // SAFETY: the lane handle taken above.
+                assert_eq!(unsafe { nvs_lane_release(lane) }, NVS_OK);
+            }
+            check(n, &v, &bytes);
+        }
         // SAFETY: nothing else uses the handle now.
         assert_eq!(unsafe { nvs_pool_close(p) }, NVS_OK);
     }

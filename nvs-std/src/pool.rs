@@ -590,14 +590,36 @@ impl FilePool {
     /// everything else (the pool's state, room, a failed msync) is the error alone, as
     /// for [`FilePool::put`].
     pub fn put_batch(&mut self, lane: u32, objects: &[Object<'_>]) -> Result<Vec<u64>> {
+        let mut versions = vec![0; objects.len()];
+        self.put_batch_into(lane, objects, &mut versions, &mut Vec::new())?;
+        Ok(versions)
+    }
+
+    /// [`FilePool::put_batch`] with no allocation: object `i`'s version goes to
+    /// `versions[i]` (for each `i` below `versions.len()`; an empty slice takes none),
+    /// written only once the batch is committed. A batch of more than
+    /// [`nvs_core::BATCH_MAX`] objects keeps its plan in `slots`, grown to the batch's
+    /// size if shorter and left so for the next call (a caller's scratch: the C ABI keeps
+    /// one per handle); a smaller batch plans on the stack and leaves it alone.
+    ///
+    /// # Errors
+    /// As [`FilePool::put_batch`].
+    pub fn put_batch_into(
+        &mut self,
+        lane: u32,
+        objects: &[Object<'_>],
+        versions: &mut [u64],
+        slots: &mut Vec<PlanSlot>,
+    ) -> Result<()> {
         self.check_batch(objects)?;
         let mut at = None;
         let r = if objects.len() <= nvs_core::BATCH_MAX {
-            self.write(|p| p.put_batch(lane, objects).map(|v| v.to_vec()).map_err(|e| unbatch(e, &mut at)))
+            self.write(|p| p.put_batch(lane, objects).map_err(|e| unbatch(e, &mut at)))
+                .map(|v| versions.iter_mut().zip(v.iter()).for_each(|(o, v)| *o = *v))
         } else {
-            let mut slots = vec![PlanSlot::default(); objects.len()];
-            let r = self.write(|p| p.put_batch_in(lane, objects, &mut slots).map_err(|e| unbatch(e, &mut at)));
-            r.map(|_| slots.iter().map(PlanSlot::version).collect())
+            let slots = grown(slots, objects.len());
+            let r = self.write(|p| p.put_batch_in(lane, objects, slots).map_err(|e| unbatch(e, &mut at)));
+            r.map(|_| versions.iter_mut().zip(slots.iter()).for_each(|(o, s)| *o = s.version()))
         };
         r.map_err(|e| batched(e, at))
     }
@@ -1003,14 +1025,30 @@ impl FileLane<'_> {
     /// As [`FilePool::put_batch`]: a refusal of one object is [`Error::Batch`], naming
     /// its index.
     pub fn put_batch(&mut self, objects: &[Object<'_>]) -> Result<Vec<u64>> {
+        let mut versions = vec![0; objects.len()];
+        self.put_batch_into(objects, &mut versions, &mut Vec::new())?;
+        Ok(versions)
+    }
+
+    /// [`FileLane::put_batch`] with no allocation ([`FilePool::put_batch_into`]).
+    ///
+    /// # Errors
+    /// As [`FilePool::put_batch`].
+    pub fn put_batch_into(
+        &mut self,
+        objects: &[Object<'_>],
+        versions: &mut [u64],
+        slots: &mut Vec<PlanSlot>,
+    ) -> Result<()> {
         self.pool.check_batch(objects)?;
         let mut at = None;
         let r = if objects.len() <= nvs_core::BATCH_MAX {
-            self.write(|w| w.put_batch(objects).map(|v| v.to_vec()).map_err(|e| unbatch(e, &mut at)))
+            self.write(|w| w.put_batch(objects).map_err(|e| unbatch(e, &mut at)))
+                .map(|v| versions.iter_mut().zip(v.iter()).for_each(|(o, v)| *o = *v))
         } else {
-            let mut slots = vec![PlanSlot::default(); objects.len()];
-            let r = self.write(|w| w.put_batch_in(objects, &mut slots).map_err(|e| unbatch(e, &mut at)));
-            r.map(|_| slots.iter().map(PlanSlot::version).collect())
+            let slots = grown(slots, objects.len());
+            let r = self.write(|w| w.put_batch_in(objects, slots).map_err(|e| unbatch(e, &mut at)));
+            r.map(|_| versions.iter_mut().zip(slots.iter()).for_each(|(o, s)| *o = s.version()))
         };
         r.map_err(|e| batched(e, at))
     }
@@ -1035,6 +1073,14 @@ impl fmt::Debug for FileLane<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileLane").field("lane", &self.w.lane()).field("pool", &self.pool.path).finish()
     }
+}
+
+/// `n` fresh slots (`PlanSlot::default()`, as `put_batch_in` asks) in `slots`, reusing
+/// its memory: it grows only for a batch larger than any before.
+fn grown(slots: &mut Vec<PlanSlot>, n: usize) -> &mut [PlanSlot] {
+    slots.clear();
+    slots.resize(n, PlanSlot::default());
+    slots
 }
 
 /// `e`'s error, its object's index kept in `at` (for [`batched`]).
