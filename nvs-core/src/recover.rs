@@ -505,8 +505,10 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
             match format::decode_unit(media, sb, lane_id, next_seq + 1, unit_end, seg_end) {
                 Ok(UnitSlot::Committed(next)) => peeked = Some(next),
                 Err(_) => {}
-                Ok(UnitSlot::End) if format::sealed_unit_whole(media, sb, off, &h) => {}
-                Ok(UnitSlot::End) => break,
+                Ok(UnitSlot::End) if format::sealed_newest_torn(media, sb, lane_id, next_seq, off, &h, seg_end) => {
+                    break
+                }
+                Ok(UnitSlot::End) => {}
             }
         }
         // The unit after the next one, if it is as long as this one (a stream of

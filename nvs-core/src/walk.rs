@@ -382,7 +382,11 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
             // (The next unit's commit word alone means its stores began after this one's fence.)
             let next_committed =
                 || !matches!(format::decode_unit(media, sb, lane, seq + 1, unit_end, end), Ok(UnitSlot::End));
-            if sb.one_fence() && newest && !next_committed() && !format::sealed_unit_whole(media, sb, off, &h) {
+            if sb.one_fence()
+                && newest
+                && !next_committed()
+                && format::sealed_newest_torn(media, sb, lane, seq, off, &h, end)
+            {
                 break;
             }
             visit(Item::Unit(Unit {

@@ -361,6 +361,24 @@ pub fn sealed_unit_whole<M: Media + ?Sized>(media: &M, sb: &Superblock, off: u64
     true
 }
 
+/// Whether the sealed unit `h` at `off` (unit `seq` of `lane`, in a segment ending at
+/// `seg_end`), which no committed unit follows, was torn by a crash: it does not verify
+/// whole ([`sealed_unit_whole`]) and no later committed unit of the lane lies further
+/// on in the segment ([`committed_later`], read only in this rare case). With a later
+/// one it was not the newest: damage, which the caller reports as it would in any unit.
+pub fn sealed_newest_torn<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    h: &UnitHeader,
+    seg_end: u64,
+) -> bool {
+    !sealed_unit_whole(media, sb, off, h)
+        && committed_later(media, sb, lane, seq + 1, off + h.unit_len, seg_end).is_none()
+}
+
 /// Whether the header at `off` that [`decode_unit`] refused as damaged (its commit word
 /// matches, its checksum or bounds do not), in a sealed pool, is rather a crash's torn
 /// header: the lane's newest unit, whose words did not all persist. It is when the lane

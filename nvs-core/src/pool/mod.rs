@@ -107,6 +107,14 @@ pub struct Layout {
     pub lane_names: bool,
 }
 
+impl Layout {
+    /// Its units are sealed (format 3 with payload checksums): one fence per commit, and
+    /// a lane's newest unit counts only once it verifies whole.
+    pub fn sealed_units(&self) -> bool {
+        self.format_version >= 3 && self.payload_checksum
+    }
+}
+
 /// A pool on some media, with its index.
 ///
 /// Single-threaded use goes through `&mut self` ([`Pool::put`] and [`Pool::put_batch`]
