@@ -251,3 +251,58 @@ fn sealed_units_torn_in_random_subsets() {
         assert!(matches(&image(&|_| true), &after_model));
     }
 }
+
+/// A writer's open clears a lane's torn sealed unit: the case that needs it. Unit P
+/// ("k") is stored but for one payload word, and recovery drops it. The writer then puts
+/// Q ("j", the same bytes) at the same place, and crashes with only Q's payload stored:
+/// P's header and object header, left in place, would now verify over Q's payload, and
+/// "k" — never acknowledged, dropped by the first recovery — would come back. The open
+/// zeroed P's header line (and fenced it), so the crash image holds neither.
+#[test]
+#[cfg_attr(miri, ignore = "recoveries of 36 KiB images: slow under miri")]
+fn a_torn_sealed_unit_is_cleared_before_its_place_is_reused() {
+    let (before, ops, before_model, after_model) = scenario(Last::Put(b"k", 300), 2, true);
+    let data = after_model.last().unwrap().2.clone();
+    let stores: Vec<(usize, &Vec<u8>)> =
+        ops.iter().filter_map(|o| if let Op::Store { off, bytes } = o { Some((*off, bytes)) } else { None }).collect();
+    // P's stores, but the payload's first word (its first store starts the payload).
+    let (p_payload, _) = stores[0];
+    let mut torn = before.clone();
+    for (off, bytes) in &stores {
+        torn[*off..off + bytes.len()].copy_from_slice(bytes);
+    }
+    let missing = before[p_payload..p_payload + 8].to_vec();
+    torn[p_payload..p_payload + 8].copy_from_slice(&missing);
+    assert!(matches(&torn, &before_model), "the torn unit is dropped");
+    // The writer's open, then Q: its stores recorded.
+    let rec = Recorder::new(torn.clone());
+    let mut pool = Pool::open(&rec, HeapMemory::new()).unwrap();
+    let opened = rec.mem.borrow().clone();
+    let cleared = rec.ops.borrow().iter().any(|o| matches!(o, Op::Store { bytes, .. } if bytes.iter().all(|&b| b == 0)));
+    assert!(cleared, "the open zeroed the torn unit's header line");
+    rec.ops.borrow_mut().clear();
+    pool.put(0, Object::new(b"j", &data)).unwrap();
+    let q_payload = pool.stat(b"j", 1).unwrap().offset as usize;
+    assert_eq!(q_payload, p_payload, "Q takes P's place");
+    let q_ops = rec.ops.borrow().clone();
+    drop(pool);
+    // The crash: of Q, only its payload's stores persisted.
+    let crash = |base: &[u8]| {
+        let mut img = base.to_vec();
+        for o in &q_ops {
+            if let Op::Store { off, bytes } = o {
+                if *off >= q_payload {
+                    img[*off..off + bytes.len()].copy_from_slice(bytes);
+                }
+            }
+        }
+        img
+    };
+    assert!(matches(&crash(&opened), &before_model), "neither k nor j");
+    // Without the open's clearing, P would be back: what the clearing prevents.
+    let mut ram = Ram::from_bytes(&crash(&torn));
+    let p = Pool::open_read_only(ram.region(), HeapMemory::new()).unwrap();
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(p.get(b"k", 1, &mut back), Ok(data.len()), "the scenario brings P back if nothing clears it");
+    assert_eq!(back, data);
+}
