@@ -278,7 +278,8 @@ fn a_torn_sealed_unit_is_cleared_before_its_place_is_reused() {
     let rec = Recorder::new(torn.clone());
     let mut pool = Pool::open(&rec, HeapMemory::new()).unwrap();
     let opened = rec.mem.borrow().clone();
-    let cleared = rec.ops.borrow().iter().any(|o| matches!(o, Op::Store { bytes, .. } if bytes.iter().all(|&b| b == 0)));
+    let cleared =
+        rec.ops.borrow().iter().any(|o| matches!(o, Op::Store { bytes, .. } if bytes.iter().all(|&b| b == 0)));
     assert!(cleared, "the open zeroed the torn unit's header line");
     rec.ops.borrow_mut().clear();
     pool.put(0, Object::new(b"j", &data)).unwrap();

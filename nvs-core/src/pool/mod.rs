@@ -689,12 +689,12 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     /// A sealed pool's writer open ([`Superblock::one_fence`]): where a lane's newest
-    /// unit did not verify (a crash tore it), its header line, now past the lane's end,
-    /// is zeroed and fenced before the lane writes there again. Left in place, a later
-    /// crash that leaves out the new unit's stores could let that header, over old
-    /// words the new unit happens to repeat, verify: a unit recovery once dropped would
-    /// come back. One word read per lane; a store only after a torn unit (or over
-    /// bytes of an older use of the segment, which are nothing to anyone).
+    /// unit did not verify (a crash tore it after its commit word persisted), its header
+    /// line, now past the lane's end, is zeroed and fenced before the lane writes there
+    /// again. Left in place, a later crash that leaves out the new unit's stores could
+    /// let that header, over old words the new unit happens to repeat, verify: a unit
+    /// recovery once dropped would come back. Two words read per lane; a store only
+    /// after such a crash.
     fn clear_torn_tails(&mut self) {
         if !self.sb.one_fence() || mutant::on(Mutant::SealedTailKept) {
             return;
@@ -704,7 +704,13 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         for (lane, cell) in self.lanes.iter_mut().enumerate() {
             let l = *cell.get_mut();
             let ours = owned.is_none_or(|o| o.has(lane as u32));
-            if ours && l.active && l.tail + format::LINE <= l.seg_end && self.media.load_word(l.tail as usize) != 0 {
+            // The one case that matters: a commit word there that matches (the rest of
+            // the unit did not verify, or recovery would have counted it).
+            let torn = |l: &Lane| {
+                let checksum = self.media.load_word(l.tail as usize + 56);
+                self.media.load_word(l.tail as usize) == self.sb.commit_word_at(lane as u32, l.next_seq, checksum, l.tail)
+            };
+            if ours && l.active && l.tail + format::LINE <= l.seg_end && torn(&l) {
                 self.media.store_line_nt(l.tail as usize, [0; 8]);
                 stored = true;
             }
