@@ -708,7 +708,8 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             // the unit did not verify, or recovery would have counted it).
             let torn = |l: &Lane| {
                 let checksum = self.media.load_word(l.tail as usize + 56);
-                self.media.load_word(l.tail as usize) == self.sb.commit_word_at(lane as u32, l.next_seq, checksum, l.tail)
+                self.media.load_word(l.tail as usize)
+                    == self.sb.commit_word_at(lane as u32, l.next_seq, checksum, l.tail)
             };
             if ours && l.active && l.tail + format::LINE <= l.seg_end && torn(&l) {
                 self.media.store_line_nt(l.tail as usize, [0; 8]);
