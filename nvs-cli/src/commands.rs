@@ -446,7 +446,8 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
         let _ = writeln!(o, "{k:<17} {v}");
     };
     row("pool", pool.display().to_string());
-    row("format version", sb.format_version.to_string());
+    let commit = if sb.sealed_units() { "one fence per commit: sealed units" } else { "two fences per commit" };
+    row("format version", format!("{} ({commit})", sb.format_version));
     row("pool id", format!("{:#018x}", sb.pool_id));
     row("size", format!("{} bytes ({}) of a {} {}", sb.pool_len, human(sb.pool_len), human(file_len), m.backing()));
     row(

@@ -71,7 +71,7 @@ fn round_trip() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let info = stdout(&o);
     for want in [
-        "format version    2",
+        "format version    3 (one fence per commit: sealed units)",
         "payload checksum  on",
         "delta objects     allowed",
         "durability        msync",
@@ -329,7 +329,7 @@ fn json_output_of_ls_and_check() {
 }
 
 /// Format 1 pools: read as they are, refused for writing with the way out, and
-/// `nvs migrate` copies every version (deltas rebuilt as full versions) into a format 2
+/// `nvs migrate` copies every version (deltas rebuilt as full versions) into a format 3
 /// pool whose listing and bytes match; the old pool is left unchanged.
 #[test]
 fn format_1_pools_are_read_and_migrated() {
@@ -346,7 +346,7 @@ fn format_1_pools_are_read_and_migrated() {
     let o = nvs(&["migrate", s(&old), s(&new)]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(stdout(&o).contains("9 objects of 5 names"), "{}", stdout(&o));
-    assert!(stdout(&nvs(&["info", s(&new)])).contains("format version    2"));
+    assert!(stdout(&nvs(&["info", s(&new)])).contains("format version    3"));
     let listing = |p: &Path| {
         let out = stdout(&nvs(&["ls", "-l", s(p)]));
         // Sizes and versions, not where the copy stored them (seq) nor how (delta).

@@ -169,7 +169,7 @@ fn dump_range_is_a_hex_dump_of_the_file() {
     let o = ok(&nvs(&["dump", s(&p), "--range", "0:20"]));
     let lines: Vec<&str> = o.lines().collect();
     assert_eq!(lines.len(), 2, "{o}");
-    assert_eq!(lines[0], "00000000  4e 56 53 50 4f 4f 4c 00  02 00 00 00 03 00 00 00  |NVSPOOL.........|");
+    assert_eq!(lines[0], "00000000  4e 56 53 50 4f 4f 4c 00  03 00 00 00 03 00 00 00  |NVSPOOL.........|");
     // The last line's ASCII column stays where the others have it.
     assert!(lines[1].starts_with("00000010  ") && lines[1].len() == lines[0].len() - 12, "{o}");
     assert_eq!(lines[1].find('|'), lines[0].find('|'), "{o}");
@@ -321,7 +321,7 @@ fn info_stats_and_json() {
     let j = ok(&nvs(&["info", s(&p), "--json"]));
     assert_eq!(j.lines().count(), 1, "{j}");
     assert!(j.starts_with(r#"{"kind":"pool","pool":""#), "{j}");
-    assert!(j.contains(r#","format_version":2,"pool_id":"0x"#), "{j}");
+    assert!(j.contains(r#","format_version":3,"pool_id":"0x"#), "{j}");
     assert!(j.contains(r#","segment_len":65536,"segment_count":15,"segments_used":4,"segments_free":11,"lanes_max":4,"lanes_in_use":2,"payload_checksum":true,"deltas":true,"#), "{j}");
     assert!(j.contains(r#","objects":5,"#), "{j}");
     let js = ok(&nvs(&["info", s(&p), "--json", "--stats"]));

@@ -24,7 +24,8 @@ pub enum Error {
         kind: CorruptKind,
     },
     /// A pool of an older format version opened for writing: this build reads it, and
-    /// writes only pools of its own version ([`crate::FORMAT_VERSION`]). Open it
+    /// writes only pools of versions [`crate::FORMAT_VERSION_WRITABLE`] to
+    /// [`crate::FORMAT_VERSION`]. Open it
     /// read-only, or copy its objects into a new pool.
     OldFormat {
         /// The pool's format version.
@@ -260,8 +261,9 @@ impl fmt::Display for Error {
             Error::Corrupted { offset, kind } => write!(f, "pool corrupted at offset {offset:#x}: {kind}"),
             Error::OldFormat { found } => write!(
                 f,
-                "pool format version {found} is read-only in this build (it writes version {}): \
+                "pool format version {found} is read-only in this build (it writes versions {} to {}): \
                  open it read-only, or copy its objects into a new pool",
+                crate::limits::FORMAT_VERSION_WRITABLE,
                 crate::limits::FORMAT_VERSION
             ),
             Error::Full => write!(f, "pool full: no free segment left"),

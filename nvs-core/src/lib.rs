@@ -76,7 +76,9 @@ pub use format::Geometry;
 #[cfg(feature = "alloc")]
 pub use index::HeapMemory;
 pub use index::{FixedMemory, IndexMemory};
-pub use limits::{BATCH_MAX, DATA_OFF, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
+pub use limits::{
+    BATCH_MAX, DATA_OFF, FORMAT_VERSION, FORMAT_VERSION_MIN, FORMAT_VERSION_WRITABLE, LANES_MAX, META_MAX, NAME_MAX,
+};
 pub use log::plan::PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;

@@ -2,7 +2,10 @@
 //! the errors that name them, the public API) takes them from.
 
 /// Format version written by this build.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build writes to (format 2 pools keep the two-fence
+/// commit of their units; format 3 pools with payload checksums commit with one fence).
+pub const FORMAT_VERSION_WRITABLE: u32 = 2;
 /// The oldest format version this build reads (format 1 pools open read-only).
 pub const FORMAT_VERSION_MIN: u32 = 1;
 /// Offset of segment 0: the superblock owns the first 4 KiB.

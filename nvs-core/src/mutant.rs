@@ -61,6 +61,9 @@ mutants! {
     SpanHeadReleasedFirst => "span_head_released_first", "retention invalidates a span's head header before its covered segments";
     ReuseReadAsOthers => "reuse_read_as_others", "a writer process reads another lane's object in a segment it now holds itself (claimed after the other released it)";
     OthersTailSkipped => "others_tail_skipped", "a writer process's refresh does not walk the other processes' lanes on from their tails (only into their new segments)";
+    SealWithoutPlace => "seal_without_place", "a sealed unit's commit word is not bound to its offset (a unit copied elsewhere verifies there)";
+    SealedTailTrusted => "sealed_tail_trusted", "recovery accepts a lane's newest sealed unit without verifying its object headers and payloads (a torn unit counts)";
+    SealedTailKept => "sealed_tail_kept", "a writer's open leaves a lane's torn sealed unit in place (a later crash can bring it back)";
 }
 
 impl Mutant {

@@ -137,7 +137,11 @@ fn recover_with<M: Media + ?Sized, X: IndexMemory>(
             if s.first_seq != lane.next_seq {
                 return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
             }
-            walk_segment(media, sb, index, &s, seg_off + LINE, &mut lane, &mut walk)?;
+            // The lane's next segment, if any: the next slot not covered by this one's span.
+            let segs = index.segments_ref().get(..count).unwrap_or(&[]);
+            let more =
+                segs.get(i + 1..).and_then(|v| v.iter().find(|g| !g.is_covered())).is_some_and(|g| g.lane == lane_id);
+            walk_segment(media, sb, index, &s, more, seg_off + LINE, &mut lane, &mut walk)?;
             walked += lane.tail - (seg_off + LINE);
             if !presized {
                 presized = presize(index, walked, log_bytes);
@@ -293,7 +297,8 @@ pub(crate) fn catch_up<M: Media + ?Sized, X: IndexMemory>(
                 return Err(UNSURE);
             }
             *tail = head as u32;
-            walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
+            let more = claims.iter().any(|c| c.lane == lane_id && c.chain_seq == l.chain_seq + 1);
+            walk_segment(media, sb, index, &s, more, l.tail, l, &mut walk)?;
         }
         followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
     }
@@ -375,7 +380,8 @@ pub(crate) fn catch_up_others<M: Media + ?Sized, X: IndexMemory>(
                 return Err(UNSURE);
             }
             if !mutant::on(Mutant::OthersTailSkipped) {
-                walk_segment(media, sb, index, &s, l.tail, l, &mut walk)?;
+                let more = claims.iter().any(|c| c.lane == lane_id && c.chain_seq == l.chain_seq + 1);
+                walk_segment(media, sb, index, &s, more, l.tail, l, &mut walk)?;
             }
         }
         followed += follow_claims(media, sb, index, lane_id, l, claims, &mut walk)?;
@@ -412,7 +418,8 @@ fn follow_claims<M: Media + ?Sized, X: IndexMemory>(
         }
         walk.stats.segments_used += c.span;
         followed += 1;
-        walk_segment(media, sb, index, c, sb.segment_off(c.index) + LINE, l, walk)?;
+        let more = claims.iter().any(|n| n.lane == lane_id && n.chain_seq == c.chain_seq + 1);
+        walk_segment(media, sb, index, c, more, sb.segment_off(c.index) + LINE, l, walk)?;
     }
     Ok(followed)
 }
@@ -451,11 +458,15 @@ struct Walk {
 /// index every committed unit up to the first slot that is not, and leave in `lane` the
 /// lane's state after it. Recovery walks every segment of a chain from its data start;
 /// a catch-up walks on from where the last walk stopped — this one code path.
+/// `more_segments`: the lane's chain goes on after `s` (a sealed pool's newest unit is
+/// not in `s`).
+#[allow(clippy::too_many_arguments)]
 fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
     media: &M,
     sb: &Superblock,
     index: &mut Index<X>,
     s: &SegSlot,
+    more_segments: bool,
     mut off: u64,
     lane: &mut Lane,
     walk: &mut Walk,
@@ -465,8 +476,19 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
     let seg_end = seg_off + s.span as u64 * sb.segment_len;
     let mut next_seq = lane.next_seq;
     let (mut closed, mut detached) = (lane.closed, lane.detached);
+    // A sealed pool's next unit, when it was read to tell whether this one is the newest.
+    let mut peeked = None;
     for _ in 0..seg_end.saturating_sub(off) / LINE {
-        let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
+        let slot = match peeked.take() {
+            Some(h) => UnitSlot::Committed(h),
+            None => match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end) {
+                Err(_) if format::sealed_torn_header(media, sb, lane_id, next_seq, off, seg_end, more_segments) => {
+                    break;
+                }
+                r => r?,
+            },
+        };
+        let h = match slot {
             UnitSlot::End if format::committed_after_end(media, sb, lane_id, next_seq, off, seg_end).is_some() => {
                 return Err(Error::Corrupted { offset: off, kind: CorruptKind::SequenceGap });
             }
@@ -474,6 +496,21 @@ fn walk_segment<M: Media + ?Sized, X: IndexMemory>(
             UnitSlot::Committed(h) => h,
         };
         let unit_end = off + h.unit_len;
+        // A sealed unit is the lane's newest unless the next one is committed or the lane
+        // goes on in a later segment (each unit is stored after the one before it was
+        // fenced): only the newest can be torn, and it counts only if it verifies whole.
+        if sb.one_fence() && !more_segments {
+            // (The next unit's commit word alone, even in a header that then fails its
+            // checks, means its stores began: this one was fenced before them.)
+            match format::decode_unit(media, sb, lane_id, next_seq + 1, unit_end, seg_end) {
+                Ok(UnitSlot::Committed(next)) => peeked = Some(next),
+                Err(_) => {}
+                Ok(UnitSlot::End) if format::sealed_newest_torn(media, sb, lane_id, next_seq, off, &h, seg_end) => {
+                    break
+                }
+                Ok(UnitSlot::End) => {}
+            }
+        }
         // The unit after the next one, if it is as long as this one (a stream of
         // same-size puts): its header and first object header are asked for now, so
         // that they arrive while this unit and the next are indexed. A hint: it reads

@@ -249,12 +249,17 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
         // Each lane's lowest first_seq among its valid headers: units below it were
         // released (or its oldest segment's header is lost, see the module docs).
         let mut released_below = [u64::MAX; LANES_MAX as usize];
+        // And its highest chain position: where a sealed pool's newest unit may be torn.
+        let mut last_chain = [0u64; LANES_MAX as usize];
         let mut i = 0u32;
         while i < count {
             match format::decode_segment(media, sb, i) {
                 Some(h) => {
                     if let Some(m) = released_below.get_mut(h.lane as usize) {
                         *m = (*m).min(h.first_seq);
+                    }
+                    if let Some(c) = last_chain.get_mut(h.lane as usize) {
+                        *c = (*c).max(h.chain_seq);
                     }
                     i = i.saturating_add(h.span as u32);
                 }
@@ -272,7 +277,8 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                 let span = h.span; // decode: 1 ..= count - i
                 visit(seg(SegmentState::Owned { lane: h.lane, chain_seq: h.chain_seq, first_seq: h.first_seq, span }));
                 let end = off + span * sb.segment_len;
-                let units_end = self.walk_units(h.lane, h.first_seq, off + LINE, end, visit);
+                let newest = last_chain.get(h.lane as usize) == Some(&h.chain_seq);
+                let units_end = self.walk_units(h.lane, h.first_seq, off + LINE, end, newest, visit);
                 visit(Item::SegmentEnd(SegmentEnd { index: i, units_end, end }));
                 i = i.saturating_add(span as u32);
                 continue;
@@ -289,7 +295,7 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
             }
             visit(seg(SegmentState::Damaged { unit: first.map(|u| (u.lane, u.seq)) }));
             let units_end = match first {
-                Some(u) => self.walk_units(u.lane, u.seq, off + LINE, pool_end, visit),
+                Some(u) => self.walk_units(u.lane, u.seq, off + LINE, pool_end, false, visit),
                 None => off + LINE,
             };
             // The segments its units reach are this one's (a span's covered ones).
@@ -301,8 +307,18 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
     }
 
     /// Walk `lane`'s units from `seq` at `off`, in a segment ending at `end`; returns
-    /// where they end.
-    fn walk_units(&self, lane: u32, mut seq: u64, mut off: u64, end: u64, visit: &mut dyn FnMut(Item<'_>)) -> u64 {
+    /// where they end. `newest`: the segment is its lane's newest, where a sealed pool's
+    /// newest unit, if it does not verify whole, was torn by a crash: not committed, as
+    /// recovery reads it (elsewhere it would be damage, and is reported as such).
+    fn walk_units(
+        &self,
+        lane: u32,
+        mut seq: u64,
+        mut off: u64,
+        end: u64,
+        newest: bool,
+        visit: &mut dyn FnMut(Item<'_>),
+    ) -> u64 {
         let (sb, media) = (&self.sb, self.media);
         let mut name = [0u8; NAME_MAX];
         let mut meta = [0u8; META_MAX];
@@ -338,6 +354,7 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                     continue;
                 }
                 Ok(UnitSlot::Committed(h)) => h,
+                Err(_) if format::sealed_torn_header(media, sb, lane, seq, off, end, !newest) => break,
                 Err(e) => {
                     // Its length cannot be trusted: find the lane's next unit.
                     let next = later(off);
@@ -362,6 +379,16 @@ impl<'m, M: Media + ?Sized> Walker<'m, M> {
                 }
             };
             let unit_end = off + h.unit_len;
+            // (The next unit's commit word alone means its stores began after this one's fence.)
+            let next_committed =
+                || !matches!(format::decode_unit(media, sb, lane, seq + 1, unit_end, end), Ok(UnitSlot::End));
+            if sb.one_fence()
+                && newest
+                && !next_committed()
+                && format::sealed_newest_torn(media, sb, lane, seq, off, &h, end)
+            {
+                break;
+            }
             visit(Item::Unit(Unit {
                 offset: off,
                 lane,

@@ -454,7 +454,9 @@ fn input_refusals_write_nothing() {
     assert_eq!(pool.put(0, Object::new(b"a", b"eleven")).map(|p| p.version), Ok(11));
 }
 
-/// Payload checksums: a flipped payload byte is reported as corruption by get and verify_all.
+/// Payload checksums: a flipped payload byte is reported as corruption by get and
+/// verify_all. In a sealed pool (one fence per unit) the lane's newest unit is the one a
+/// crash may have torn: damage to it reads as a torn unit, which recovery drops.
 #[test]
 fn payload_checksum_catches_damage() {
     let mut ram = Ram::new(256 << 10, 0);
@@ -463,10 +465,12 @@ fn payload_checksum_catches_damage() {
     o.payload_checksum = true;
     let mut pool = Pool::format(ram.region(), o, nvs_core::HeapMemory::new()).unwrap();
     pool.put(0, Object::new(b"p", &[1u8; 300])).unwrap();
+    pool.put(0, Object::new(b"q", &[2u8; 300])).unwrap();
     let off = pool.stat(b"p", 1).unwrap().offset as usize;
+    let newest = pool.stat(b"q", 1).unwrap().offset as usize;
     let mut buf = [0u8; 300];
     assert_eq!(pool.get(b"p", 1, &mut buf), Ok(300));
-    assert_eq!(pool.verify_all(), Ok(1));
+    assert_eq!(pool.verify_all(), Ok(2));
     drop(pool);
     ram.bytes_mut()[off + 100] ^= 1;
     let pool = open(&mut ram).unwrap();
@@ -475,6 +479,12 @@ fn payload_checksum_catches_damage() {
         Err(Error::Corrupted { kind: nvs_core::CorruptKind::PayloadChecksum, .. })
     ));
     assert!(matches!(pool.verify_all(), Err(Error::Corrupted { .. })));
+    assert_eq!(pool.get(b"q", 1, &mut buf), Ok(300));
+    drop(pool);
+    ram.bytes_mut()[newest + 299] ^= 1;
+    let pool = open(&mut ram).unwrap();
+    assert!(matches!(pool.get(b"q", 1, &mut buf), Err(Error::NotFound)), "the newest unit reads as torn");
+    assert!(matches!(pool.get(b"p", 1, &mut buf), Err(Error::Corrupted { .. })));
 }
 
 /// Closing a lane commits an end-of-stream marker that recovery reports; a later put

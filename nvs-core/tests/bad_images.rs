@@ -67,7 +67,7 @@ fn truncated_damaged_and_newer_superblocks() {
     newer[..64].copy_from_slice(bytemuck::bytes_of(&sb));
     assert_eq!(open_bytes(&newer), Err(Error::UnsupportedVersion { found: FORMAT_VERSION + 1 }));
     let msg = open_bytes(&newer).unwrap_err().to_string();
-    assert!(msg.contains("version 3") && msg.contains("versions 1 to 2"), "{msg}");
+    assert!(msg.contains("version 4") && msg.contains("versions 1 to 3"), "{msg}");
     // Version 0 was never written: refused too.
     sb.format_version = 0;
     sb.checksum = sb.compute_checksum();

@@ -297,6 +297,8 @@ fn damaged_deltas_are_reported() {
             v2[100] = 2;
             pool.put(0, Object::new(b"a", &v1)).unwrap();
             pool.put(0, Object::new(b"a", &v2).delta(1, &[(100, 1)])).unwrap();
+            // Not the lane's newest unit (whose damage, in a sealed pool, reads as torn).
+            pool.put(0, Object::new(b"z", b"after")).unwrap();
             let info = pool.stat(b"a", 2).unwrap();
             (info.offset as usize, info.offset as usize + 64)
         };

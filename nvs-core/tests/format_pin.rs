@@ -124,11 +124,16 @@ fn put_path_leaves_pinned_bytes() {
         // (the log of results did not); before that, the pins were 0x0bc1c055a9102d04 /
         // 0x1d987b0cee8d5cb0 (the latter equal to the image pinned before deltas
         // existed) and, with checksums, 0xbb656d46301ecff2 / 0x0565a72ee63c69ae.
-        (false, 0xdda3_7805_6f0d_178c_u64, 0x483c_3152_d534_63cf_u64, 0xff84_9358_fa02_6b4e_u64),
+        // 2026-12-07: format 3 (the superblock's version word; nothing else without
+        // checksums): the pin was 0xdda3_7805_6f0d_178c.
+        (false, 0x306f_ca75_2c8d_3dea_u64, 0x483c_3152_d534_63cf_u64, 0xff84_9358_fa02_6b4e_u64),
         // Format 2 (2026-12-01): payload sums are nvs-sum, so with checksums on the
         // payload_sum fields (and the header checksums and commit words binding them)
         // changed; without, the legacy image is still the one pinned before.
-        (true, 0xbfb2_0f49_9545_ad8d, 0x3335_47f1_8948_0296, 0xff84_9358_fa02_6b4e),
+        // Format 3 (2026-12-07): sealed units (each unit header holds its objects'
+        // digest, its commit word binds its offset, and the line is stored once): the
+        // pins were 0xbfb2_0f49_9545_ad8d / 0x3335_47f1_8948_0296.
+        (true, 0x859c_adf8_c3c2_ff7e, 0x576e_768b_5c24_c202, 0xff84_9358_fa02_6b4e),
     ] {
         let (media, legacy, log) = workload(checksum);
         let log_hash = hash64(1, log.join("\n").as_bytes());

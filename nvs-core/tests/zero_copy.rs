@@ -44,6 +44,8 @@ fn lent_bytes_are_checked_against_their_checksum() {
     o.payload_checksum = true;
     let mut pool = Pool::format(ram.region(), o, HeapMemory::new()).unwrap();
     pool.put(0, Object::new("a", &[5u8; 300])).unwrap();
+    // Not the lane's newest unit (whose damage, in a sealed pool, reads as torn).
+    pool.put(0, Object::new("b", &[6u8; 10])).unwrap();
     let off = pool.stat("a", 1).unwrap().offset as usize;
     drop(pool);
     ram.bytes_mut()[off + 17] ^= 1; // damage the payload

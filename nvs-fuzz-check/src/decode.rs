@@ -47,8 +47,8 @@ fn expected_superblock(bytes: &[u8], media_len: u64) -> Result<Superblock, Error
     if sb.checksum != hash64(u64::from_le_bytes(*b"NVSSUPR\0"), &head[..56]) {
         return Err(Error::Corrupted { offset: 0, kind: CorruptKind::SuperblockChecksum });
     }
-    // Versions 1 (read-only in this build) and 2.
-    if !(1..=2).contains(&sb.format_version) {
+    // Versions 1 (read-only in this build), 2 and 3.
+    if !(1..=3).contains(&sb.format_version) {
         return Err(Error::UnsupportedVersion { found: sb.format_version });
     }
     let pool_len = (sb.segment_count as u64).checked_mul(sb.segment_len).and_then(|x| x.checked_add(4096));
@@ -224,8 +224,8 @@ fn check_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> Optio
         && h.flags == 0
         && h.reserved == 0
         && match sb.format_version {
-            // Format 2: the span owns 1 ..= the segments left from `i` to the pool's end.
-            2 => (1..=(sb.segment_count - i) as u64).contains(&h.span),
+            // Format 2 on: the span owns 1 ..= the segments left from `i` to the pool's end.
+            2.. => (1..=(sb.segment_count - i) as u64).contains(&h.span),
             // Format 1: no spans on the media (0), decoded as 1.
             _ => h.span == 0,
         };

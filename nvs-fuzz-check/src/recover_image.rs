@@ -65,7 +65,7 @@ pub fn run(data: &[u8]) {
         let version = nvs_core::internals::format::decode_superblock(&crate::VecMedia::from_bytes(before.clone()))
             .expect("opened")
             .format_version;
-        if version < nvs_core::internals::format::FORMAT_VERSION {
+        if version < nvs_core::internals::format::FORMAT_VERSION_WRITABLE {
             // An older format: read, never written (no store, and the same error again).
             for _ in 0..2 {
                 let r = Pool::open(img.region(), HeapMemory::new()).map(|_| ());
@@ -86,7 +86,7 @@ pub fn run(data: &[u8]) {
 /// in the segment; bit 3: the object headers in those units.
 pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
     use nvs_core::internals::format::{
-        commit_word, ObjectHeader, SegmentHeader, Superblock, UnitHeader, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
+        ObjectHeader, SegmentHeader, Superblock, UnitHeader, SEGMENT_MAGIC, SUPERBLOCK_MAGIC,
     };
     let mut b = image.to_vec();
     if b.len() < 64 {
@@ -134,7 +134,7 @@ pub fn fix_up(image: &[u8], sel: u8) -> Vec<u8> {
                 break;
             }
             u.checksum = u.compute_checksum(sb.pool_id);
-            u.commit = commit_word(sb.pool_id, u.lane, u.seq, u.checksum);
+            u.commit = sb.commit_word_at(u.lane, u.seq, u.checksum, off as u64);
             b[off..off + 64].copy_from_slice(bytemuck::bytes_of(&u));
             let mut obj = off + 64;
             for _ in 0..u.object_count.min(256) {

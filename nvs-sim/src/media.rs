@@ -120,6 +120,31 @@ impl View {
         v
     }
 
+    /// Decide the words `ws` that are still open as one (a sealed unit's checksummed
+    /// range, [`Media::sealed_range`]): one choice of two, all their newest values or
+    /// all their oldest (the abstraction DESIGN.md states: a range covered by checksums
+    /// verifies only with every word new, and a torn range fails whichever words are old,
+    /// so one torn image stands for all). Words already decided, fixed, or in a line
+    /// with pending cached stores are left as they are.
+    pub fn decide_as_one(&mut self, ws: impl Iterator<Item = usize>) {
+        let open: Vec<(usize, Arc<[u64]>)> = ws
+            .filter_map(|w| self.state.undecided_index(w))
+            .filter(|&k| self.memo[k].is_none())
+            .filter_map(|k| match &self.state.undecided_cells()[k].1 {
+                Cell::Open(vs) => Some((k, vs.clone())),
+                _ => None,
+            })
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let newest = self.chooser.choose(2) == 0;
+        for (k, vs) in open {
+            // Candidates are in store order (the durable value first).
+            self.memo[k] = Some(if newest { vs[vs.len() - 1] } else { vs[0] });
+        }
+    }
+
     /// The state with every word observed so far fixed to what was observed.
     pub fn effective_state(&self) -> State {
         self.state.with_fixed(self.memo.iter().enumerate().filter_map(|(k, m)| m.map(|v| (k, v))))
@@ -312,6 +337,17 @@ impl Inner {
         self.bytes[w * 8..w * 8 + 8].copy_from_slice(&v.to_le_bytes());
     }
 
+    /// [`View::decide_as_one`] of the base words of `first..=last` not yet decided.
+    fn settle_as_one(&mut self, first: usize, last: usize) {
+        let lo = self.unsettled.partition_point(|&w| (w as usize) < first);
+        let hi = self.unsettled.partition_point(|&w| (w as usize) <= last);
+        if lo < hi {
+            let ws: Vec<usize> = self.unsettled[lo..hi].iter().map(|&w| w as usize).collect();
+            self.base.decide_as_one(ws.into_iter());
+            self.settle(first, last);
+        }
+    }
+
     /// Decide, in order, the base words of `first..=last` not yet decided.
     fn settle(&mut self, first: usize, last: usize) {
         let lo = self.unsettled.partition_point(|&w| (w as usize) < first);
@@ -329,6 +365,13 @@ impl Inner {
 impl Media for SimMedia {
     fn len(&self) -> usize {
         self.len
+    }
+
+    fn sealed_range(&self, off: usize, len: usize) {
+        self.check(off, len);
+        if len > 0 {
+            self.lock().settle_as_one(off / 8, (off + len - 1) / 8);
+        }
     }
 
     fn read(&self, off: usize, dst: &mut [u8]) {
@@ -472,6 +515,12 @@ impl Media for CrashView {
     fn load_word(&self, off: usize) -> u64 {
         assert!(off.is_multiple_of(8) && off + 8 <= self.len, "nvs bug: bad word load at {off}");
         self.view.borrow_mut().word(off / 8)
+    }
+    fn sealed_range(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len), "nvs bug: sealed range {off}+{len} outside");
+        if len > 0 {
+            self.view.borrow_mut().decide_as_one(off / 8..=(off + len - 1) / 8);
+        }
     }
     fn store_nt(&self, _off: usize, _src: &[u8]) {
         self.stores.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,11 @@ fn fixture(name: &str, test: &str) -> PathBuf {
 }
 
 fn expect_v1_contents(p: &FilePool) {
-    assert_eq!(p.core_pool().layout().format_version, 1);
+    expect_contents(p, 1, 5);
+}
+
+fn expect_contents(p: &FilePool, format: u32, name_count: usize) {
+    assert_eq!(p.core_pool().layout().format_version, format);
     for v in 11..=12 {
         assert_eq!(p.get_vec("a", v).unwrap(), pattern("a", v, 3000), "a v{v}");
     }
@@ -37,7 +41,7 @@ fn expect_v1_contents(p: &FilePool) {
     assert_eq!(p.get_vec("c", 2).unwrap(), c, "the delta rebuilds");
     assert_eq!(p.stat("c", 2).unwrap().depth, 1);
     let names: Vec<_> = p.names().collect();
-    assert_eq!(names.len(), 5);
+    assert_eq!(names.len(), name_count);
 }
 
 #[test]
@@ -105,14 +109,40 @@ fn format_1_payload_damage_is_caught() {
     }
 }
 
-/// A pool this build formats is format 2 with payload checksums (nvs-sum) by default.
+/// Format 2 pools (written before sealed units) read byte-exact, and stay writable as
+/// format 2: new units are committed with two fences, as a format 2 build reads them,
+/// and everything old and new reads back after a reopen.
 #[test]
-fn new_pools_are_format_2_with_checksums() {
+fn format_2_pools_read_and_write_as_format_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["v2.pool", "v2-checksums.pool"] {
+        let path = copy_of(name, &dir);
+        let p = FilePool::open(&path, Access::ReadOnly).unwrap_or_else(|e| panic!("{name}: {e}"));
+        expect_contents(&p, 2, 5);
+        assert_eq!(p.verify().unwrap(), 9, "{name}: every object verifies");
+        drop(p);
+        let mut p = FilePool::open(&path, Access::ReadWrite).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(p.put(0, nvs_core::Object::new("a", &pattern("a", 13, 5000))).unwrap().version, 13);
+        p.put_batch(3, &[nvs_core::Object::new("n", &pattern("n", 1, 10)), nvs_core::Object::new("m", b"")]).unwrap();
+        p.close().unwrap();
+        let p = FilePool::open(&path, Access::ReadOnly).unwrap();
+        expect_contents(&p, 2, 7);
+        assert_eq!(p.get_vec("a", 13).unwrap(), pattern("a", 13, 5000));
+        assert_eq!(p.get_vec("n", 1).unwrap(), pattern("n", 1, 10));
+        assert_eq!(p.get_vec("m", 1).unwrap(), b"");
+        assert_eq!(p.verify().unwrap(), 12, "{name}");
+    }
+}
+
+/// A pool this build formats is format 3 with payload checksums (nvs-sum) by default:
+/// sealed units, one fence per commit.
+#[test]
+fn new_pools_are_format_3_with_checksums() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
     let p = FilePool::create(&path, 1 << 20, &CreateOptions::new().segment_len(64 << 10)).unwrap();
     let layout = p.layout();
-    assert_eq!((layout.format_version, layout.payload_checksum), (2, true));
+    assert_eq!((layout.format_version, layout.payload_checksum), (3, true));
     drop(p);
     let off = dir.path().join("q.pool");
     let p = FilePool::create(&off, 1 << 20, &CreateOptions::new().payload_checksum(false)).unwrap();

@@ -81,10 +81,14 @@ fn metadata(media: &SimMedia) -> Vec<(usize, usize, Meta)> {
 }
 
 /// The committed payloads of a pool image with payload checksums: (offset, length) of
-/// each object's stored bytes (a delta's record).
-fn payloads(media: &SimMedia) -> Vec<(usize, usize)> {
+/// each object's stored bytes (a delta's record), and, if its unit is its lane's newest
+/// in a pool of sealed units (where damage reads as a torn unit: dropped), the unit's
+/// object count (else 0).
+fn payloads(media: &SimMedia) -> Vec<(usize, usize, usize)> {
     let Ok(sb) = decode_superblock(media) else { return vec![] };
     let mut out = Vec::new();
+    let mut newest = std::collections::BTreeMap::new();
+    let mut units = Vec::new();
     for i in 0..sb.segment_count {
         let Some(h) = decode_segment(media, &sb, i) else { continue };
         let seg = sb.segment_off(i);
@@ -102,19 +106,25 @@ fn payloads(media: &SimMedia) -> Vec<(usize, usize)> {
                     break;
                 }
                 out.push((payload as usize, oh.payload_len as usize));
+                units.push((u.lane, u.seq, u.object_count as usize));
                 obj = payload + line_up(oh.payload_len);
             }
+            let last = newest.entry(u.lane).or_insert(u.seq);
+            *last = (*last).max(u.seq);
             off += u.unit_len;
         }
     }
-    out
+    let sealed = sb.one_fence();
+    let vanish = |lane, seq, count| if sealed && newest.get(&lane) == Some(&seq) { count } else { 0 };
+    out.into_iter().zip(units).map(|((at, len), (lane, seq, count))| (at, len, vanish(lane, seq, count))).collect()
 }
 
 /// Payload damage in pools with payload checksums ("never silent" for bytes): each of
 /// `workloads` runs with checksums on, then in its final pool every payload byte is
 /// flipped, one at a time; every object the undamaged pool holds must then read back
 /// byte-exact or be refused as corrupted — never other bytes — and at least one read
-/// must be refused (the flipped object's).
+/// must be refused (the flipped object's). In a lane's newest sealed unit a flip reads as
+/// a torn unit instead: recovery drops it, and its objects are not found (FORMAT.md).
 pub fn check_payload_damage(workloads: &[Workload], stop_early: bool) -> DamageReport {
     let t = Instant::now();
     let mut r = DamageReport { workloads: workloads.len(), ..Default::default() };
@@ -140,12 +150,12 @@ pub fn check_payload_damage(workloads: &[Workload], stop_early: bool) -> DamageR
                 false => continue,
             },
         };
-        for (start, len) in payloads(&trace.media) {
+        for (start, len, may_vanish) in payloads(&trace.media) {
             for at in start..start + len {
                 let mut img = bytes.clone();
                 img[at] ^= 0x10;
                 r.images += 1;
-                let verdict = match reads_of(SimMedia::from_bytes(&img), &whole) {
+                let verdict = match reads_of(SimMedia::from_bytes(&img), &whole, may_vanish) {
                     Ok(0) => Some(format!("payload flip at byte {at}: every read succeeded, byte-exact")),
                     Ok(refused) => {
                         r.refused += refused;
@@ -166,12 +176,14 @@ pub fn check_payload_damage(workloads: &[Workload], stop_early: bool) -> DamageR
 }
 
 /// Open `media` and read every object of `whole` (what the undamaged pool holds): each
-/// must come back byte-exact or be refused as corrupted. Returns how many were refused.
-fn reads_of(media: SimMedia, whole: &Recovered) -> Result<u64, String> {
+/// must come back byte-exact or be refused as corrupted (or, up to `may_vanish` of them,
+/// not be found: a newest sealed unit dropped as torn). Returns how many were refused or
+/// gone.
+fn reads_of(media: SimMedia, whole: &Recovered, may_vanish: usize) -> Result<u64, String> {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<u64, String> {
         let pool = Pool::open_read_only(media, HeapMemory::new()).map_err(|e| format!("recovery failed: {e}"))?;
         let lane_names = pool.layout().lane_names;
-        let mut refused = 0;
+        let (mut refused, mut gone) = (0, 0);
         for (name, version, lane, want) in &whole.objects {
             let mut buf = vec![0u8; want.len()];
             let got = pool.get(Key::new(lane_names.then_some(*lane), name), *version, &mut buf);
@@ -180,6 +192,10 @@ fn reads_of(media: SimMedia, whole: &Recovered) -> Result<u64, String> {
                 Ok(n) if n == want.len() && buf == *want => {}
                 Ok(_) => return Err(format!("get({shown}, {version}) returned other bytes, without a word")),
                 Err(nvs_core::Error::Corrupted { .. }) => refused += 1,
+                Err(nvs_core::Error::NotFound) if gone < may_vanish => {
+                    gone += 1;
+                    refused += 1;
+                }
                 Err(e) => return Err(format!("get({shown}, {version}): {e} (not Corrupted)")),
             }
         }

@@ -13,6 +13,7 @@ pub mod crosscheck;
 pub mod damage;
 pub mod mutants;
 pub mod processes;
+pub mod reuse;
 mod runner;
 pub mod user;
 pub mod workload;

@@ -212,13 +212,20 @@ fn damage(only: Option<&str>) -> bool {
         p.failures.len(),
         p.time.as_secs_f64()
     );
+    let reuse = nvs_verify::reuse::check_sealed_reuse();
+    match &reuse {
+        Ok(()) => {
+            println!("sealed reuse: a torn sealed unit stays dropped when its place is reused (crash_cut's case)")
+        }
+        Err(e) => println!("sealed reuse: VIOLATION {e}"),
+    }
     for f in r.failures.iter().chain(&p.failures).take(3) {
         println!(
             "  VIOLATION {}: {}\n    repro: cargo run --release -p nvs-verify -- damage {}",
             f.workload, f.message, f.workload
         );
     }
-    r.failures.is_empty() && p.failures.is_empty()
+    r.failures.is_empty() && p.failures.is_empty() && reuse.is_ok()
 }
 
 fn cross(n: u64) -> bool {

@@ -8,6 +8,7 @@
 
 use crate::check::{check_families, check_family, live_mutant, Failure};
 use crate::damage::{check_damage, check_payload_damage};
+use crate::reuse::check_sealed_reuse;
 use crate::workload::{families, Family};
 use nvs_core::internals::mutant::{self, Mutant, MUTANTS};
 use std::time::Instant;
@@ -56,6 +57,10 @@ pub const PAYLOAD_DAMAGE: &str = "payload damage";
 /// The metadata damage check ([`check_damage`]), as [`KILLED_IN`] names it.
 pub const DAMAGE: &str = "damage";
 
+/// The check of a torn sealed unit's place reused ([`check_sealed_reuse`]), as
+/// [`KILLED_IN`] names it.
+pub const SEALED_REUSE: &str = "sealed reuse";
+
 /// Mutants of code only the later checks reach, with the family (or check) that kills them, run
 /// first for them (the matrix goes on through every family if it does not): a verdict
 /// still comes from the check itself, only sooner.
@@ -74,6 +79,9 @@ pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::CatchUpPastTruncate, "cross-reads"),
     (Mutant::ReuseReadAsOthers, "cross-reads"),
     (Mutant::SpanHeadReleasedFirst, "forged"),
+    (Mutant::SealedTailTrusted, "checksum"),
+    (Mutant::SealWithoutPlace, "sealed-forged"),
+    (Mutant::SealedTailKept, SEALED_REUSE),
 ];
 
 /// The mutants of the commit sequence (the one sealing function of every unit, puts
@@ -139,15 +147,18 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
             let r = check_payload_damage(&damage_set, true);
             r.failures.first().map(|f| format!("{PAYLOAD_DAMAGE}: {} — {}", f.workload, f.message))
         };
+        let reuse = || check_sealed_reuse().err().map(|e| format!("{SEALED_REUSE}: {e}"));
         let killed_by = match first {
             Some(PAYLOAD_DAMAGE) => payloads(),
             Some(DAMAGE) => damage(),
+            Some(SEALED_REUSE) => reuse(),
             Some(name) => fams.iter().find(|f| f.name == name).and_then(family),
             None => None,
         }
         .or_else(families)
         .or_else(damage)
-        .or_else(|| if first == Some(PAYLOAD_DAMAGE) { None } else { payloads() });
+        .or_else(|| if first == Some(PAYLOAD_DAMAGE) { None } else { payloads() })
+        .or_else(|| if first == Some(SEALED_REUSE) { None } else { reuse() });
         let markers = COMMIT_SEQUENCE.contains(&m).then(|| {
             let r = check_family(markers, threads, true);
             r.failures.first().map(|f| evidence(markers, f))

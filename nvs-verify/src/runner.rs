@@ -216,9 +216,12 @@ fn payload(seed: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
 /// unit header, object header), so where a span's payload crosses its covered segments
 /// the segment-header lines land on their first lines and the unit lines on their data
 /// starts: what a claim torn before its header, or a release that left a covered data
-/// start, would show recovery.
-fn forged_payload(pool_id: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
-    use nvs_core::internals::format::{commit_word, SegmentHeader, UnitHeader, SEGMENT_MAGIC, UNIT_END_OF_STREAM};
+/// start, would show recovery. In a pool of sealed units, the unit lines are sealed ones,
+/// bound to another place (as a copy of a pool file stored in the pool carries them).
+fn forged_payload(pool_id: u64, sealed: bool, op: usize, obj: usize, len: usize) -> Vec<u8> {
+    use nvs_core::internals::format::{
+        commit_word, sealed_commit_word, SegmentHeader, UnitHeader, SEGMENT_MAGIC, UNIT_END_OF_STREAM,
+    };
     let mut out = Vec::with_capacity(len + 64);
     for j in 0..len.div_ceil(64) as u64 {
         let lane = ((op + obj) as u64 + j / 2) as u32 % 2;
@@ -250,7 +253,10 @@ fn forged_payload(pool_id: u64, op: usize, obj: usize, len: usize) -> Vec<u8> {
                 checksum: 0,
             };
             h.checksum = h.compute_checksum(pool_id);
-            h.commit = commit_word(pool_id, lane, far, h.checksum);
+            h.commit = match sealed {
+                true => sealed_commit_word(pool_id, lane, far, h.checksum, far * 64),
+                false => commit_word(pool_id, lane, far, h.checksum),
+            };
             out.extend_from_slice(bytemuck::bytes_of(&h));
         }
     }
@@ -334,7 +340,7 @@ pub(crate) struct Runner<'m, M: Media> {
     /// writer.
     owned: Option<u32>,
     /// Payloads of this pool id's own headers ([`Setup::forged`]).
-    forge: Option<u64>,
+    forge: Option<(u64, bool)>,
 }
 
 impl<'m, M: Media> Runner<'m, M> {
@@ -373,7 +379,7 @@ impl<'m, M: Media> Runner<'m, M> {
     fn parts(&self, i: usize, op: &Op) -> Option<(u32, Parts)> {
         let (seed, lane_names, forge) = (self.seed, self.lane_names, self.forge);
         let payload = |seed, i, k, len| match forge {
-            Some(pool_id) => forged_payload(pool_id, i, k, len),
+            Some((pool_id, sealed)) => forged_payload(pool_id, sealed, i, k, len),
             None => payload(seed, i, k, len),
         };
         Some(match op {
@@ -647,7 +653,7 @@ fn apply<'m>(
     forged: bool,
 ) -> Result<Pool<&'m SimMedia, HeapMemory>, String> {
     let mut runner = Runner::new(media, pool, seed, cross_chains, None)?;
-    runner.forge = forged.then(|| runner.pool().layout().pool_id);
+    runner.forge = forged.then(|| (runner.pool().layout().pool_id, runner.pool().layout().sealed_units()));
     for (i, op) in ops.iter().enumerate() {
         let start = media.point();
         let before = issued.len();

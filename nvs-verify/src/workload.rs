@@ -293,6 +293,22 @@ pub fn families() -> Vec<Family> {
         Setup { stale: true, ..span_setup.clone() },
         span.clone(),
     ));
+    // Sealed units (format 3 with payload checksums: one fence per unit, the lane's
+    // newest unit verified whole): the spans over fresh and stale media.
+    let sealed: Vec<Vec<Op>> = span.iter().step_by(2).cloned().collect();
+    let sealed_setup = Setup { payload_checksum: true, ..span_setup.clone() };
+    fams.push(family(
+        "sealed-span",
+        "sealed units (payload checksums on: one fence each) spanning segments, with reclaims, deltas and reopens",
+        sealed_setup.clone(),
+        sealed.clone(),
+    ));
+    fams.push(family(
+        "sealed-stale",
+        "the same over an earlier pool's bytes",
+        Setup { stale: true, ..sealed_setup.clone() },
+        sealed,
+    ));
     // Forged payloads where retention releases a span (ops 0 and 3 put the same name)
     // and its covered segments lie free, then reused.
     let mut forged = span;
@@ -304,7 +320,13 @@ pub fn families() -> Vec<Family> {
         "forged",
         "the same, and spans released and reused, with payloads made of the pool's own segment and unit headers",
         Setup { forged: true, ..span_setup.clone() },
-        forged,
+        forged.clone(),
+    ));
+    fams.push(family(
+        "sealed-forged",
+        "the same with sealed units (a unit header copied into a payload must not verify there)",
+        Setup { forged: true, ..sealed_setup },
+        forged.into_iter().step_by(2).collect(),
     ));
     fams.push(family(
         "stream",
@@ -498,6 +520,15 @@ fn depth2_families(fams: &[Family]) -> Vec<Family> {
         "markers, metadata, explicit versions, crash, then a detach, a tagged put and a close",
         stream,
         vec![Op::Detach { lane: 1 }, Op::Tagged { lane: 0, size: 200, meta: 9, gap: 3 }, Op::Close { lane: 0 }],
+    );
+    // Sealed units: a torn newest unit dropped, its header cleared by the writer's open,
+    // its place reused by the next unit, which is crashed at every point.
+    let sealed: Vec<Workload> = of("checksum").iter().filter(|w| w.ops.len() <= 2).cloned().collect();
+    add(
+        "sealed2",
+        "sealed units, crash, then puts on both lanes and a segment rollover",
+        sealed,
+        vec![put(0, 77), put(1, 300), put(0, 3000)],
     );
     let span: Vec<Workload> = of("span").iter().filter(|w| w.ops.len() == 2).step_by(4).cloned().collect();
     add("span2", "spans, crash, then a span and a reclaim", span, vec![put(0, 5000), Op::Reclaim { keep: 1 }]);

@@ -59,7 +59,8 @@ fn run(setup: &Setup, done_first: bool, ack_early: bool) -> Report {
 fn a_correct_protocol_passes_every_crash_image() {
     let r = run(&Setup::new(32 << 10), false, false);
     assert!(r.passed(), "{r}");
-    assert!(r.points >= 10, "{r}");
+    // A crash point before every fence: one per put (sealed units), one per claim.
+    assert!(r.points >= 8, "{r}");
     assert!(r.states > r.points as u64, "some crash point has more than one image: {r}");
 }
 
@@ -290,7 +291,7 @@ fn a_two_thread_protocol_checks() {
     let mut setup = Setup::new(64 << 10);
     setup.options.lane_names = true;
     let good = check(&setup, |r| two_threads(r, false), two_restart, promise);
-    assert!(good.passed() && good.points > 10, "{good}");
+    assert!(good.passed() && good.points >= 10, "{good}");
     let bad = check(&setup, |r| two_threads(r, true), two_restart, promise);
     let f = bad.failure.clone().unwrap_or_else(|| panic!("the early manifest was not caught: {bad}"));
     assert!(f.message.contains("the restart code failed: lane 1's part 1"), "{bad}");

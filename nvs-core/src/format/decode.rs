@@ -82,7 +82,7 @@ pub fn decode_segment<M: Media + ?Sized>(media: &M, sb: &Superblock, i: u32) -> 
         && h.checksum == h.compute_checksum()
         && h.lane < sb.lanes_max
         && h.flags == 0
-        && h.reserved == 0
+        && (h.reserved == 0 || sb.one_fence())
         && match sb.spans() {
             true => (1..=(sb.segment_count - i) as u64).contains(&h.span),
             false => h.span == 0,
@@ -132,7 +132,7 @@ pub fn decode_unit<M: Media + ?Sized>(
     let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
     let seq =
         if mutant::on(Mutant::NoSeqCheck) { media.load_word(off as usize + offset_of!(UnitHeader, seq)) } else { seq };
-    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
+    if commit != sb.commit_word_at(lane, seq, checksum, off) {
         return Ok(UnitSlot::End);
     }
     // The rest of the header, a word at a time (inlined loads, not a copy through
@@ -140,7 +140,10 @@ pub fn decode_unit<M: Media + ?Sized>(
     // tenth of a scan of small units).
     let h = unit_header_rest(media, off, commit, checksum);
     // The commit word matches: the unit was committed, so its header was durable before
-    // the commit word was written. From here on, a mismatch is damage, not a torn write.
+    // the commit word was written. From here on, a mismatch is damage, not a torn write
+    // — but for a sealed unit, whose commit word was stored with the rest of its line:
+    // a crash may have left any of its words out. Recovery tells the two apart
+    // (`sealed_torn_header`).
     let corrupted = |kind| Err(Error::Corrupted { offset: off, kind });
     if h.checksum != h.compute_checksum(sb.pool_id) && !mutant::on(Mutant::RecoveryIgnoresChecksum) {
         return corrupted(CorruptKind::HeaderChecksum);
@@ -265,7 +268,7 @@ fn unit_in_bounds(sb: &Superblock, h: &UnitHeader, off: u64, seg_end: u64) -> bo
         && (matches!(h.flags, 0 | UNIT_END_OF_STREAM | UNIT_TRUNCATE) || h.flags == UNIT_DETACH && sb.spans())
         && (h.flags == UNIT_TRUNCATE || h.base == 0)
         && (h.flags == 0 || h.unit_len == LINE)
-        && h.reserved == 0
+        && (h.reserved == 0 || sb.one_fence())
         // Format 2: a batch of any size (the unit's length bounds the count).
         && (h.object_count as usize <= BATCH_MAX || sb.spans())
         && h.unit_len.is_multiple_of(LINE)
@@ -302,12 +305,103 @@ pub fn decode_unit_anywhere<M: Media + ?Sized>(
         return None;
     }
     let checksum = media.load_word(off as usize + offset_of!(UnitHeader, checksum));
-    if commit != commit_word(sb.pool_id, lane, seq, checksum) {
+    if commit != sb.commit_word_at(lane, seq, checksum, off) {
         return None;
     }
     let h: UnitHeader = read_pod(media, off);
     let valid = h.seq == seq && h.lane == lane && h.checksum == h.compute_checksum(sb.pool_id);
     (valid && unit_in_bounds(sb, &h, off, seg_end)).then_some(h)
+}
+
+/// Whether the sealed unit `h` at `off` ([`Superblock::one_fence`]), whose header
+/// [`decode_unit`] accepted, is whole: its object headers decode, the digest of their
+/// checksums is its header's, and every payload's nvs-sum holds. A sealed unit is
+/// committed by one fence after all its stores, so a crash can leave its header line
+/// whole and anything after it torn; a lane's newest unit counts only if this holds
+/// (units before it were fenced before it was stored). Reads every payload, in 4 KiB
+/// pieces through [`Media::read_summed`].
+pub fn sealed_unit_whole<M: Media + ?Sized>(media: &M, sb: &Superblock, off: u64, h: &UnitHeader) -> bool {
+    if mutant::on(Mutant::SealedTailTrusted) {
+        return true;
+    }
+    let unit_end = off + h.unit_len;
+    media.sealed_range((off + LINE) as usize, (h.unit_len - LINE) as usize);
+    let mut name = [0u8; NAME_MAX];
+    let mut digest = ObjectsDigest::new(sb.pool_id);
+    let mut obj = off + LINE;
+    for _ in 0..h.object_count {
+        let Ok(d) = decode_object(media, sb, obj, unit_end, &mut name) else {
+            return false;
+        };
+        digest.add(d.header.checksum);
+        obj = d.end;
+    }
+    if digest.finish() != h.reserved {
+        return false;
+    }
+    let mut obj = off + LINE;
+    for _ in 0..h.object_count {
+        let Ok(d) = decode_object(media, sb, obj, unit_end, &mut name) else {
+            return false;
+        };
+        let mut sum = sum::Sum::new(sb.pool_id);
+        let mut chunk = [0u8; 4096];
+        let (mut at, end) = (d.payload_off, d.payload_off + d.header.payload_len);
+        while at < end {
+            let n = ((end - at) as usize).min(chunk.len());
+            let c = chunk.get_mut(..n).unwrap_or(&mut []);
+            media.read_summed(at as usize, c, &mut sum);
+            at += n as u64;
+        }
+        if sum.finish(d.header.payload_len) != d.header.payload_sum {
+            return false;
+        }
+        obj = d.end;
+    }
+    true
+}
+
+/// Whether the sealed unit `h` at `off` (unit `seq` of `lane`, in a segment ending at
+/// `seg_end`), which no committed unit follows, was torn by a crash: it does not verify
+/// whole ([`sealed_unit_whole`]) and no later committed unit of the lane lies further
+/// on in the segment ([`committed_later`], read only in this rare case). With a later
+/// one it was not the newest: damage, which the caller reports as it would in any unit.
+pub fn sealed_newest_torn<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    h: &UnitHeader,
+    seg_end: u64,
+) -> bool {
+    !sealed_unit_whole(media, sb, off, h)
+        && committed_later(media, sb, lane, seq + 1, off + h.unit_len, seg_end).is_none()
+}
+
+/// Whether the header at `off` that [`decode_unit`] refused as damaged (its commit word
+/// matches, its checksum or bounds do not), in a sealed pool, is rather a crash's torn
+/// header: the lane's newest unit, whose words did not all persist. It is when the lane
+/// goes on in no later segment (`more_segments` false) and no later committed unit of
+/// the lane lies after it in the segment ([`committed_later`]: a word per line to the
+/// segment's end, read only in this rare case). Everything after the header in the
+/// segment is that unit's own stores, so the crash simulator decides it as one
+/// ([`Media::sealed_range`]) before it is read.
+#[allow(clippy::too_many_arguments)]
+pub fn sealed_torn_header<M: Media + ?Sized>(
+    media: &M,
+    sb: &Superblock,
+    lane: u32,
+    seq: u64,
+    off: u64,
+    seg_end: u64,
+    more_segments: bool,
+) -> bool {
+    if !sb.one_fence() || more_segments || off + LINE > seg_end {
+        return false;
+    }
+    media.sealed_range((off + LINE) as usize, (seg_end - off - LINE) as usize);
+    committed_later(media, sb, lane, seq, off, seg_end).is_none()
 }
 
 /// A decoded object of a committed unit.

@@ -24,7 +24,9 @@
 pub mod decode;
 pub use crate::checksum::{hash, sum};
 
-pub use crate::limits::{BATCH_MAX, DATA_OFF, FORMAT_VERSION, FORMAT_VERSION_MIN, LANES_MAX, META_MAX, NAME_MAX};
+pub use crate::limits::{
+    BATCH_MAX, DATA_OFF, FORMAT_VERSION, FORMAT_VERSION_MIN, FORMAT_VERSION_WRITABLE, LANES_MAX, META_MAX, NAME_MAX,
+};
 pub use decode::*;
 
 use crate::error::{Error, Result};
@@ -129,8 +131,12 @@ pub struct SegmentHeader {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct UnitHeader {
-    /// Written last, alone, after a fence (an NT store of the header's line in which
-    /// only this word changes): `commit_word(pool_id, lane, seq, checksum)`.
+    /// Format 2, and format 3 without payload checksums: written last, alone, after a
+    /// fence (an NT store of the header's line in which only this word changes):
+    /// `commit_word(pool_id, lane, seq, checksum)`. Format 3 with payload checksums
+    /// (a *sealed* unit, [`Superblock::one_fence`]): stored with the rest of the line,
+    /// before the unit's one fence: `sealed_commit_word(pool_id, lane, seq, checksum,
+    /// offset)`.
     pub commit: u64,
     /// Lane sequence number: 0, 1, 2, ... per lane, across segments.
     pub seq: u64,
@@ -142,7 +148,8 @@ pub struct UnitHeader {
     pub flags: u64,
     /// A truncate unit's retention base: the lane's new lowest chain position; else 0.
     pub base: u64,
-    /// 0.
+    /// 0; in a sealed unit, `objects_digest`: nvs-hash64(pool_id) over its object
+    /// headers' checksums, in order.
     pub reserved: u64,
     /// `nvs-hash64(pool_id, bytes 8..56)`.
     pub checksum: u64,
@@ -258,6 +265,27 @@ impl Superblock {
     pub fn max_unit_bytes(&self) -> u64 {
         let span = if self.spans() { self.segment_count as u64 } else { 1 };
         span * self.segment_len - LINE
+    }
+
+    /// Units are sealed ([`UnitHeader::commit`]): format 3 with payload checksums. A
+    /// sealed unit commits with one fence: its commit word is stored with its header,
+    /// and it counts only once its header, its object headers (through the digest in
+    /// its header) and its payloads all verify. Only a lane's newest unit can be torn,
+    /// so recovery verifies the payloads of that one only.
+    #[inline]
+    pub fn one_fence(&self) -> bool {
+        self.format_version >= 3 && self.has_payload_checksum()
+    }
+
+    /// The commit word of unit `seq` of `lane` at `off` in this pool, with header
+    /// checksum `checksum`: [`sealed_commit_word`] in a sealed pool, else [`commit_word`].
+    #[inline]
+    pub fn commit_word_at(&self, lane: u32, seq: u64, checksum: u64, off: u64) -> u64 {
+        if self.one_fence() {
+            sealed_commit_word(self.pool_id, lane, seq, checksum, off)
+        } else {
+            commit_word(self.pool_id, lane, seq, checksum)
+        }
     }
 
     /// Units may span segments (format 2 and later).
@@ -381,6 +409,34 @@ impl ObjectHeader {
 pub fn commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64) -> u64 {
     let sum = if mutant::on(Mutant::CommitWithoutChecksum) { 0 } else { header_checksum };
     mix(&[COMMIT_TAG, seed(pool_id), lane as u64, seq, sum])
+}
+
+/// The commit word of a sealed unit (format 3 with payload checksums): as
+/// [`commit_word`], and bound to the unit's place too, so that a unit's bytes copied
+/// elsewhere (a pool image stored as a payload of itself) never verify there.
+#[inline]
+pub fn sealed_commit_word(pool_id: u64, lane: u32, seq: u64, header_checksum: u64, off: u64) -> u64 {
+    let sum = if mutant::on(Mutant::CommitWithoutChecksum) { 0 } else { header_checksum };
+    let place = if mutant::on(Mutant::SealWithoutPlace) { 0 } else { off };
+    mix(&[COMMIT_TAG, seed(pool_id), lane as u64, seq, sum, place])
+}
+
+/// The digest of a sealed unit's object headers (its header's `reserved` word): one
+/// nvs-hash64 stream over their checksums, in order.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectsDigest(hash::Hasher);
+
+impl ObjectsDigest {
+    pub fn new(pool_id: u64) -> Self {
+        ObjectsDigest(hash::Hasher::new(seed(pool_id)))
+    }
+    #[inline]
+    pub fn add(&mut self, object_checksum: u64) {
+        self.0.write_u64(object_checksum);
+    }
+    pub fn finish(&self) -> u64 {
+        self.0.finish()
+    }
 }
 
 /// The pool id as mixed into checksums and commit words (a mutant drops it).

@@ -368,15 +368,12 @@ mod tests {
         let at = *l;
         let before = bytes(&media);
         for len in [l.seg_end - l.tail + LINE, LINE + 8, 0] {
-            let r = w.seal(l, 0, seal::UnitKind::OBJECTS, 0, len, |_| Ok(()));
+            let r = w.seal(l, 0, seal::UnitKind::OBJECTS, 0, len, |_| Ok(0));
             assert!(matches!(r, Err(Error::Invariant { committed: false, .. })), "{len}: {r:?}");
             assert_eq!((l.tail, l.next_seq), (at.tail, at.next_seq));
         }
         assert!(bytes(&media) == before);
         // What fits is sealed.
-        assert_eq!(
-            w.seal(l, 0, seal::UnitKind::OBJECTS, 0, l.seg_end - l.tail, |_| Ok(())),
-            Ok((at.tail, at.next_seq))
-        );
+        assert_eq!(w.seal(l, 0, seal::UnitKind::OBJECTS, 0, l.seg_end - l.tail, |_| Ok(0)), Ok((at.tail, at.next_seq)));
     }
 }

@@ -42,7 +42,8 @@ impl UnitKind {
 
 impl<M: Media> Committer<'_, M> {
     /// Step 3 for the unit at `l`'s tail: `store_body(unit_off)` NT-stores its objects
-    /// (none for a marker), then its header. Returns the unit's stores, for
+    /// (none for a marker) and returns their digest ([`format::ObjectsDigest`]), then
+    /// its header. Returns the unit's stores, for
     /// [`Self::commit`] to fence and commit; nothing is fenced yet, so work between the
     /// two calls overlaps the drain. If `store_body` fails, what it stored is fenced
     /// (past the lane's log end, inside the planned unit) and nothing is committed.
@@ -57,7 +58,7 @@ impl<M: Media> Committer<'_, M> {
         kind: UnitKind,
         object_count: usize,
         unit_len: u64,
-        store_body: impl FnOnce(u64) -> Result<()>,
+        store_body: impl FnOnce(u64) -> Result<u64>,
     ) -> Result<Sealing<'_, M>> {
         let (off, seq) = (l.tail, l.next_seq);
         // The unit lies on whole lines of the lane's segment (span), after its header
@@ -92,15 +93,17 @@ impl<M: Media> Committer<'_, M> {
             reserved: 0,
             checksum: 0,
         };
-        let mut stores = UnitStores::new(self.media, off, self.sb.pool_id, header);
+        let mut stores = UnitStores::new(self.media, off, self.sb.pool_id, header, self.sb.one_fence());
         // 3. The objects, then the header.
-        stores.body(|| store_body(off))?;
+        let mut digest = 0;
+        stores.body(|| store_body(off).map(|d| digest = d))?;
+        stores.set_digest(digest);
         stores.header();
         Ok(Sealing { stores, off, seq, next_seq, end: off + unit_len, kind })
     }
 
     /// Steps 4–6 of a unit [`Self::store_unit`] stored: fence, the commit word alone,
-    /// fence. The lane moves past the unit. Returns its offset and sequence number.
+    /// fence (a sealed unit: its one fence). The lane moves past the unit. Returns its offset and sequence number.
     pub(super) fn commit(&self, l: &mut Lane, unit: Sealing<'_, M>) -> (u64, u64) {
         unit.stores.fence_before_commit(); // 4. durable, not yet committed
         unit.stores.commit(); // 5.
@@ -123,7 +126,7 @@ impl<M: Media> Committer<'_, M> {
         kind: UnitKind,
         object_count: usize,
         unit_len: u64,
-        store_body: impl FnOnce(u64) -> Result<()>,
+        store_body: impl FnOnce(u64) -> Result<u64>,
     ) -> Result<(u64, u64)> {
         let unit = self.store_unit(l, lane, kind, object_count, unit_len, store_body)?;
         Ok(self.commit(l, unit))
@@ -149,7 +152,8 @@ impl<M: Media> Committer<'_, M> {
                 false => self.claim(s, lane, *l, 1),
             }
         })?;
-        let sealed = self.seal(l, lane, kind, 0, LINE, |_| Ok(()));
+        let empty = format::ObjectsDigest::new(self.sb.pool_id).finish();
+        let sealed = self.seal(l, lane, kind, 0, LINE, |_| Ok(empty));
         shared.with(|s| {
             sealed.map_err(|e| s.stop_on(e))?;
             // A media whose fences can fail, and one did: readers keep the lane as it was.

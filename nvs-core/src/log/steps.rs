@@ -5,11 +5,16 @@
 //! by a cached store, the payload moved after the first fence). In a normal build every
 //! hook is a constant `false` and each method is its first line or two.
 //!
+//! A *sealed* unit (format 3 with payload checksums, `Superblock::one_fence`) takes one
+//! fence: its header line is stored with the commit word in place, after its objects,
+//! and the one fence follows; its checksums, not a fence, tell a torn unit from a whole
+//! one (recovery verifies a lane's newest unit).
+//!
 //! [`Committer::store_unit`]: super::Committer::store_unit
 //! [`Committer::commit`]: super::Committer::commit
 
 use crate::error::Result;
-use crate::format::{commit_word, UnitHeader};
+use crate::format::{commit_word, sealed_commit_word, UnitHeader};
 use crate::media::Media;
 use crate::mutant::{self, Mutant};
 
@@ -21,20 +26,32 @@ pub(super) struct UnitStores<'a, M: Media> {
     /// Its header; the checksum and the commit word are computed by [`Self::header`].
     header: UnitHeader,
     commit: u64,
+    /// A sealed unit (one fence).
+    sealed: bool,
 }
 
 impl<'a, M: Media> UnitStores<'a, M> {
     /// The unit at `off` of the pool `pool_id`, with `header` (its checksum and commit
-    /// slot left to the steps).
-    pub fn new(media: &'a M, off: u64, pool_id: u64, header: UnitHeader) -> Self {
-        UnitStores { media, off: off as usize, pool_id, header, commit: 0 }
+    /// slot left to the steps), sealed or not.
+    pub fn new(media: &'a M, off: u64, pool_id: u64, header: UnitHeader, sealed: bool) -> Self {
+        UnitStores { media, off: off as usize, pool_id, header, commit: 0, sealed }
     }
 
     /// The header's checksum and the commit word bound to it.
     fn seal_header(&mut self) {
         let h = &mut self.header;
         h.checksum = h.compute_checksum(self.pool_id);
-        self.commit = commit_word(self.pool_id, h.lane, h.seq, h.checksum);
+        self.commit = match self.sealed {
+            true => sealed_commit_word(self.pool_id, h.lane, h.seq, h.checksum, self.off as u64),
+            false => commit_word(self.pool_id, h.lane, h.seq, h.checksum),
+        };
+    }
+
+    /// The unit's objects digest (a sealed unit's header `reserved` word).
+    pub fn set_digest(&mut self, digest: u64) {
+        if self.sealed {
+            self.header.reserved = digest;
+        }
     }
 
     /// Whether a payload may be stored before its unit is planned (the named
@@ -78,6 +95,12 @@ impl<'a, M: Media> UnitStores<'a, M> {
     fn store_header(&self) {
         let mut h = self.header;
         h.commit = !self.commit;
+        if self.sealed {
+            // Sealed: the commit word goes with the line; the one fence follows.
+            h.commit = self.commit;
+            self.media.store_line_nt(self.off, h.words());
+            return;
+        }
         if mutant::on(Mutant::CommitBeforePayload) {
             // The commit word is in the slot already: the rest of the line only.
             self.media.store_nt(self.off + 8, &bytemuck::bytes_of(&h)[8..]);
@@ -88,6 +111,9 @@ impl<'a, M: Media> UnitStores<'a, M> {
 
     /// Step 4: everything but the commit word is durable after this fence.
     pub fn fence_before_commit(&self) {
+        if self.sealed {
+            return;
+        }
         if mutant::on(Mutant::NoFenceBeforeCommit) || mutant::on(Mutant::PayloadAfterFirstFence) {
             return;
         }
@@ -99,6 +125,9 @@ impl<'a, M: Media> UnitStores<'a, M> {
     /// commit word changes (a lone 8-byte store would be a partial write-combining
     /// flush, slower to fence).
     pub fn commit(&self) {
+        if self.sealed {
+            return; // stored with the header
+        }
         let word = self.commit.to_le_bytes();
         if mutant::on(Mutant::CachedCommit) {
             self.media.store(self.off, &word);

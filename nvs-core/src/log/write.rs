@@ -122,11 +122,12 @@ impl<M: Media> Committer<'_, M> {
     }
 
     /// NT-store every object of a unit starting at `unit_off`: every payload, then every
-    /// header and name (the order of NT stores before a fence does not matter: all of
+    /// header and name; returns the digest of the headers' checksums (a sealed unit's) (the order of NT stores before a fence does not matter: all of
     /// them are pending until it). The header checksums are computed while the payloads
     /// drain.
-    pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [PlanSlot], unit_off: u64) -> Result<()> {
+    pub(super) fn store_objects(&self, objects: &[Object<'_>], plan: &mut [PlanSlot], unit_off: u64) -> Result<u64> {
         let pool_id = self.sb.pool_id;
+        let mut digest = format::ObjectsDigest::new(pool_id);
         // Every payload first, then every header: a header's checksum covers its
         // payload's, a chain of dependent multiplies, and with the payloads done first
         // the chains of a batch's headers are independent of each other and of the
@@ -160,6 +161,7 @@ impl<M: Media> Committer<'_, M> {
                 checksum: 0,
             };
             oh.checksum = oh.compute_checksum(pool_id, o.name, o.meta);
+            digest.add(oh.checksum);
             // Header, name and zero padding to the payload's line, as whole-line NT
             // stores (a partial line is a slower write-combining flush), from registers
             // (`Media::store_line_nt`): the header's six words, then the name's.
@@ -184,7 +186,7 @@ impl<M: Media> Committer<'_, M> {
             }
             obj_off = payload_off + line_up(p.stored);
         }
-        Ok(())
+        Ok(digest.finish())
     }
 
     /// The index, the statistics and the lane's published state learn unit `seq` (at

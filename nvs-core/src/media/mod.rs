@@ -142,6 +142,17 @@ pub trait Media {
         let _ = (off, len);
     }
 
+    /// A hint that `off..off + len`, the objects of a sealed unit (format 3 with payload
+    /// checksums), is read next by a check that every byte of it is covered by (its
+    /// object headers' checksums, their digest in the unit header, the payload sums).
+    /// Reads nothing into the program, stores nothing. The default does nothing; the
+    /// crash simulator, where every word a crash left undecided is a branch, decides the
+    /// range's undecided words here as one: all their newest values, or all their
+    /// oldest — its documented abstraction of a checksummed range.
+    fn sealed_range(&self, off: usize, len: usize) {
+        let _ = (off, len);
+    }
+
     /// Make `off..off + len` (a free segment being claimed) ready to be stored into, or
     /// fail: a pool file that gets its blocks as it fills allocates them here, so a file
     /// system with no space left is an error ([`crate::Error::NoSpace`]) before the claim
@@ -252,6 +263,9 @@ impl<M: Media + ?Sized> Media for &M {
     }
     fn prefetch(&self, off: usize, len: usize) {
         (**self).prefetch(off, len)
+    }
+    fn sealed_range(&self, off: usize, len: usize) {
+        (**self).sealed_range(off, len)
     }
     fn reserve(&self, off: usize, len: usize) -> crate::Result<()> {
         (**self).reserve(off, len)

@@ -12,8 +12,8 @@ pub use read::{NameIter, ObjectsAfter, VersionIter};
 use crate::delta::DeltaOptions;
 use crate::error::{Error, Result};
 use crate::format::{
-    self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, LANES_MAX, NAME_MAX,
-    SUPERBLOCK_MAGIC,
+    self, hash::Hasher, Geometry, SegmentHeader, Superblock, BATCH_MAX, FORMAT_VERSION, FORMAT_VERSION_WRITABLE,
+    LANES_MAX, NAME_MAX, SUPERBLOCK_MAGIC,
 };
 use crate::index::{IndexMemory, NONE};
 use crate::log::lane::{Lane, LaneCell, LaneCells};
@@ -105,6 +105,14 @@ pub struct Layout {
     pub format_version: u32,
     /// Each lane has names of its own ([`FormatOptions::lane_names`]).
     pub lane_names: bool,
+}
+
+impl Layout {
+    /// Its units are sealed (format 3 with payload checksums): one fence per commit, and
+    /// a lane's newest unit counts only once it verifies whole.
+    pub fn sealed_units(&self) -> bool {
+        self.format_version >= 3 && self.payload_checksum
+    }
 }
 
 /// A pool on some media, with its index.
@@ -313,8 +321,9 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     fn open_with(media: M, mem: X, writable: bool, owned: Option<LaneSet>) -> Result<Self> {
         let sb = format::decode_superblock(&media)?;
         // A format 1 pool is read, never written: this build writes what format 1 does
-        // not have (spans), and a format 1 reader must never meet them.
-        if writable && sb.format_version < FORMAT_VERSION {
+        // not have (spans), and a format 1 reader must never meet them. A format 2 pool
+        // is written as format 2 (two fences per unit).
+        if writable && sb.format_version < FORMAT_VERSION_WRITABLE {
             return Err(Error::OldFormat { found: sb.format_version });
         }
         if owned.is_some() && !sb.lane_names() {
@@ -344,6 +353,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             // invalidation of its segments). Newest first only as a seeded bug.
             pool.invalidate_released(mutant::on(Mutant::RepairNewestFirst))?;
             pool.reserve_lane_segments()?;
+            pool.clear_torn_tails();
         }
         Ok(pool)
     }
@@ -676,6 +686,39 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             }
         }
         Ok(())
+    }
+
+    /// A sealed pool's writer open ([`Superblock::one_fence`]): where a lane's newest
+    /// unit did not verify (a crash tore it after its commit word persisted), its header
+    /// line, now past the lane's end, is zeroed and fenced before the lane writes there
+    /// again. Left in place, a later crash that leaves out the new unit's stores could
+    /// let that header, over old words the new unit happens to repeat, verify: a unit
+    /// recovery once dropped would come back. Two words read per lane; a store only
+    /// after such a crash.
+    fn clear_torn_tails(&mut self) {
+        if !self.sb.one_fence() || mutant::on(Mutant::SealedTailKept) {
+            return;
+        }
+        let owned = self.owned;
+        let mut stored = false;
+        for (lane, cell) in self.lanes.iter_mut().enumerate() {
+            let l = *cell.get_mut();
+            let ours = owned.is_none_or(|o| o.has(lane as u32));
+            // The one case that matters: a commit word there that matches (the rest of
+            // the unit did not verify, or recovery would have counted it).
+            let torn = |l: &Lane| {
+                let checksum = self.media.load_word(l.tail as usize + 56);
+                self.media.load_word(l.tail as usize)
+                    == self.sb.commit_word_at(lane as u32, l.next_seq, checksum, l.tail)
+            };
+            if ours && l.active && l.tail + format::LINE <= l.seg_end && torn(&l) {
+                self.media.store_line_nt(l.tail as usize, [0; 8]);
+                stored = true;
+            }
+        }
+        if stored {
+            self.media.fence();
+        }
     }
 
     pub(crate) fn invalidate_released(&mut self, newest_first: bool) -> Result<()> {
