@@ -237,9 +237,8 @@ fn sealed_units_torn_in_random_subsets() {
             assert!(after || matches(&img, &before_model), "trial {trial}: neither before nor after");
         }
         assert!(afters < 3, "{afters} of 300 torn images counted as the whole unit");
-        for missing in 0..words.len() {
+        for (missing, (off, w)) in words.iter().enumerate() {
             let img = image(&|k| k != missing);
-            let (off, w) = &words[missing];
             let unchanged = base[*off..off + w.len()] == w[..];
             let after = matches(&img, &after_model);
             assert!(after || matches(&img, &before_model), "word {missing} left out: neither before nor after");
