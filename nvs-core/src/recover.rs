@@ -741,16 +741,26 @@ fn truncate_base<M: Media + ?Sized>(media: &M, sb: &Superblock, segs: &[SegSlot]
     let Some(first) = segs.get(start) else { return Ok(None) };
     let (lane_id, mut base) = (first.lane, None);
     let mut next_seq = first.first_seq;
-    for s in segs.get(start..).unwrap_or(&[]).iter().take_while(|s| s.lane == lane_id).filter(|s| !s.is_covered()) {
+    let heads =
+        || segs.get(start..).unwrap_or(&[]).iter().take_while(|s| s.lane == lane_id).filter(|s| !s.is_covered());
+    let last = heads().count();
+    for (k, s) in heads().enumerate() {
         let seg_off = sb.segment_off(s.index);
         if s.first_seq != next_seq {
             return Err(Error::Corrupted { offset: seg_off, kind: CorruptKind::SequenceGap });
         }
         let (mut off, seg_end) = (seg_off + LINE, seg_off + s.span as u64 * sb.segment_len);
+        let more_segments = k + 1 < last;
         for _ in 0..(seg_end - seg_off) / LINE {
-            let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end)? {
-                UnitSlot::End => break,
-                UnitSlot::Committed(h) => h,
+            let h = match format::decode_unit(media, sb, lane_id, next_seq, off, seg_end) {
+                // A sealed pool's newest unit, its header torn by a crash (as pass 3 reads it).
+                Err(_) if format::sealed_torn_header(media, sb, lane_id, next_seq, off, seg_end, more_segments) => {
+                    break;
+                }
+                r => match r? {
+                    UnitSlot::End => break,
+                    UnitSlot::Committed(h) => h,
+                },
             };
             if h.flags == format::UNIT_TRUNCATE {
                 // A truncate unit never releases its own segment.

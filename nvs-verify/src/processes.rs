@@ -550,7 +550,10 @@ fn setup() -> Setup {
 /// The `two-writers` family: two writer processes (A: lane 0, B: lane 1) in turn, their
 /// stores one trace, crashed by a power loss at every fence point; recovery of the
 /// whole pool must keep both writers' acknowledged operations.
-fn two_writers() -> Family {
+fn two_writers(sealed: bool, name: &'static str, what: &'static str) -> Family {
+    // Sealed units (payload checksums on: one fence each, the newest verified whole by
+    // readers and refreshes) or two-fence units.
+    let setup = || Setup { payload_checksum: sealed, ..setup() };
     let a = |k: usize| match k % 8 {
         0 => put(0, 1500),
         1 => Op::Batch { lane: 0, sizes: vec![1200, 900, 64] },
@@ -676,15 +679,8 @@ fn two_writers() -> Family {
         }
     }
     let workloads =
-        ws.into_iter().enumerate().map(|(i, (setup, ops))| Workload { id: format!("two-writers/{i}"), setup, ops });
-    Family {
-        name: "two-writers",
-        what: "two writer processes, in turn and paused inside an op (claims, spans, batches, reclaims, closes, refreshes, restarts)",
-        workloads: workloads.collect(),
-        all_points: false,
-        then: vec![],
-        in_format: false,
-    }
+        ws.into_iter().enumerate().map(|(i, (setup, ops))| Workload { id: format!("{name}/{i}"), setup, ops });
+    Family { name, what, workloads: workloads.collect(), all_points: false, then: vec![], in_format: false }
 }
 
 /// The `process-crash` family: a writer process dies (between operations, or inside
@@ -693,7 +689,8 @@ fn two_writers() -> Family {
 /// from the death on. The takeover's recovery is held to the contract at once (no power
 /// loss), decides the cut op (whole or absent, never torn), and continues the lane's
 /// versions; every acknowledged op survives every later crash.
-fn process_crash() -> Family {
+fn process_crash(sealed: bool, name: &'static str, what: &'static str) -> Family {
+    let setup = || Setup { payload_checksum: sealed, ..setup() };
     let t = |lane| Op::Takeover { lane };
     let r = |lane| Op::ReclaimBy { lane, keep: 1 };
     // (ops, the index of the op that is cut)
@@ -812,7 +809,7 @@ fn process_crash() -> Family {
         for events in cut_points(&setup, &ops, at) {
             let mut ops = ops.clone();
             ops[at] = Op::Crash { events, op: Box::new(ops[at].clone()) };
-            workloads.push(Workload { id: format!("process-crash/{}", workloads.len()), setup: setup.clone(), ops });
+            workloads.push(Workload { id: format!("{name}/{}", workloads.len()), setup: setup.clone(), ops });
         }
     }
     // Both writers die in turn, between operations, and are taken over in turn.
@@ -829,26 +826,30 @@ fn process_crash() -> Family {
         put(0, 1500),
         put(1, 2500),
     ];
-    workloads.push(Workload { id: format!("process-crash/{}", workloads.len()), setup: setup(), ops });
-    Family {
-        name: "process-crash",
-        what: "a writer process dies (inside an op at each fence), the other goes on, a new one takes over",
-        workloads,
-        all_points: false,
-        then: vec![],
-        in_format: false,
-    }
+    workloads.push(Workload { id: format!("{name}/{}", workloads.len()), setup: setup(), ops });
+    Family { name, what, workloads, all_points: false, then: vec![], in_format: false }
 }
 
 /// The families of writer processes.
 pub(crate) fn families() -> Vec<Family> {
-    let two = two_writers();
+    let two = two_writers(
+        false,
+        "two-writers",
+        "two writer processes, in turn and paused inside an op (claims, spans, batches, reclaims, closes, refreshes, restarts)",
+    );
+    let sealed = two_writers(true, "sealed-processes", "the same with sealed units (a refresh meets units in flight)");
     let two2 = depth2(
         &two,
         "two-writers2",
         "two writer processes, crash, then the pool's one writer puts on both lanes and reclaims",
     );
-    vec![two, two2, procs4(), process_crash(), cross_reads()]
+    let crash = process_crash(
+        false,
+        "process-crash",
+        "a writer process dies (inside an op at each fence), the other goes on, a new one takes over",
+    );
+    let sealed_crash = process_crash(true, "sealed-process-crash", "the same with sealed units");
+    vec![two, two2, sealed, procs4(), crash, sealed_crash, cross_reads()]
 }
 
 /// Depth 2 of writer processes: every eighth workload of `of`, crashed at every point,

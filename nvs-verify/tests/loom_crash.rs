@@ -204,7 +204,9 @@ fn in_loom(job: Job) -> Result<(u64, u64), String> {
     let out = std::sync::Arc::new(Mutex::new(None));
     let (s, o) = (slot.clone(), out.clone());
     let mut b = loom::model::Builder::new();
-    b.max_branches = 20_000;
+    // A job's recoveries (one per crash image it explores) add up; a sealed unit's
+    // recovery verifies the lane's newest unit whole, more work per image than two fences.
+    b.max_branches = 200_000;
     b.check(move || {
         let job = s.lock().unwrap().take().expect("one loom execution per job");
         *o.lock().unwrap() = Some(spawn(job).join().unwrap());
