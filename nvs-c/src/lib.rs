@@ -17,7 +17,6 @@
 #![deny(missing_docs)]
 #![allow(non_camel_case_types)]
 
-mod batch;
 mod error;
 mod follow;
 mod nvstream;

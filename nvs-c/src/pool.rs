@@ -9,8 +9,10 @@
 //! the whole pool (`nvs_reclaim`, `nvs_pool_refresh`, `nvs_pool_close`) return
 //! `NVS_E_BUSY`.
 
-use crate::batch::Scratch;
+mod batch;
+
 use crate::error::*;
+use batch::Scratch;
 use nvs_core::Key;
 use nvs_core::Object;
 use nvs_std::{Access, CreateOptions, FileLane, FilePool};

@@ -1,8 +1,8 @@
 //! The caller's `nvs_object`s as nvs-core `Object`s, built without an allocation per
 //! object or, in steady state, per call: in a [`Scratch`] a handle keeps between calls.
 
+use super::{nvs_object, nvs_range};
 use crate::error::*;
-use crate::pool::{nvs_object, nvs_range};
 use nvs_core::{Changes, Object, PlanSlot};
 
 /// Room every handle has from the start: batches of up to this many objects (and parts,
