@@ -83,6 +83,8 @@ pub use log::plan::PlanSlot;
 pub use media::region::{nt_store_width, Region, StoreKind};
 pub use media::Media;
 pub use object::{IndexMark, Key, LaneInfo, NameId, NameInfo, Object, ObjectInfo, PoolStats, Put, Versions};
+#[cfg(feature = "alloc")]
+pub use pool::{checkpoint_memory, CheckpointUse};
 pub use pool::{read_layout, FormatOptions, LaneWriter, Layout, NameIter, ObjectsAfter, Pool, VersionIter};
 
 // What users share between threads is shareable: a pool (readers and lane writers on

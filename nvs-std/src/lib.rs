@@ -32,6 +32,7 @@
 
 #![deny(missing_docs)]
 
+mod checkpoint;
 pub mod dirty;
 mod durability;
 mod error;
@@ -42,6 +43,7 @@ mod media;
 mod meta;
 mod pool;
 
+pub use checkpoint::{checkpoint_path, CHECKPOINT_MIN_OBJECTS};
 pub use durability::{dax_device_len, Backing, Durability};
 pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};

@@ -13,6 +13,7 @@
 //! Lanes taken from a [`FilePool`] ([`FileLane`]) pass the same check. Reads are
 //! [`FilePool`]'s own methods too, so every call returns this crate's [`Error`].
 
+use crate::checkpoint;
 use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Held, Result};
@@ -20,8 +21,8 @@ use crate::fork::Born;
 use crate::locks;
 use crate::media::{allocate_range, Access, MappedMedia};
 use nvs_core::{
-    FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo, PlanSlot, Pool,
-    PoolStats, Put, VersionIter, DATA_OFF,
+    CheckpointUse, FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo,
+    PlanSlot, Pool, PoolStats, Put, VersionIter, DATA_OFF,
 };
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -236,6 +237,12 @@ pub struct FilePool {
     pid: u32,
     /// When it was opened: a `fork` child of that process writes nothing.
     born: Born,
+    /// How a read-only open used the index checkpoint beside the pool (`None`: there
+    /// was none it could trust, or the pool was opened to write).
+    checkpoint: Option<CheckpointUse>,
+    /// What the pool held when it was opened: a writer that changed nothing leaves the
+    /// index checkpoint as it was.
+    opened_with: PoolStats,
 }
 
 impl FilePool {
@@ -243,7 +250,26 @@ impl FilePool {
     fn new(pool: CorePool, path: &Path, file: File, start: Instant, owned: Option<Vec<u32>>) -> FilePool {
         let open_time = start.elapsed();
         let (pid, born) = (std::process::id(), Born::now());
-        FilePool { pool, path: path.to_path_buf(), file, open_time, delta_check: DELTA_CHECK, owned, pid, born }
+        let opened_with = pool.stats();
+        FilePool {
+            pool,
+            path: path.to_path_buf(),
+            file,
+            open_time,
+            delta_check: DELTA_CHECK,
+            owned,
+            pid,
+            born,
+            checkpoint: None,
+            opened_with,
+        }
+    }
+
+    /// How this read-only open used the index checkpoint beside the pool file
+    /// (`POOL.nvs-index`): `None` when there was none it could trust (or the pool was
+    /// opened to write).
+    pub fn checkpoint_use(&self) -> Option<CheckpointUse> {
+        self.checkpoint
     }
 
     /// Create `path` (refused if it exists), `size_bytes` long, format it with a random
@@ -377,19 +403,35 @@ impl FilePool {
             is_a_pool(&media, path)?;
             back_a_writer(&file, &mut media, path)?;
         }
+        // A reader of a pool with an index checkpoint beside it reads that instead of
+        // every unit header (crate::checkpoint).
+        let ckpt = match access {
+            Access::ReadOnly => checkpoint::open_trusted(path, &file),
+            Access::ReadWrite => None,
+        };
         // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
         // thread takes half of them (MappedMedia::start_prefault), until recovery is done.
-        if nvs_core::Media::len(&media) >= PREFAULT_MIN {
+        if ckpt.is_none() && nvs_core::Media::len(&media) >= PREFAULT_MIN {
             media.start_prefault(&file);
         }
         let mem = HeapMemory::new();
-        let pool = match access {
-            Access::ReadWrite => Pool::open(media, mem),
-            Access::ReadOnly => Pool::open_read_only(media, mem),
-        }
-        .map_err(|source| Error::Core { path: path.to_path_buf(), source })?;
+        let core = |source| Error::Core { path: path.to_path_buf(), source };
+        let (pool, used) = match (access, ckpt.as_deref()) {
+            (Access::ReadWrite, _) => (Pool::open(media, mem).map_err(core)?, None),
+            (Access::ReadOnly, None) => (Pool::open_read_only(media, mem).map_err(core)?, None),
+            (Access::ReadOnly, Some(bytes)) => {
+                let (mem, prepare) = checkpoint::memory_for(bytes);
+                let opened = Pool::open_read_only_from_checkpoint(media, mem, bytes);
+                prepare.finish();
+                let (pool, used) = opened.map_err(core)?;
+                (pool, Some(used))
+            }
+        };
+        drop(ckpt);
         pool.media().stop_prefault();
-        Ok(FilePool::new(pool, path, file, start, None))
+        let mut fp = FilePool::new(pool, path, file, start, None);
+        fp.checkpoint = used;
+        Ok(fp)
     }
 
     /// Open an existing pool to write the lanes `lanes` asks for, beside writers of its
@@ -1345,6 +1387,25 @@ impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         if let Some(p) = self.0.take() {
             let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The pool's one writer leaves an index checkpoint beside the pool file for the next
+/// read-only open (`crate::checkpoint`), when the pool holds many objects and changed
+/// since it was opened. Not in a `fork` child, not beside writers of other lanes (each
+/// process's index learns the others' units in its own order), not while unwinding.
+impl Drop for FilePool {
+    fn drop(&mut self) {
+        let changed = self.pool.stats() != self.opened_with || !checkpoint::checkpoint_path(&self.path).exists();
+        if self.owned.is_none()
+            && self.pool.is_writable()
+            && changed
+            && !self.forked()
+            && !std::thread::panicking()
+            && self.pool.media().sync_error().is_none()
+        {
+            checkpoint::save(&mut self.pool, &self.path, &self.file);
         }
     }
 }

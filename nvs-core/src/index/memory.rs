@@ -159,6 +159,20 @@ impl HeapMemory {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Where each of its arrays is, as (address, bytes): for a caller that asks the OS to
+    /// prepare their pages ahead of the index writing them (an open from an index
+    /// checkpoint, whose arrays are allocated at their final size).
+    pub fn spans(&self) -> [(usize, usize); 4] {
+        use core::mem::size_of_val;
+        let span = |p: *const u8, n: usize| (p as usize, n);
+        [
+            span(self.entries.as_ptr().cast(), size_of_val(self.entries.as_slice())),
+            span(self.names.as_ptr().cast(), size_of_val(self.names.as_slice())),
+            span(self.table.as_ptr().cast(), size_of_val(self.table.as_slice())),
+            span(self.segments.as_ptr().cast(), size_of_val(self.segments.as_slice())),
+        ]
+    }
 }
 
 #[cfg(feature = "alloc")]
@@ -183,11 +197,29 @@ impl IndexMemory for HeapMemory {
             + self.segments.capacity() * size_of::<SegSlot>()
     }
     fn grow(&mut self, part: Part, min_len: usize) -> bool {
-        fn grow_vec<T: Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) -> bool {
+        fn grow_vec<T: bytemuck::Zeroable + Default + Clone>(v: &mut alloc::vec::Vec<T>, min_len: usize) -> bool {
             if v.len() >= min_len {
                 return true;
             }
             let new_len = min_len.max(v.len().saturating_mul(2)).max(64);
+            if v.capacity() == 0 {
+                // A first array: zeroed memory from the allocator (for a large one, the
+                // kernel's zero pages, written only as entries arrive), not a pass of
+                // stores over it (a large part of an open from an index checkpoint).
+                let Ok(layout) = core::alloc::Layout::array::<T>(new_len) else { return false };
+                if layout.size() == 0 {
+                    return false;
+                }
+                // SAFETY: `layout` has a non-zero size; a null result is a refusal.
+                let p = unsafe { alloc::alloc::alloc_zeroed(layout) };
+                if p.is_null() {
+                    return false;
+                }
+                // SAFETY: `p` was allocated by the global allocator with the layout of
+                // `new_len` `T`s, all zero bytes, which is a valid `T` (`Zeroable`).
+                *v = unsafe { alloc::vec::Vec::from_raw_parts(p.cast::<T>(), new_len, new_len) };
+                return true;
+            }
             if v.try_reserve_exact(new_len - v.len()).is_err() {
                 return false;
             }

@@ -427,6 +427,102 @@ impl<X: IndexMemory> Index<X> {
         self.link(id, entry)
     }
 
+    /// The table's usable slots (a power of two; 0 before the first reservation).
+    pub fn table_len(&self) -> usize {
+        usable(self.mem.parts_ref().table.len())
+    }
+
+    /// The table slot that holds name `id` (an index checkpoint records it).
+    pub fn name_slot(&self, id: u32) -> Option<u32> {
+        let p = self.mem.parts_ref();
+        let hash = p.names.get(..self.names)?.get(id as usize)?.hash;
+        probe_for(p.table, hash, id | NAME_TAG)
+    }
+
+    /// The table slot that holds entry `i` (an index checkpoint records it).
+    pub fn entry_slot(&self, i: u32) -> Option<u32> {
+        let p = self.mem.parts_ref();
+        let e = p.entries.get(..self.entries)?.get(i as usize)?;
+        probe_for(p.table, version_key(e.name, e.version), i)
+    }
+
+    /// Make the table exactly `cap` usable slots (a power of two at least twice the
+    /// keys reserved, and at least what it has), all free, before anything is restored
+    /// into it: an
+    /// index checkpoint's entries and names go back to the slots they had.
+    #[cfg(feature = "alloc")]
+    pub fn restore_table(&mut self, cap: usize) -> Result<(), Full> {
+        let have = usable(self.mem.parts_ref().table.len());
+        if !cap.is_power_of_two() || cap < have || cap > u32::MAX as usize {
+            return Err(Full("hash table slots"));
+        }
+        if cap > have && (!self.mem.grow(Part::Table, cap) || usable(self.mem.parts_ref().table.len()) != cap) {
+            return Err(Full("hash table slots"));
+        }
+        // Every slot free (memory made for the checkpoint comes zeroed, not cleared).
+        self.rebuild_table();
+        Ok(())
+    }
+
+    /// A hint that table slot `slot` is about to be restored into (its line is a cache
+    /// miss, and the slots of consecutive entries are far apart).
+    #[cfg(feature = "alloc")]
+    #[inline]
+    pub fn prefetch_slot(&self, slot: u32) {
+        if let Some(t) = self.mem.parts_ref().table.get(slot as usize) {
+            prefetch(t);
+        }
+    }
+
+    /// Add a name with no versions yet at table slot `slot`, from what an index
+    /// checkpoint recorded of it (its key, where its bytes are on the media, its slot):
+    /// room reserved ([`Self::reserve`], [`Self::restore_table`]). `Duplicate` if the
+    /// slot is not free or not in the table.
+    #[cfg(feature = "alloc")]
+    pub fn restore_name(&mut self, hash: u64, name_off: u64, name_len: u16, slot: u32) -> Result<u32, InsertError> {
+        let id = self.names as u32;
+        let p = self.mem.parts();
+        let cap = usable(p.table.len());
+        let (Some(t), Some(n)) =
+            (p.table.get_mut(..cap).and_then(|t| t.get_mut(slot as usize)), p.names.get_mut(id as usize))
+        else {
+            return Err(InsertError::Full("names"));
+        };
+        if *t != EMPTY {
+            return Err(InsertError::Duplicate);
+        }
+        *t = id | NAME_TAG;
+        *n = NameSlot { hash, name_off, first: NONE, last: NONE, count: 0, name_len, pad: 0, reserved: 0 };
+        self.names += 1;
+        Ok(id)
+    }
+
+    /// Add `entry`, a version of the known name `name_id`, at table slot `slot`, as
+    /// [`Self::append`] would (room reserved; a version the name has is `Duplicate`),
+    /// from an index checkpoint. `Duplicate` too if the slot is not free or not in the
+    /// table.
+    #[cfg(feature = "alloc")]
+    pub fn restore_entry(&mut self, name_id: u32, entry: Entry, slot: u32) -> Result<u32, InsertError> {
+        let p = self.mem.parts_ref();
+        let cap = usable(p.table.len());
+        let free = p.table.get(..cap).and_then(|t| t.get(slot as usize)) == Some(&EMPTY);
+        let room = self.entries < p.entries.len();
+        let Some(n) = p.names.get(..self.names).and_then(|v| v.get(name_id as usize)) else {
+            return Err(InsertError::Full("names"));
+        };
+        if !free {
+            return Err(InsertError::Duplicate);
+        }
+        if !room {
+            return Err(InsertError::Full("entries"));
+        }
+        let newest = n.last == NONE || p.entries[n.last as usize].version < entry.version;
+        if !newest && self.find_version(name_id, entry.version).is_some() {
+            return Err(InsertError::Duplicate);
+        }
+        self.link_at(name_id, entry, slot as usize)
+    }
+
     /// Add a committed object as a version of the known name `name_id`: the put path
     /// (validation found the name's slot and checked that `entry.version` exceeds its
     /// latest, and `reserve` made room) and `insert` for a name it found. A version
@@ -487,12 +583,9 @@ impl<X: IndexMemory> Index<X> {
     /// table slot, and its place in the name's ascending version list.
     #[inline(always)]
     fn link(&mut self, name_id: u32, entry: Entry) -> Result<u32, InsertError> {
-        let e_id = self.entries as u32;
-        let mut next = NONE;
         let p = self.mem.parts();
         let cap = usable(p.table.len());
         let slot = free_slot(&p.table[..cap], version_key(name_id, entry.version));
-        p.table[slot] = e_id;
         // Versions in order (recovery, a writer's puts) reach the name's next block of
         // table slots 8 versions on: ask for its line now (a random line of a table that
         // outgrows the caches; a hint, wasted if versions skip).
@@ -503,6 +596,16 @@ impl<X: IndexMemory> Index<X> {
                 prefetch(t);
             }
         }
+        self.link_at(name_id, entry, slot)
+    }
+
+    /// [`Self::link`] at table slot `slot` (free, in the table).
+    #[inline(always)]
+    fn link_at(&mut self, name_id: u32, entry: Entry, slot: usize) -> Result<u32, InsertError> {
+        let e_id = self.entries as u32;
+        let mut next = NONE;
+        let p = self.mem.parts();
+        p.table[slot] = e_id;
         let n = p.names[name_id as usize];
         if n.last == NONE {
             p.names[name_id as usize].first = e_id;
@@ -554,6 +657,21 @@ impl<X: IndexMemory> Index<X> {
 fn prefetch<T>(r: &T) {
     // SAFETY: `r` is a valid reference: its bytes are inside a valid mapping.
     unsafe { crate::media::arch::prefetch_lines((r as *const T).cast(), core::mem::size_of::<T>()) }
+}
+
+/// The slot holding `value` on `key`'s probe sequence, if any.
+fn probe_for(table: &[u32], key: u64, value: u32) -> Option<u32> {
+    let cap = usable(table.len());
+    let mask = cap.checked_sub(1)?;
+    let mut i = key as usize & mask;
+    for _ in 0..cap {
+        match table.get(i) {
+            Some(&v) if v == value => return Some(i as u32),
+            Some(&EMPTY) | None => return None,
+            Some(_) => i = (i + PROBE_STEP) & mask,
+        }
+    }
+    None
 }
 
 /// First free slot for `key` (the table always has one: load ≤ 1/2).

@@ -2,10 +2,14 @@
 //! are in `write.rs`, its lane writers in `lane.rs`, its reads in `read.rs`. The write
 //! path itself (the commit protocol) is `crate::log`, retention `crate::retention`.
 
+#[cfg(feature = "alloc")]
+mod checkpoint;
 mod lane;
 mod read;
 mod write;
 
+#[cfg(feature = "alloc")]
+pub use checkpoint::{checkpoint_memory, CheckpointUse};
 pub use lane::LaneWriter;
 pub use read::{NameIter, ObjectsAfter, VersionIter};
 
@@ -319,6 +323,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     }
 
     fn open_with(media: M, mem: X, writable: bool, owned: Option<LaneSet>) -> Result<Self> {
+        let mut pool = Self::unrecovered(media, mem, writable, owned)?;
+        pool.refresh()?;
+        if writable {
+            // The writer's open-time repair (a crash between a truncate unit and the
+            // invalidation of its segments). Newest first only as a seeded bug.
+            pool.invalidate_released(mutant::on(Mutant::RepairNewestFirst))?;
+            pool.reserve_lane_segments()?;
+            pool.clear_torn_tails();
+        }
+        Ok(pool)
+    }
+
+    /// The pool over `media` with nothing recovered yet (an empty index, no lanes):
+    /// what an open refreshes, or a checkpoint fills in.
+    fn unrecovered(media: M, mem: X, writable: bool, owned: Option<LaneSet>) -> Result<Self> {
         let sb = format::decode_superblock(&media)?;
         // A format 1 pool is read, never written: this build writes what format 1 does
         // not have (spans), and a format 1 reader must never meet them. A format 2 pool
@@ -329,7 +348,7 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
         if owned.is_some() && !sb.lane_names() {
             return Err(Error::NeedsLaneNames);
         }
-        let mut pool = Pool {
+        let pool = Pool {
             media,
             sb,
             writable,
@@ -346,14 +365,6 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
             for lane in (0..LANES_MAX).filter(|&l| o.has(l)) {
                 pool.writer().check_writable_lane(lane)?;
             }
-        }
-        pool.refresh()?;
-        if writable {
-            // The writer's open-time repair (a crash between a truncate unit and the
-            // invalidation of its segments). Newest first only as a seeded bug.
-            pool.invalidate_released(mutant::on(Mutant::RepairNewestFirst))?;
-            pool.reserve_lane_segments()?;
-            pool.clear_torn_tails();
         }
         Ok(pool)
     }
