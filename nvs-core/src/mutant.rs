@@ -58,6 +58,7 @@ mutants! {
     DetachReadAsClose => "detach_read_as_close", "recovery reads a detach marker as an end-of-stream marker";
     MetaLenDropped => "meta_len_dropped", "recovery indexes an object without its metadata length";
     CatchUpPastTruncate => "catch_up_past_truncate", "a refresh's catch-up walks on past a truncate unit (the segments it released stay in the index)";
+    CheckpointNotCaughtUp => "checkpoint_not_caught_up", "an open from an index checkpoint takes its state as the pool's without catching up with the media";
     SpanHeadReleasedFirst => "span_head_released_first", "retention invalidates a span's head header before its covered segments";
     ReuseReadAsOthers => "reuse_read_as_others", "a writer process reads another lane's object in a segment it now holds itself (claimed after the other released it)";
     OthersTailSkipped => "others_tail_skipped", "a writer process's refresh does not walk the other processes' lanes on from their tails (only into their new segments)";

@@ -426,7 +426,7 @@ fn follow_claims<M: Media + ?Sized, X: IndexMemory>(
 
 /// Whether segment header `h` is the one slot `view` (a head) was read from: lane, chain
 /// position and span, and the first sequence unless retention released it.
-fn same_header(view: &SegSlot, h: &SegmentHeader) -> bool {
+pub(crate) fn same_header(view: &SegSlot, h: &SegmentHeader) -> bool {
     h.lane == view.lane
         && h.chain_seq == view.chain_seq
         && h.span == view.span as u64

@@ -53,31 +53,37 @@ pub(crate) fn open_trusted(pool: &Path, pool_file: &File) -> Option<Mmap> {
     unsafe { MmapOptions::new().map(&f) }.ok()
 }
 
-/// Index memory for the checkpoint `bytes`, and a helper thread preparing its largest
-/// array's pages (`MADV_POPULATE_WRITE`, 2 MiB at a time from its end backwards) while
-/// the open fills it from the front: most of an open from a large checkpoint is the
-/// first touch of that memory. Join the helper ([`Prepare::finish`]) once the open is
-/// done. Populating changes no memory contents, so the helper is harmless wherever the
-/// memory has gone meanwhile (an address no longer mapped just ends it).
+/// Index memory for the checkpoint `bytes` (mapped), and a helper thread preparing pages
+/// while the open reads the one and fills the other from the front: most of an open
+/// from a large checkpoint is first touches of pages. The helper maps the checkpoint's
+/// pages (`MADV_POPULATE_READ`), then allocates the largest array's
+/// (`MADV_POPULATE_WRITE`), each 2 MiB at a time from its end backwards. Join it
+/// ([`Prepare::finish`]) once the open is done. Populating changes no memory contents, so
+/// the helper is harmless wherever the memory has gone meanwhile (an address no longer
+/// mapped just ends it).
 pub(crate) fn memory_for(bytes: &[u8]) -> (HeapMemory, Prepare) {
     let mem = nvs_core::checkpoint_memory(bytes);
     let (base, len) = mem.spans()[0];
+    let spans =
+        [(bytes.as_ptr() as usize, bytes.len(), libc::MADV_POPULATE_READ), (base, len, libc::MADV_POPULATE_WRITE)];
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let helper = (len >= HELPER_MIN).then(|| {
         std::thread::Builder::new().name("nvs-prepare".into()).spawn(move || {
             const STEP: usize = 2 << 20;
-            let page = 4096;
-            let start = base.next_multiple_of(page);
-            let mut hi = (base + len) & !(page - 1);
-            while hi > start && !flag.load(Ordering::Relaxed) {
-                let lo = hi.saturating_sub(STEP).max(start);
-                // SAFETY: asks the kernel to populate page tables of `lo..hi`, which
-                // changes no memory contents; an unmapped range is an error return.
-                if unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_POPULATE_WRITE) } != 0 {
-                    return;
+            const PAGE: usize = 4096;
+            for (base, len, advice) in spans {
+                let start = base.next_multiple_of(PAGE);
+                let mut hi = (base + len) & !(PAGE - 1);
+                while hi > start && !flag.load(Ordering::Relaxed) {
+                    let lo = hi.saturating_sub(STEP).max(start);
+                    // SAFETY: asks the kernel to populate page tables of `lo..hi`, which
+                    // changes no memory contents; an unmapped range is an error return.
+                    if unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, advice) } != 0 {
+                        break;
+                    }
+                    hi = lo;
                 }
-                hi = lo;
             }
         })
     });

@@ -1393,7 +1393,7 @@ impl Drop for RemoveOnDrop {
 
 /// The pool's one writer leaves an index checkpoint beside the pool file for the next
 /// read-only open (`crate::checkpoint`), when the pool holds many objects and changed
-/// since it was opened. Not in a `fork` child, not beside writers of other lanes (each
+/// since it was opened (and removes the old one where it cannot write a new one). Not in a `fork` child, not beside writers of other lanes (each
 /// process's index learns the others' units in its own order), not while unwinding.
 impl Drop for FilePool {
     fn drop(&mut self) {
@@ -1405,7 +1405,10 @@ impl Drop for FilePool {
             && !std::thread::panicking()
             && self.pool.media().sync_error().is_none()
         {
-            checkpoint::save(&mut self.pool, &self.path, &self.file);
+            // One it cannot write is none: the old one would only cost its reading.
+            if !checkpoint::save(&mut self.pool, &self.path, &self.file) {
+                let _ = std::fs::remove_file(checkpoint::checkpoint_path(&self.path));
+            }
         }
     }
 }

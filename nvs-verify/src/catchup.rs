@@ -87,7 +87,15 @@ pub(crate) struct Base {
     done: Done,
     /// Its crash point.
     point: usize,
+    /// Its index checkpoint ([`Pool::write_checkpoint`]), once an image needed it.
+    checkpoint: Option<Vec<u8>>,
+    /// Images made from it so far.
+    images: usize,
 }
+
+/// Every this many images of a base, one is opened from the base's index checkpoint as
+/// well, and must agree with the catch-up ([`Base::image`]).
+const CHECKPOINT_EVERY: usize = 4;
 
 /// The pool a check recovers from one crash image.
 pub(crate) type ImagePool<'v> = Pool<&'v CrashView, HeapMemory>;
@@ -124,14 +132,39 @@ impl Base {
             None => verify_whole(&pool, point, issued, lanes).ok()?,
         };
         let mark = pool.index_mark();
-        Some(Base { pool, mark, done, point })
+        Some(Base { pool, mark, done, point, checkpoint: None, images: 0 })
     }
 
     /// A pool over `view` (an image of this base's point) starting from this base, and
     /// refreshed: what a recovery of the image gives.
-    pub(crate) fn image<'v>(&mut self, view: &'v CrashView) -> nvs_core::Result<ImagePool<'v>> {
+    ///
+    /// Every [`CHECKPOINT_EVERY`]th image is also opened from the base's index checkpoint
+    /// ([`Pool::open_read_only_from_checkpoint`]: restored, then caught up with the
+    /// image, or recovered): both must give the same state ([`Pool::state_digest`]).
+    pub(crate) fn image<'v>(&mut self, view: &'v CrashView) -> Result<ImagePool<'v>, String> {
+        let recovered = |e| format!("recovery failed: {e}");
         let mut pool = self.pool.fork_read_only(view);
-        pool.refresh()?;
+        pool.refresh().map_err(recovered)?;
+        self.images += 1;
+        if self.images % CHECKPOINT_EVERY == 1 {
+            let base = &mut self.pool;
+            let bytes = self.checkpoint.get_or_insert_with(|| {
+                let mut bytes = Vec::new();
+                base.write_checkpoint(&mut |b| {
+                    bytes.extend_from_slice(b);
+                    true
+                });
+                bytes
+            });
+            let mem = nvs_core::checkpoint_memory(bytes);
+            let (mut from, used) = Pool::open_read_only_from_checkpoint(view, mem, bytes).map_err(recovered)?;
+            if let nvs_core::CheckpointUse::Invalid(why) = used {
+                return Err(format!("the base's index checkpoint was refused: {why}"));
+            }
+            if from.state_digest() != pool.state_digest() {
+                return Err(format!("an open from the base's index checkpoint ({used:?}) differs from the catch-up"));
+            }
+        }
         Ok(pool)
     }
 

@@ -8,6 +8,7 @@
 //! [`user::check`] runs the same machinery over your own code on top of nvs.
 pub(crate) mod catchup;
 pub mod check;
+pub mod checkpoint;
 mod contract;
 pub mod crosscheck;
 pub mod damage;

@@ -219,13 +219,20 @@ fn damage(only: Option<&str>) -> bool {
         }
         Err(e) => println!("sealed reuse: VIOLATION {e}"),
     }
+    let checkpoints = nvs_verify::checkpoint::check_checkpoints();
+    match &checkpoints {
+        Ok(()) => println!(
+            "checkpoints: an index checkpoint of each of 8 stages, opened over every later one, gives what recovery gives"
+        ),
+        Err(e) => println!("checkpoints: VIOLATION {e}"),
+    }
     for f in r.failures.iter().chain(&p.failures).take(3) {
         println!(
             "  VIOLATION {}: {}\n    repro: cargo run --release -p nvs-verify -- damage {}",
             f.workload, f.message, f.workload
         );
     }
-    r.failures.is_empty() && p.failures.is_empty() && reuse.is_ok()
+    r.failures.is_empty() && p.failures.is_empty() && reuse.is_ok() && checkpoints.is_ok()
 }
 
 fn cross(n: u64) -> bool {

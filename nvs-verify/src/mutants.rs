@@ -7,6 +7,7 @@
 //! the same function as a put's unit, so a bug in that sequence must show there too.
 
 use crate::check::{check_families, check_family, live_mutant, Failure};
+use crate::checkpoint::check_checkpoints;
 use crate::damage::{check_damage, check_payload_damage};
 use crate::reuse::check_sealed_reuse;
 use crate::workload::{families, Family};
@@ -61,6 +62,10 @@ pub const DAMAGE: &str = "damage";
 /// [`KILLED_IN`] names it.
 pub const SEALED_REUSE: &str = "sealed reuse";
 
+/// The check of index checkpoints against recovery ([`check_checkpoints`]), as
+/// [`KILLED_IN`] names it.
+pub const CHECKPOINTS: &str = "checkpoints";
+
 /// Mutants of code only the later checks reach, with the family (or check) that kills them, run
 /// first for them (the matrix goes on through every family if it does not): a verdict
 /// still comes from the check itself, only sooner.
@@ -82,6 +87,7 @@ pub const KILLED_IN: &[(Mutant, &str)] = &[
     (Mutant::SealedTailTrusted, "checksum"),
     (Mutant::SealWithoutPlace, "sealed-forged"),
     (Mutant::SealedTailKept, SEALED_REUSE),
+    (Mutant::CheckpointNotCaughtUp, CHECKPOINTS),
 ];
 
 /// The mutants of the commit sequence (the one sealing function of every unit, puts
@@ -148,17 +154,20 @@ pub fn run_matrix(only: &[Mutant], threads: usize) -> Vec<MutantResult> {
             r.failures.first().map(|f| format!("{PAYLOAD_DAMAGE}: {} — {}", f.workload, f.message))
         };
         let reuse = || check_sealed_reuse().err().map(|e| format!("{SEALED_REUSE}: {e}"));
+        let checkpoints = || check_checkpoints().err().map(|e| format!("{CHECKPOINTS}: {e}"));
         let killed_by = match first {
             Some(PAYLOAD_DAMAGE) => payloads(),
             Some(DAMAGE) => damage(),
             Some(SEALED_REUSE) => reuse(),
+            Some(CHECKPOINTS) => checkpoints(),
             Some(name) => fams.iter().find(|f| f.name == name).and_then(family),
             None => None,
         }
         .or_else(families)
         .or_else(damage)
         .or_else(|| if first == Some(PAYLOAD_DAMAGE) { None } else { payloads() })
-        .or_else(|| if first == Some(SEALED_REUSE) { None } else { reuse() });
+        .or_else(|| if first == Some(SEALED_REUSE) { None } else { reuse() })
+        .or_else(|| if first == Some(CHECKPOINTS) { None } else { checkpoints() });
         let markers = COMMIT_SEQUENCE.contains(&m).then(|| {
             let r = check_family(markers, threads, true);
             r.failures.first().map(|f| evidence(markers, f))

@@ -531,7 +531,7 @@ pub fn check<A: std::fmt::Debug, R: std::fmt::Debug>(
             let recovered = |e| format!("recovery failed: {e}");
             let pool = match base {
                 Some(base) => {
-                    let pool = base.image(&view).map_err(recovered)?;
+                    let pool = base.image(&view)?;
                     base.verify(&pool, point, &issued, &lanes).map_err(|e| format!("nvs's contract: {e}"))?;
                     pool
                 }

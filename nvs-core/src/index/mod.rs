@@ -427,23 +427,29 @@ impl<X: IndexMemory> Index<X> {
         self.link(id, entry)
     }
 
-    /// The table's usable slots (a power of two; 0 before the first reservation).
-    pub fn table_len(&self) -> usize {
-        usable(self.mem.parts_ref().table.len())
-    }
-
-    /// The table slot that holds name `id` (an index checkpoint records it).
-    pub fn name_slot(&self, id: u32) -> Option<u32> {
+    /// The table slots a rebuild of the table at `cap` slots (a power of two at least
+    /// twice the keys) would give each name and each entry — names first, in id order,
+    /// then entries — as (names' slots, entries' slots): what an index checkpoint
+    /// records, so that an open from it places every key without probing.
+    #[cfg(feature = "alloc")]
+    pub fn rebuilt_slots(&self, cap: usize) -> Option<(alloc::vec::Vec<u32>, alloc::vec::Vec<u32>)> {
+        if !cap.is_power_of_two() || cap < 2 * (self.entries + self.names) || cap > u32::MAX as usize {
+            return None;
+        }
         let p = self.mem.parts_ref();
-        let hash = p.names.get(..self.names)?.get(id as usize)?.hash;
-        probe_for(p.table, hash, id | NAME_TAG)
-    }
-
-    /// The table slot that holds entry `i` (an index checkpoint records it).
-    pub fn entry_slot(&self, i: u32) -> Option<u32> {
-        let p = self.mem.parts_ref();
-        let e = p.entries.get(..self.entries)?.get(i as usize)?;
-        probe_for(p.table, version_key(e.name, e.version), i)
+        let mut table = alloc::vec![EMPTY; cap];
+        let mut place = |key: u64, id: u32| {
+            let slot = free_slot(&table, key);
+            table[slot] = id;
+            slot as u32
+        };
+        let names = p.names[..self.names].iter().enumerate().map(|(i, n)| place(n.hash, i as u32 | NAME_TAG)).collect();
+        let entries = p.entries[..self.entries]
+            .iter()
+            .enumerate()
+            .map(|(i, e)| place(version_key(e.name, e.version), i as u32))
+            .collect();
+        Some((names, entries))
     }
 
     /// Make the table exactly `cap` usable slots (a power of two at least twice the
@@ -657,21 +663,6 @@ impl<X: IndexMemory> Index<X> {
 fn prefetch<T>(r: &T) {
     // SAFETY: `r` is a valid reference: its bytes are inside a valid mapping.
     unsafe { crate::media::arch::prefetch_lines((r as *const T).cast(), core::mem::size_of::<T>()) }
-}
-
-/// The slot holding `value` on `key`'s probe sequence, if any.
-fn probe_for(table: &[u32], key: u64, value: u32) -> Option<u32> {
-    let cap = usable(table.len());
-    let mask = cap.checked_sub(1)?;
-    let mut i = key as usize & mask;
-    for _ in 0..cap {
-        match table.get(i) {
-            Some(&v) if v == value => return Some(i as u32),
-            Some(&EMPTY) | None => return None,
-            Some(_) => i = (i + PROBE_STEP) & mask,
-        }
-    }
-    None
 }
 
 /// First free slot for `key` (the table always has one: load ≤ 1/2).

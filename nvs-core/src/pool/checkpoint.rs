@@ -28,7 +28,9 @@ use crate::index::{space_of, Entry, HeapMemory, NameSlot, SegSlot, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::FREE;
 use crate::media::Media;
+use crate::mutant::{self, Mutant};
 use crate::object::PoolStats;
+use crate::recover::same_header;
 use bytemuck::{Pod, Zeroable};
 use core::mem::size_of;
 
@@ -79,9 +81,10 @@ impl<M: Media> Pool<M, HeapMemory> {
     /// bytes in order; `false` from it stops the writing). Returns whether a whole
     /// checkpoint was written: `false` when `out` refused, or when this pool's state is
     /// not what a recovery of the media would give — a reader whose last refresh
-    /// failed, a writer that stopped or has units in flight, or a writer whose entries
-    /// are not in the order recovery meets them (lane by lane, in each lane's order:
-    /// puts on several lanes interleave them). `&mut`: no put runs meanwhile.
+    /// failed, a writer that stopped or has units in flight, or a writer whose names
+    /// are not in the order recovery meets them (lane by lane, each lane in order: a
+    /// name first put on lane 1 before another first put on lane 0 is met after it).
+    /// `&mut`: no put runs meanwhile.
     pub fn write_checkpoint(&mut self, out: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         let lanes: alloc::vec::Vec<Lane> = self.lanes.iter_mut().map(|c| *c.get_mut()).collect();
         let caught_up = self.caught_up;
@@ -92,16 +95,23 @@ impl<M: Media> Pool<M, HeapMemory> {
             return false;
         }
         let index = &shared.index;
-        let mut order = (0u32, 0u64);
+        // Names in the order a recovery meets them: by the first unit (lane, then
+        // sequence) holding each. (Entries may be in any order: a name's versions are
+        // listed in order whatever it is.)
+        let mut first = alloc::vec![(u32::MAX, u64::MAX); index.name_count()];
         for i in 0..index.len() as u32 {
             let e = index.entry(i);
-            if (e.lane, e.seq) < order {
-                return false;
+            if let Some(f) = first.get_mut(e.name as usize) {
+                *f = (*f).min((e.lane, e.seq));
             }
-            order = (e.lane, e.seq);
+        }
+        if first.windows(2).any(|w| w[0] > w[1]) {
+            return false;
         }
         let count = sb.segment_count as usize;
         let Some(segments) = index.segments_ref().get(..count) else { return false };
+        let table = table_for(index.len(), index.name_count());
+        let Some((name_slots, entry_slots)) = index.rebuilt_slots(table) else { return false };
         let s = shared.stats;
         let head = Head {
             magic: MAGIC,
@@ -110,7 +120,7 @@ impl<M: Media> Pool<M, HeapMemory> {
             segments: count as u64,
             names: index.name_count() as u64,
             entries: index.len() as u64,
-            table: index.table_len() as u64,
+            table: table as u64,
             stats: [s.segments_used as u64, s.units, s.objects, s.payload_bytes, s.lanes as u64],
             sb,
         };
@@ -127,8 +137,7 @@ impl<M: Media> Pool<M, HeapMemory> {
         let mut buf = alloc::vec::Vec::with_capacity(CHUNK);
         for first in (0..index.name_count()).step_by(CHUNK) {
             buf.clear();
-            for i in first..index.name_count().min(first + CHUNK) {
-                let Some(slot) = index.name_slot(i as u32) else { return false };
+            for (i, &slot) in name_slots.iter().enumerate().skip(first).take(CHUNK) {
                 buf.push(NameSlot { first: slot, last: NONE, count: 0, ..*index.name(i as u32) });
             }
             ok = ok && put(bytemuck::cast_slice::<NameSlot, u8>(&buf));
@@ -136,8 +145,7 @@ impl<M: Media> Pool<M, HeapMemory> {
         let mut buf = alloc::vec::Vec::with_capacity(CHUNK);
         for first in (0..index.len()).step_by(CHUNK) {
             buf.clear();
-            for i in first..index.len().min(first + CHUNK) {
-                let Some(slot) = index.entry_slot(i as u32) else { return false };
+            for (i, &slot) in entry_slots.iter().enumerate().skip(first).take(CHUNK) {
                 buf.push(Entry { next: slot, ..*index.entry(i as u32) });
             }
             ok = ok && put(bytemuck::cast_slice::<Entry, u8>(&buf));
@@ -163,6 +171,7 @@ impl<M: Media> Pool<M, HeapMemory> {
     pub fn open_read_only_from_checkpoint(media: M, mem: HeapMemory, bytes: &[u8]) -> Result<(Self, CheckpointUse)> {
         let mut pool = Self::unrecovered(media, mem, false, None)?;
         let used = match pool.restore(bytes) {
+            Ok(()) if mutant::on(Mutant::CheckpointNotCaughtUp) => CheckpointUse::Used,
             Ok(()) => {
                 if pool.catch_up_once(None)? {
                     CheckpointUse::Used
@@ -170,7 +179,7 @@ impl<M: Media> Pool<M, HeapMemory> {
                     CheckpointUse::Stale
                 }
             }
-            Err(why) => CheckpointUse::Invalid(why),
+            Err(why) => why,
         };
         if used != CheckpointUse::Used {
             pool.caught_up = false;
@@ -179,22 +188,57 @@ impl<M: Media> Pool<M, HeapMemory> {
         Ok((pool, used))
     }
 
+    /// A digest of what a reader gets from this pool — counts, lanes, and each name (in
+    /// id order) with its versions (in order) and their facts — but not of where the
+    /// index keeps them (entry ids, links, table slots, the build number): a catch-up
+    /// indexes a lane's new units after the other lanes' old ones, a recovery lane by
+    /// lane. nvs's checks compare an open from a checkpoint with a recovery by it.
+    #[cfg(feature = "internals")]
+    pub fn state_digest(&mut self) -> u64 {
+        let mut h = crate::format::hash::Hasher::new(0x7374_6174_655f_6467);
+        for l in self.lanes.iter_mut() {
+            h.write(bytemuck::bytes_of(&lane_words(l.get_mut())));
+        }
+        let shared = self.shared.get_mut();
+        let s = shared.stats;
+        let index = &shared.index;
+        let counts = [s.segments_used as u64, s.units, s.objects, s.payload_bytes, s.lanes as u64, index.len() as u64];
+        h.write(bytemuck::bytes_of(&counts));
+        for id in 0..index.name_count() as u32 {
+            let n = index.name(id);
+            h.write(bytemuck::bytes_of(&[n.hash, n.name_off, n.name_len as u64, n.count as u64]));
+            let mut at = n.first;
+            for _ in 0..n.count {
+                if at == NONE {
+                    break;
+                }
+                let e = index.entry(at);
+                h.write(bytemuck::bytes_of(&Entry { name: 0, next: 0, ..*e }));
+                at = e.next;
+            }
+        }
+        h.finish()
+    }
+
     /// Fill the index, the lanes and the counts from checkpoint bytes (see the module
     /// docs for what is checked); on `Err`, what was wrong (the state is then anything).
-    fn restore(&mut self, bytes: &[u8]) -> core::result::Result<(), &'static str> {
+    /// A segment header that is no longer the one recorded (retention released or
+    /// reused it since) is `Stale` before the names and entries are read: the catch-up
+    /// would give up there, and the recovery it falls back to should not wait for them.
+    fn restore(&mut self, bytes: &[u8]) -> core::result::Result<(), CheckpointUse> {
         let sb = self.sb;
         let head: Head = match bytes.get(..size_of::<Head>()) {
             Some(h) => bytemuck::pod_read_unaligned(h),
-            None => return Err("not an nvs index checkpoint"),
+            None => return Err(CheckpointUse::Invalid("not an nvs index checkpoint")),
         };
         if head.magic != MAGIC {
-            return Err("not an nvs index checkpoint");
+            return Err(CheckpointUse::Invalid("not an nvs index checkpoint"));
         }
         if head.version != VERSION {
-            return Err("a checkpoint version this build does not read");
+            return Err(CheckpointUse::Invalid("a checkpoint version this build does not read"));
         }
         if head.sb != sb || head.lanes != sb.lanes_max || head.segments != sb.segment_count as u64 {
-            return Err("of another pool, or of this one before it changed");
+            return Err(CheckpointUse::Invalid("of another pool, or of this one before it changed"));
         }
         let (names, entries, count) = (head.names as usize, head.entries as usize, sb.segment_count as usize);
         // Its length, from its counts, before anything is allocated for them.
@@ -209,7 +253,7 @@ impl<M: Media> Pool<M, HeapMemory> {
         .iter()
         .try_fold(0usize, |t, &(n, size)| n.checked_mul(size).and_then(|b| t.checked_add(b)));
         if len != Some(bytes.len()) || names >= 1 << 31 || entries >= 1 << 31 {
-            return Err("not as long as its counts say");
+            return Err(CheckpointUse::Invalid("not as long as its counts say"));
         }
         let mut at = Taken { bytes, at: 0, sum: Sum::new(sb.pool_id ^ SUM_SEED) };
         // Lanes.
@@ -217,32 +261,37 @@ impl<M: Media> Pool<M, HeapMemory> {
         at.take(size_of::<Head>());
         for l in lanes.iter_mut().take(sb.lanes_max as usize) {
             let w: [u64; 8] = bytemuck::pod_read_unaligned(at.take(64));
-            *l = lane_of(&w).ok_or("a lane that is not a lane")?;
+            *l = lane_of(&w).ok_or(CheckpointUse::Invalid("a lane that is not a lane"))?;
             if !l.sound(&sb) {
-                return Err("a lane's position outside its segment");
+                return Err(CheckpointUse::Invalid("a lane's position outside its segment"));
             }
         }
         // Segment slots: in index order, each of a lane the pool has (or free), inside
         // the pool with its span. The catch-up compares each with its header.
         let shared = self.shared.get_mut();
         let index = &mut shared.index;
-        let segs = index.segments(count).map_err(|_| "more segments than memory")?;
+        let segs = index.segments(count).map_err(|_| CheckpointUse::Invalid("more segments than memory"))?;
         for (i, (s, b)) in segs.iter_mut().zip(at.take(count * size_of::<SegSlot>()).chunks_exact(32)).enumerate() {
             *s = bytemuck::pod_read_unaligned(b);
             let lane_ok = s.lane == FREE || s.lane < sb.lanes_max;
             let span_ok = (s.span as usize) <= count - i && (s.head as usize) < count;
             if s.index as usize != i || !lane_ok || !span_ok {
-                return Err("a segment slot out of place");
+                return Err(CheckpointUse::Invalid("a segment slot out of place"));
             }
         }
-        // The table as it was: at least twice the keys, at most one doubling more than
-        // their room (an open's estimate of the room may have doubled it once).
-        let room = (2 * (entries + names)).next_power_of_two().max(64);
-        if head.table > 2 * room as u64 {
-            return Err("a table larger than its keys need");
+        for (i, s) in segs.iter().enumerate().filter(|(_, s)| s.lane != FREE && !s.is_covered()) {
+            if !format::decode_segment(&self.media, &sb, i as u32).is_some_and(|h| same_header(s, &h)) {
+                return Err(CheckpointUse::Stale);
+            }
         }
-        index.reserve(entries, names).map_err(|_| "more objects than memory")?;
-        index.restore_table(head.table as usize).map_err(|_| "a table that does not fit its keys")?;
+        // The table its keys' slots were placed in (`table_for`).
+        if head.table != table_for(entries, names) as u64 {
+            return Err(CheckpointUse::Invalid("a table not of its keys' size"));
+        }
+        index.reserve(entries, names).map_err(|_| CheckpointUse::Invalid("more objects than memory"))?;
+        index
+            .restore_table(head.table as usize)
+            .map_err(|_| CheckpointUse::Invalid("a table that does not fit its keys"))?;
         // Names, in id order, each at its slot (recorded in `first`).
         for first in (0..names).step_by(CHUNK) {
             let n_here = (names - first).min(CHUNK);
@@ -251,9 +300,11 @@ impl<M: Media> Pool<M, HeapMemory> {
                 let inside = n.name_off >= sb.data_off
                     && n.name_off.checked_add(n.name_len as u64).is_some_and(|e| e <= sb.pool_len);
                 if !inside || n.name_len as usize > NAME_MAX || space_of(n.hash) > sb.lanes_max {
-                    return Err("a name outside the pool");
+                    return Err(CheckpointUse::Invalid("a name outside the pool"));
                 }
-                index.restore_name(n.hash, n.name_off, n.name_len, n.first).map_err(|_| "two names in one slot")?;
+                index
+                    .restore_name(n.hash, n.name_off, n.name_len, n.first)
+                    .map_err(|_| CheckpointUse::Invalid("two names in one slot"))?;
             }
         }
         // Entries, in order, each at its slot (recorded in `next`); links rebuilt.
@@ -274,15 +325,17 @@ impl<M: Media> Pool<M, HeapMemory> {
                     && e.lane < sb.lanes_max
                     && (e.name as usize) < names;
                 if !ok {
-                    return Err("an object outside the pool");
+                    return Err(CheckpointUse::Invalid("an object outside the pool"));
                 }
-                index.restore_entry(e.name, e, e.next).map_err(|_| "a version twice, or two in one slot")?;
+                index
+                    .restore_entry(e.name, e, e.next)
+                    .map_err(|_| CheckpointUse::Invalid("a version twice, or two in one slot"))?;
             }
         }
         let total = at.at as u64;
         let tail = bytes.get(at.at..).map(bytemuck::pod_read_unaligned::<u64>);
         if tail != Some(at.sum.finish(total)) {
-            return Err("damaged (its sum does not hold)");
+            return Err(CheckpointUse::Invalid("damaged (its sum does not hold)"));
         }
         let [used, units, objects, payload_bytes, lanes_used] = head.stats;
         shared.stats =
@@ -309,8 +362,7 @@ pub fn checkpoint_memory(bytes: &[u8]) -> HeapMemory {
         && sized(head.entries, size_of::<Entry>())
         && sized(head.names, size_of::<NameSlot>())
         && sized(head.segments, size_of::<SegSlot>())
-        && head.table.is_power_of_two()
-        && head.table <= 4 * (head.entries + head.names).max(16);
+        && head.table == table_for(head.entries as usize, head.names as usize) as u64;
     if plausible {
         let _ = mem.grow(Part::Entries, head.entries as usize)
             && mem.grow(Part::Names, head.names as usize)
@@ -337,6 +389,12 @@ impl<'a> Taken<'a> {
         self.at = end;
         b
     }
+}
+
+/// The table slots a checkpoint of `entries` entries and `names` names places them in:
+/// the least power of two at least twice the keys (and 64), as a rebuilt table has.
+fn table_for(entries: usize, names: usize) -> usize {
+    (2 * (entries + names)).next_power_of_two().max(64)
 }
 
 /// A lane as 8 words: active, chain position, segment start, tail, segment end, next
