@@ -110,7 +110,7 @@ miri_log="$(mktemp)"
 ) >"$miri_log" 2>&1 &
 miri_pid=$!
 trap 'kill "$miri_pid" 2>/dev/null || true' EXIT
-step "fuzz: recover_image, decode, ops_crash, ${FUZZ_SECONDS:-60} s each (FUZZ_SECONDS=0 skips)"
+step "fuzz: recover_image, decode, ops_crash, checkpoint, ${FUZZ_SECONDS:-60} s each (FUZZ_SECONDS=0 skips)"
 if [ "${FUZZ_SECONDS:-60}" = 0 ]; then
   echo "SKIPPED: FUZZ_SECONDS=0"
 elif command -v cargo-fuzz >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(recover_image decode ops_crash)
+[ ${#targets[@]} -gt 0 ] || targets=(recover_image decode ops_crash checkpoint)
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "fuzz: cargo-fuzz is not installed (cargo install cargo-fuzz --locked)" >&2

@@ -8,7 +8,7 @@ use super::output::{eprintln_note, same_file, stdout, stdout_bytes};
 use super::size::human;
 use super::CliError;
 use nvs_core::Key;
-use nvs_core::{Object, StoreKind, NAME_MAX};
+use nvs_core::{CheckpointUse, Object, StoreKind, NAME_MAX};
 use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -427,6 +427,15 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
             .num("payload_bytes", st.payload_bytes)
             .num("index_bytes", p.index_bytes() as u64)
             .num("open_us", p.open_time().as_micros() as u64)
+            .str(
+                "index_checkpoint",
+                match p.checkpoint_use() {
+                    None => "none",
+                    Some(CheckpointUse::Used) => "used",
+                    Some(CheckpointUse::Stale) => "stale",
+                    Some(CheckpointUse::Invalid(_)) => "invalid",
+                },
+            )
             .line();
         if stats {
             o += &super::inspect::stats(&p, true)?;
@@ -485,7 +494,13 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
         ),
     );
     row("index memory", format!("{} (in this process's memory, rebuilt on every open)", human(p.index_bytes() as u64)));
-    row("open time", format!("{:.3} ms (map + recovery)", p.open_time().as_secs_f64() * 1e3));
+    let how = match p.checkpoint_use() {
+        None => "map + recovery".to_string(),
+        Some(CheckpointUse::Used) => "map + the index checkpoint beside the pool, caught up".to_string(),
+        Some(CheckpointUse::Stale) => "map + recovery: the index checkpoint beside the pool is stale".to_string(),
+        Some(CheckpointUse::Invalid(why)) => format!("map + recovery: the index checkpoint beside the pool is {why}"),
+    };
+    row("open time", format!("{:.3} ms ({how})", p.open_time().as_secs_f64() * 1e3));
     if stats {
         o += &super::inspect::stats(&p, false)?;
     }
@@ -493,7 +508,8 @@ pub fn info(pool: &Path, stats: bool, json: bool, durability: Option<Durability>
 }
 
 pub fn check(pool: &Path, json: bool, durability: Option<Durability>) -> Result<(), CliError> {
-    let p = match FilePool::open_with(pool, Access::ReadOnly, durability) {
+    // A recovery, whatever index checkpoint lies beside the pool: every unit's headers read.
+    let p = match FilePool::open_recovering(pool, durability) {
         Ok(p) => p,
         Err(e) if e.is_corruption() => {
             // Recovery names where it stopped; the raw walk names the damaged places.

@@ -11,7 +11,7 @@ use super::CliError;
 use nvs_core::internals::format::LINE;
 use nvs_core::walk::{Damage, Item, SegmentState, Walker};
 use nvs_core::CorruptKind;
-use nvs_std::{show_name, Access, FilePool, MappedMedia};
+use nvs_std::{show_name, FilePool, MappedMedia};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Seek, Write};
@@ -140,7 +140,7 @@ pub fn dump(pool: &Path) -> Result<(), CliError> {
         );
     }
     // Recovery's verdict (what every other command sees), then the bytes as they lie.
-    match FilePool::open_with(pool, Access::ReadOnly, None) {
+    match FilePool::open_recovering(pool, None) {
         Ok(p) => {
             let st = p.stats();
             let _ = writeln!(

@@ -10,7 +10,7 @@ use super::progress;
 use super::CliError;
 use nvs_core::walk::{Item, SegmentState, WalkedObject, Walker};
 use nvs_core::Object;
-use nvs_std::{show_name, Access, CreateOptions, Durability, FilePool, MappedMedia};
+use nvs_std::{show_name, CreateOptions, Durability, FilePool, MappedMedia};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -97,7 +97,7 @@ pub fn salvage(bad: &Path, new: &Path, size: Option<u64>, durability: Option<Dur
     // A recovery that succeeds beside damage it steps past (units lost before later ones
     // of their lane) would leave those later ones out: read as it lies then too.
     let hidden = walk_damage(bad)?;
-    let opened = match FilePool::open_with(bad, Access::ReadOnly, None) {
+    let opened = match FilePool::open_recovering(bad, None) {
         Ok(_) if !hidden.is_empty() => Err(format!("recovery steps past {} damaged regions", hidden.len())),
         Ok(p) => Ok(p),
         Err(e) if e.is_corruption() => Err(e.to_string()),

@@ -526,3 +526,39 @@ fn zeroed_units_at_a_segments_end_are_counted_from_the_lanes_next_segment() {
     assert!(stdout(&o).contains("salvaged 36 objects"), "{}", stdout(&o));
     assert!(listing(&new).contains("n  versions=36 "), "{}", listing(&new));
 }
+
+/// A pool of many objects gets an index checkpoint at its writer's close: `nvs info`
+/// says its open used it; `nvs check` recovers whatever lies beside the pool, and finds
+/// damage to an old unit's header that an open from the checkpoint does not read.
+#[test]
+fn info_names_the_index_checkpoint_and_check_does_not_trust_it() {
+    let dir = tmp();
+    let p = dir.path().join("many.pool");
+    let opts = nvs_std::CreateOptions { lanes_max: 2, ..Default::default() };
+    let mut pool = nvs_std::FilePool::create(&p, 32 << 20, &opts).unwrap();
+    for i in 0..nvs_std::CHECKPOINT_MIN_OBJECTS {
+        pool.put(0, nvs_core::Object::new("step", &i.to_le_bytes())).unwrap();
+    }
+    let first_unit = {
+        // The segment the first object is in: segments end at the pool's end.
+        let l = pool.layout();
+        let data_off = l.pool_len - l.segment_count as u64 * l.segment_len;
+        let off = pool.stat("step", 1).unwrap().offset;
+        (data_off + (off - data_off) / l.segment_len * l.segment_len) as usize
+    };
+    drop(pool);
+    assert!(nvs_std::checkpoint_path(&p).exists());
+    let t = ok(&nvs(&["info", s(&p)]));
+    assert!(t.contains("the index checkpoint beside the pool, caught up"), "{t}");
+    assert!(ok(&nvs(&["info", s(&p), "--json"])).contains(r#""index_checkpoint":"used""#));
+    ok(&nvs(&["check", s(&p)]));
+    // A byte of the first unit's header (after its segment's header line) flipped.
+    let mut img = std::fs::read(&p).unwrap();
+    let at = first_unit + 64 + 8;
+    img[at] ^= 0x10;
+    std::fs::write(&p, &img).unwrap();
+    let t = ok(&nvs(&["info", s(&p)]));
+    assert!(t.contains("caught up"), "an open from the checkpoint does not read old headers: {t}");
+    let o = nvs(&["check", s(&p)]);
+    assert_eq!(code(&o), 1, "check recovers and finds it: {}{}", stdout(&o), stderr(&o));
+}

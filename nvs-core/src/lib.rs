@@ -115,6 +115,12 @@ pub mod internals {
     pub mod index {
         pub use crate::index::{name_key, Entry, Index, NONE};
     }
+    /// Index checkpoints: the seed of their trailing sum (mixed into the pool id), for
+    /// checks that forge one.
+    #[cfg(feature = "alloc")]
+    pub mod checkpoint {
+        pub use crate::pool::CHECKPOINT_SUM_SEED as SUM_SEED;
+    }
     /// Seeded protocol bugs, live one at a time in a `--cfg nvs_mutant` build.
     pub mod mutant {
         pub use crate::mutant::*;

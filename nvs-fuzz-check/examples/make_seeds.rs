@@ -10,7 +10,9 @@
 //!   unit, truncated, a newer format version, a full pool);
 //! - `decode`: a case byte and parameters (layout in `nvs_fuzz_check::decode`), with
 //!   superblocks, segment headers and units cut from those pools;
-//! - `ops_crash`: deterministic pseudo-random bytes (any bytes decode as an `Input`).
+//! - `ops_crash`: deterministic pseudo-random bytes (any bytes decode as an `Input`);
+//! - `checkpoint`: each stage untouched and a few patches (layout in
+//!   `nvs_fuzz_check::checkpoint`).
 
 use nvs_core::internals::format::{Superblock, FORMAT_VERSION};
 use nvs_core::{FormatOptions, HeapMemory, Object, Pool, Region};
@@ -69,8 +71,27 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("write seed");
 }
 
+/// The `checkpoint` target's seeds (layout in `nvs_fuzz_check::checkpoint`): each
+/// stage untouched, and a few patches, with and without the sum fixed up.
+fn checkpoint_seeds(dir: &Path) {
+    let seeds: &[(&str, &[u8])] = &[
+        ("untouched", &[0, 0]),
+        ("after-puts", &[0, 1]),
+        ("new-lane", &[0, 2]),
+        ("retention", &[0, 3]),
+        ("flip-head", &[0, 0, 0x10, 0, 0, 0, 1]),
+        ("forged-lane", &[1, 0, 0xa0, 0, 0, 0, 1]),
+        ("forged-entry", &[1, 1, 0, 3, 0, 0, 0x40]),
+    ];
+    std::fs::create_dir_all(dir).expect("corpus dir");
+    for (name, bytes) in seeds {
+        std::fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
+    }
+}
+
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    checkpoint_seeds(&root.join("checkpoint"));
     let dirs: Vec<PathBuf> = ["recover_image", "decode", "ops_crash"].iter().map(|t| root.join(t)).collect();
     for d in &dirs {
         std::fs::create_dir_all(d).expect("corpus dir");

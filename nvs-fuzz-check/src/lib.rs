@@ -24,6 +24,10 @@
 //!   contract (promises 1–4): acknowledged ops present byte-exact, the interrupted op all
 //!   or nothing, nothing that was never put, per-lane prefix; then a put on the
 //!   recovered pool and a reopen.
+//! - [`checkpoint::run`]: an index checkpoint of a real pool, patched (its sum fixed up
+//!   or not), opened over the pool as it was or after more puts, a new lane or
+//!   retention: never a panic or a store; unused (or untouched), exactly what recovery
+//!   gives.
 //!
 //! Inputs found by fuzzing that once failed are kept as regression tests
 //! (`tests/regressions.rs`) and in the corpora.
@@ -31,12 +35,13 @@
 use nvs_core::{Media, Region};
 use std::cell::RefCell;
 
+pub mod checkpoint;
 pub mod decode;
 pub mod ops_crash;
 pub mod recover_image;
 
 /// The names of the targets, as directories of `fuzz/corpus/`.
-pub const TARGETS: &[&str] = &["recover_image", "decode", "ops_crash"];
+pub const TARGETS: &[&str] = &["recover_image", "decode", "ops_crash", "checkpoint"];
 
 /// Run target `name` on `data` (the corpus replay's dispatcher).
 pub fn run(name: &str, data: &[u8]) {
@@ -44,6 +49,7 @@ pub fn run(name: &str, data: &[u8]) {
         "recover_image" => recover_image::run(data),
         "decode" => decode::run(data),
         "ops_crash" => ops_crash::run(data),
+        "checkpoint" => checkpoint::run(data),
         _ => panic!("no fuzz target named {name}"),
     }
 }
@@ -206,6 +212,10 @@ impl<'a> Bytes<'a> {
     }
     pub fn bool(&mut self) -> bool {
         self.u8() & 1 == 1
+    }
+    /// Whether everything was read.
+    pub fn rest_is_empty(&self) -> bool {
+        self.data.is_empty()
     }
     /// Everything not read yet.
     pub fn rest(&mut self) -> &'a [u8] {

@@ -51,6 +51,11 @@ fn ops_crash_corpus() {
 
 /// The checked-in corpora stay small (the budget: under 2 MB in all).
 #[test]
+fn checkpoint_corpus() {
+    replay("checkpoint");
+}
+
+#[test]
 fn corpora_are_small() {
     let total: usize = nvs_fuzz_check::TARGETS.iter().flat_map(|t| corpus(t)).map(|(_, d)| d.len()).sum();
     assert!(total < 2_000_000, "fuzz corpora hold {total} bytes");

@@ -214,3 +214,21 @@ fn recover_image_geometry_that_wraps() {
 fn decode_superblock_with_lane_names() {
     replay("decode", "regress-lane-names-flag");
 }
+
+/// checkpoint, finding 1: an index checkpoint forged with a valid sum gave a delta entry
+/// a payload offset off the line grid; a get read the delta's parent with an aligned
+/// word load there ("unaligned word load"). A checkpoint's payloads now start on a line
+/// and its names 48 bytes into one, as recovery's always do, or it is not used.
+#[test]
+fn checkpoint_forged_unaligned_delta_payload() {
+    replay("checkpoint", "regress-unaligned-delta");
+}
+
+/// checkpoint, finding 2: a forged entry whose payload started at the pool's first data
+/// byte made a get's segment arithmetic (`payload_off - 1 - data_off`) underflow (a
+/// panic with overflow checks). A checkpoint's payloads now lie past a segment header, a
+/// unit header and an object header, as every real one does.
+#[test]
+fn checkpoint_forged_payload_at_data_start() {
+    replay("checkpoint", "regress-payload-at-data-start");
+}

@@ -12,6 +12,9 @@
 //!   and a growable heap index; the same puts as nvs-core's pool (`put(lane, Object)`,
 //!   `put_batch`), lane writers for threads ([`FileLane`]), typed and zero-copy reads,
 //!   and the safe delta path (`put_tracked`). An example walks all of it.
+//! - Index checkpoints ([`checkpoint_path`]): the one writer of a pool of many objects
+//!   leaves its index beside the pool file when it closes; a read-only open restores it
+//!   and catches up instead of walking every unit ([`FilePool::checkpoint_use`]).
 //! - [`Follower`]: a reader following live writers (objects as they commit, end of
 //!   stream, writer gone), in this process or another.
 //! - [`Error`]: every refusal, naming the path it concerns.

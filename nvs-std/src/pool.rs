@@ -382,9 +382,21 @@ impl FilePool {
         Self::open_with(path, access, None)
     }
 
-    /// Open an existing pool; `durability: None` picks the default. Recovery runs.
+    /// Open an existing pool; `durability: None` picks the default. Recovery runs — or,
+    /// read-only, beside an index checkpoint its writer left at its last clean close
+    /// (`POOL.nvs-index`), a restore from it and a catch-up ([`FilePool::checkpoint_use`]
+    /// says which).
     pub fn open_with(path: impl AsRef<Path>, access: Access, durability: Option<Durability>) -> Result<FilePool> {
-        let path = path.as_ref();
+        Self::open_impl(path.as_ref(), access, durability, true)
+    }
+
+    /// Open an existing pool read-only by a recovery, whatever index checkpoint lies
+    /// beside it: every unit's headers read (what `nvs check` and `nvs salvage` need).
+    pub fn open_recovering(path: impl AsRef<Path>, durability: Option<Durability>) -> Result<FilePool> {
+        Self::open_impl(path.as_ref(), Access::ReadOnly, durability, false)
+    }
+
+    fn open_impl(path: &Path, access: Access, durability: Option<Durability>, checkpoint: bool) -> Result<FilePool> {
         let start = Instant::now();
         // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
         // forever (Backing::probe refuses it right after); O_NOCTTY: a terminal never
@@ -406,8 +418,8 @@ impl FilePool {
         // A reader of a pool with an index checkpoint beside it reads that instead of
         // every unit header (crate::checkpoint).
         let ckpt = match access {
-            Access::ReadOnly => checkpoint::open_trusted(path, &file),
-            Access::ReadWrite => None,
+            Access::ReadOnly if checkpoint => checkpoint::open_trusted(path, &file),
+            _ => None,
         };
         // Page faults are most of a fresh mapping's recovery time: on a large pool a helper
         // thread takes half of them (MappedMedia::start_prefault), until recovery is done.

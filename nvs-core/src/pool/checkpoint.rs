@@ -23,7 +23,7 @@
 use super::Pool;
 use crate::error::Result;
 use crate::format::sum::Sum;
-use crate::format::{self, Superblock, DELTA_DEPTH_MAX, NAME_MAX};
+use crate::format::{self, ObjectHeader, Superblock, DELTA_DEPTH_MAX, LINE, NAME_MAX};
 use crate::index::{space_of, Entry, HeapMemory, NameSlot, SegSlot, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::FREE;
@@ -39,7 +39,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"NVSCKPT1");
 /// This layout of the bytes.
 const VERSION: u32 = 1;
 /// Mixed into the pool id to seed the trailing sum.
-const SUM_SEED: u64 = 0x636b_7074_5f73_756d;
+pub const SUM_SEED: u64 = 0x636b_7074_5f73_756d;
 /// Entries read and inserted at a time.
 const CHUNK: usize = 1024;
 /// How many entries ahead the table slot to restore into is asked for.
@@ -297,7 +297,10 @@ impl<M: Media> Pool<M, HeapMemory> {
             let n_here = (names - first).min(CHUNK);
             for b in at.take(n_here * size_of::<NameSlot>()).chunks_exact(size_of::<NameSlot>()) {
                 let n: NameSlot = bytemuck::pod_read_unaligned(b);
-                let inside = n.name_off >= sb.data_off
+                // A name follows its object's 48-byte header (after a segment header and
+                // a unit header at least), objects start on a line.
+                let inside = n.name_off >= sb.data_off + 2 * LINE
+                    && n.name_off % LINE == size_of::<ObjectHeader>() as u64
                     && n.name_off.checked_add(n.name_len as u64).is_some_and(|e| e <= sb.pool_len);
                 if !inside || n.name_len as usize > NAME_MAX || space_of(n.hash) > sb.lanes_max {
                     return Err(CheckpointUse::Invalid("a name outside the pool"));
@@ -316,7 +319,10 @@ impl<M: Media> Pool<M, HeapMemory> {
                     index.prefetch_slot(bytemuck::pod_read_unaligned::<Entry>(ahead).next);
                 }
                 let e: Entry = bytemuck::pod_read_unaligned(b);
-                let inside = e.payload_off >= sb.data_off
+                // Payloads start on a line, after a segment header, a unit header and
+                // an object header at least.
+                let inside = e.payload_off >= sb.data_off + 3 * LINE
+                    && e.payload_off.is_multiple_of(LINE)
                     && e.payload_off.checked_add(e.stored_bytes).is_some_and(|end| end <= sb.pool_len);
                 let len_ok = if e.depth == 0 { e.len_bytes == e.stored_bytes } else { e.len_bytes <= sb.pool_len };
                 let ok = inside
@@ -418,5 +424,5 @@ fn lane_of(w: &[u64; 8]) -> Option<Lane> {
     })
 }
 
-/// Compile-time: a head is whole words.
-const _: () = assert!(size_of::<Head>().is_multiple_of(8));
+/// The head's size, as FORMAT.md's table of a checkpoint has it.
+const _: () = assert!(size_of::<Head>() == 152);

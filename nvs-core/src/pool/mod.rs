@@ -8,6 +8,9 @@ mod lane;
 mod read;
 mod write;
 
+#[cfg(all(feature = "alloc", feature = "internals"))]
+#[doc(hidden)]
+pub use checkpoint::SUM_SEED as CHECKPOINT_SUM_SEED;
 #[cfg(feature = "alloc")]
 pub use checkpoint::{checkpoint_memory, CheckpointUse};
 pub use lane::LaneWriter;
