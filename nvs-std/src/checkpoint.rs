@@ -125,6 +125,8 @@ pub(crate) fn save(pool: &mut CorePool, path: &Path, pool_file: &File) -> bool {
     let mut tmp = target.clone().into_os_string();
     tmp.push(format!(".{}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
+    // One left by a writer of this pid killed in its drop (pids come back): ours to replace.
+    let _ = std::fs::remove_file(&tmp);
     let Ok(f) = OpenOptions::new().write(true).create_new(true).mode(pm.mode() & 0o644).open(&tmp) else {
         return false;
     };

@@ -428,12 +428,20 @@ impl<X: IndexMemory> Index<X> {
     }
 
     /// The table slots a rebuild of the table at `cap` slots (a power of two at least
-    /// twice the keys) would give each name and each entry — names first, in id order,
-    /// then entries — as (names' slots, entries' slots): what an index checkpoint
-    /// records, so that an open from it places every key without probing.
+    /// twice the keys) would give each name and each entry, with the names renumbered
+    /// (`order[new id]` is the name's id here, `new_of` the inverse): names first, in
+    /// their new order, then entries, in order — as (names' slots in the new order,
+    /// entries' slots). What an index checkpoint records, so that an open from it places
+    /// every key without probing.
     #[cfg(feature = "alloc")]
-    pub fn rebuilt_slots(&self, cap: usize) -> Option<(alloc::vec::Vec<u32>, alloc::vec::Vec<u32>)> {
-        if !cap.is_power_of_two() || cap < 2 * (self.entries + self.names) || cap > u32::MAX as usize {
+    pub fn rebuilt_slots(
+        &self,
+        cap: usize,
+        order: &[u32],
+        new_of: &[u32],
+    ) -> Option<(alloc::vec::Vec<u32>, alloc::vec::Vec<u32>)> {
+        let fits = cap.is_power_of_two() && cap >= 2 * (self.entries + self.names) && cap <= u32::MAX as usize;
+        if !fits || order.len() != self.names || new_of.len() != self.names {
             return None;
         }
         let p = self.mem.parts_ref();
@@ -443,12 +451,14 @@ impl<X: IndexMemory> Index<X> {
             table[slot] = id;
             slot as u32
         };
-        let names = p.names[..self.names].iter().enumerate().map(|(i, n)| place(n.hash, i as u32 | NAME_TAG)).collect();
-        let entries = p.entries[..self.entries]
-            .iter()
-            .enumerate()
-            .map(|(i, e)| place(version_key(e.name, e.version), i as u32))
-            .collect();
+        let mut names = alloc::vec::Vec::with_capacity(order.len());
+        for (new, &old) in order.iter().enumerate() {
+            names.push(place(p.names.get(old as usize)?.hash, new as u32 | NAME_TAG));
+        }
+        let mut entries = alloc::vec::Vec::with_capacity(self.entries);
+        for (i, e) in p.entries[..self.entries].iter().enumerate() {
+            entries.push(place(version_key(*new_of.get(e.name as usize)?, e.version), i as u32));
+        }
         Some((names, entries))
     }
 

@@ -23,7 +23,7 @@
 use super::Pool;
 use crate::error::Result;
 use crate::format::sum::Sum;
-use crate::format::{self, ObjectHeader, Superblock, DELTA_DEPTH_MAX, LINE, NAME_MAX};
+use crate::format::{self, ObjectHeader, Superblock, UnitHeader, DELTA_DEPTH_MAX, LINE, NAME_MAX};
 use crate::index::{space_of, Entry, HeapMemory, NameSlot, SegSlot, NONE};
 use crate::log::lane::Lane;
 use crate::log::segments::FREE;
@@ -81,12 +81,19 @@ impl<M: Media> Pool<M, HeapMemory> {
     /// bytes in order; `false` from it stops the writing). Returns whether a whole
     /// checkpoint was written: `false` when `out` refused, or when this pool's state is
     /// not what a recovery of the media would give — a reader whose last refresh
-    /// failed, a writer that stopped or has units in flight, or a writer whose names
-    /// are not in the order recovery meets them (lane by lane, each lane in order: a
-    /// name first put on lane 1 before another first put on lane 0 is met after it).
+    /// failed, a writer that stopped or has units in flight — or a lane's units do not
+    /// lead to its tail. Names are written in the order recovery meets them (lane by
+    /// lane, each lane in order), which a writer on several lanes may not have.
     /// `&mut`: no put runs meanwhile.
     pub fn write_checkpoint(&mut self, out: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         let lanes: alloc::vec::Vec<Lane> = self.lanes.iter_mut().map(|c| *c.get_mut()).collect();
+        let mut lasts = alloc::vec::Vec::with_capacity(lanes.len());
+        for l in &lanes {
+            match l.active.then(|| last_unit(&self.media, l)) {
+                Some(None) => return false,
+                last => lasts.push(last.flatten().unwrap_or(0)),
+            }
+        }
         let caught_up = self.caught_up;
         let writable = self.writable;
         let sb = self.sb;
@@ -96,7 +103,9 @@ impl<M: Media> Pool<M, HeapMemory> {
         }
         let index = &shared.index;
         // Names in the order a recovery meets them: by the first unit (lane, then
-        // sequence) holding each. (Entries may be in any order: a name's versions are
+        // sequence) holding each, names first used in one unit in their order there (a
+        // writer's ids for them). A writer on several lanes met them in time order:
+        // they are renumbered. (Entries may be in any order: a name's versions are
         // listed in order whatever it is.)
         let mut first = alloc::vec![(u32::MAX, u64::MAX); index.name_count()];
         for i in 0..index.len() as u32 {
@@ -105,13 +114,16 @@ impl<M: Media> Pool<M, HeapMemory> {
                 *f = (*f).min((e.lane, e.seq));
             }
         }
-        if first.windows(2).any(|w| w[0] > w[1]) {
-            return false;
+        let mut order: alloc::vec::Vec<u32> = (0..index.name_count() as u32).collect();
+        order.sort_by_key(|&id| (first[id as usize], id));
+        let mut new_of = alloc::vec![0u32; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_of[old as usize] = new as u32;
         }
         let count = sb.segment_count as usize;
         let Some(segments) = index.segments_ref().get(..count) else { return false };
         let table = table_for(index.len(), index.name_count());
-        let Some((name_slots, entry_slots)) = index.rebuilt_slots(table) else { return false };
+        let Some((name_slots, entry_slots)) = index.rebuilt_slots(table, &order, &new_of) else { return false };
         let s = shared.stats;
         let head = Head {
             magic: MAGIC,
@@ -130,15 +142,15 @@ impl<M: Media> Pool<M, HeapMemory> {
             out(bytes)
         };
         let mut ok = put(bytemuck::bytes_of(&head));
-        for l in lanes.iter().take(sb.lanes_max as usize) {
-            ok = ok && put(bytemuck::bytes_of(&lane_words(l)));
+        for (l, &last) in lanes.iter().zip(&lasts).take(sb.lanes_max as usize) {
+            ok = ok && put(bytemuck::bytes_of(&lane_words(l, last)));
         }
         ok = ok && put(bytemuck::cast_slice(segments));
         let mut buf = alloc::vec::Vec::with_capacity(CHUNK);
         for first in (0..index.name_count()).step_by(CHUNK) {
             buf.clear();
-            for (i, &slot) in name_slots.iter().enumerate().skip(first).take(CHUNK) {
-                buf.push(NameSlot { first: slot, last: NONE, count: 0, ..*index.name(i as u32) });
+            for (&old, &slot) in order.iter().zip(&name_slots).skip(first).take(CHUNK) {
+                buf.push(NameSlot { first: slot, last: NONE, count: 0, ..*index.name(old) });
             }
             ok = ok && put(bytemuck::cast_slice::<NameSlot, u8>(&buf));
         }
@@ -146,7 +158,8 @@ impl<M: Media> Pool<M, HeapMemory> {
         for first in (0..index.len()).step_by(CHUNK) {
             buf.clear();
             for (i, &slot) in entry_slots.iter().enumerate().skip(first).take(CHUNK) {
-                buf.push(Entry { next: slot, ..*index.entry(i as u32) });
+                let e = index.entry(i as u32);
+                buf.push(Entry { name: new_of[e.name as usize], next: slot, ..*e });
             }
             ok = ok && put(bytemuck::cast_slice::<Entry, u8>(&buf));
         }
@@ -197,7 +210,7 @@ impl<M: Media> Pool<M, HeapMemory> {
     pub fn state_digest(&mut self) -> u64 {
         let mut h = crate::format::hash::Hasher::new(0x7374_6174_655f_6467);
         for l in self.lanes.iter_mut() {
-            h.write(bytemuck::bytes_of(&lane_words(l.get_mut())));
+            h.write(bytemuck::bytes_of(&lane_words(l.get_mut(), 0)));
         }
         let shared = self.shared.get_mut();
         let s = shared.stats;
@@ -252,18 +265,37 @@ impl<M: Media> Pool<M, HeapMemory> {
         ]
         .iter()
         .try_fold(0usize, |t, &(n, size)| n.checked_mul(size).and_then(|b| t.checked_add(b)));
-        if len != Some(bytes.len()) || names >= 1 << 31 || entries >= 1 << 31 {
+        if len != Some(bytes.len()) {
             return Err(CheckpointUse::Invalid("not as long as its counts say"));
+        }
+        // Every object and name takes a line of the pool at least.
+        if (names as u64).max(entries as u64) > sb.pool_len / LINE {
+            return Err(CheckpointUse::Invalid("more objects than the pool has room for"));
+        }
+        let [used, units, objects, payload_bytes, lanes_used] = head.stats;
+        let stats_ok = used <= count as u64
+            && units <= sb.pool_len / LINE
+            && objects == entries as u64
+            && payload_bytes <= sb.pool_len
+            && lanes_used <= sb.lanes_max as u64;
+        if !stats_ok {
+            return Err(CheckpointUse::Invalid("counts the pool cannot have"));
         }
         let mut at = Taken { bytes, at: 0, sum: Sum::new(sb.pool_id ^ SUM_SEED) };
         // Lanes.
         let mut lanes = [Lane::default(); format::LANES_MAX as usize];
         at.take(size_of::<Head>());
-        for l in lanes.iter_mut().take(sb.lanes_max as usize) {
+        for (lane_id, l) in lanes.iter_mut().take(sb.lanes_max as usize).enumerate() {
             let w: [u64; 8] = bytemuck::pod_read_unaligned(at.take(64));
-            *l = lane_of(&w).ok_or(CheckpointUse::Invalid("a lane that is not a lane"))?;
-            if !l.sound(&sb) {
+            let (lane, last) = lane_of(&w).ok_or(CheckpointUse::Invalid("a lane that is not a lane"))?;
+            *l = lane;
+            if !l.sound(&sb) || (last != 0 && !(l.seg_start < last && last < l.tail)) {
                 return Err(CheckpointUse::Invalid("a lane's position outside its segment"));
+            }
+            // Its newest unit still there, ending at its tail (one header per lane).
+            let seq = l.next_seq.wrapping_sub(1);
+            if l.active && last != 0 && !ends_at(&self.media, &sb, lane_id as u32, seq, last, l.tail) {
+                return Err(CheckpointUse::Stale);
             }
         }
         // Segment slots: in index order, each of a lane the pool has (or free), inside
@@ -343,7 +375,6 @@ impl<M: Media> Pool<M, HeapMemory> {
         if tail != Some(at.sum.finish(total)) {
             return Err(CheckpointUse::Invalid("damaged (its sum does not hold)"));
         }
-        let [used, units, objects, payload_bytes, lanes_used] = head.stats;
         shared.stats =
             PoolStats { segments_used: used as u32, units, objects, payload_bytes, lanes: lanes_used as u32 };
         self.install_lanes(&lanes[..sb.lanes_max as usize]);
@@ -363,8 +394,10 @@ pub fn checkpoint_memory(bytes: &[u8]) -> HeapMemory {
     let mut mem = HeapMemory::new();
     let Some(head) = bytes.get(..size_of::<Head>()).map(bytemuck::pod_read_unaligned::<Head>) else { return mem };
     let sized = |n: u64, size: usize| (n as usize).checked_mul(size).is_some_and(|b| b <= bytes.len());
+    let room = head.sb.pool_len / LINE;
     let plausible = head.magic == MAGIC
         && head.version == VERSION
+        && head.entries.max(head.names) <= room
         && sized(head.entries, size_of::<Entry>())
         && sized(head.names, size_of::<NameSlot>())
         && sized(head.segments, size_of::<SegSlot>())
@@ -404,24 +437,59 @@ fn table_for(entries: usize, names: usize) -> usize {
 }
 
 /// A lane as 8 words: active, chain position, segment start, tail, segment end, next
-/// sequence, closed, detached.
-fn lane_words(l: &Lane) -> [u64; 8] {
-    [l.active as u64, l.chain_seq, l.seg_start, l.tail, l.seg_end, l.next_seq, l.closed as u64, l.detached as u64]
+/// sequence, flags (closed 1, detached 2), and `last`: the offset of its newest unit,
+/// which ends at its tail (0: none in its current segment).
+fn lane_words(l: &Lane, last: u64) -> [u64; 8] {
+    let flags = l.closed as u64 | (l.detached as u64) << 1;
+    [l.active as u64, l.chain_seq, l.seg_start, l.tail, l.seg_end, l.next_seq, flags, last]
 }
 
-/// The lane of [`lane_words`]; `None` if a flag is neither 0 nor 1.
-fn lane_of(w: &[u64; 8]) -> Option<Lane> {
-    let flag = |v: u64| (v <= 1).then_some(v == 1);
-    Some(Lane {
-        active: flag(w[0])?,
+/// The lane and `last` of [`lane_words`]; `None` if a flag is not one.
+fn lane_of(w: &[u64; 8]) -> Option<(Lane, u64)> {
+    if w[0] > 1 || w[6] > 3 {
+        return None;
+    }
+    let lane = Lane {
+        active: w[0] == 1,
         chain_seq: w[1],
         seg_start: w[2],
         tail: w[3],
         seg_end: w[4],
         next_seq: w[5],
-        closed: flag(w[6])?,
-        detached: flag(w[7])?,
-    })
+        closed: w[6] & 1 != 0,
+        detached: w[6] & 2 != 0,
+    };
+    Some((lane, w[7]))
+}
+
+/// The offset of lane `l`'s newest unit (the one ending at its tail), found by
+/// following unit lengths from its segment's data start; 0 if its segment holds none;
+/// `None` if the units do not lead to the tail.
+fn last_unit<M: Media + ?Sized>(media: &M, l: &Lane) -> Option<u64> {
+    let mut at = l.seg_start + LINE;
+    let mut last = 0;
+    while at < l.tail {
+        let h: UnitHeader = format::read_pod(media, at);
+        if h.unit_len < LINE || !h.unit_len.is_multiple_of(LINE) {
+            return None;
+        }
+        last = at;
+        at = at.checked_add(h.unit_len)?;
+    }
+    (at == l.tail).then_some(last)
+}
+
+/// Whether the unit at `last` is lane `lane_id`'s committed unit `seq`, ending at `tail`:
+/// its header's checksum and commit word (a pool file put back to an older copy of
+/// itself, or a power cut that kept less than the checkpoint saw, has no such unit).
+fn ends_at<M: Media + ?Sized>(media: &M, sb: &Superblock, lane_id: u32, seq: u64, last: u64, tail: u64) -> bool {
+    let h: UnitHeader = format::read_pod(media, last);
+    let checksum = h.compute_checksum(sb.pool_id);
+    h.checksum == checksum
+        && h.seq == seq
+        && h.lane == lane_id
+        && last.checked_add(h.unit_len) == Some(tail)
+        && h.commit == sb.commit_word_at(lane_id, seq, checksum, last)
 }
 
 /// The head's size, as FORMAT.md's table of a checkpoint has it.
