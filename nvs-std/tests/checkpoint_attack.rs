@@ -663,8 +663,8 @@ fn forgeries(p: &Parts, good: &[u8]) -> Vec<(String, Forge)> {
                 used[half(b, p.entry(i) + 44) as usize] = true;
             }
             let frees: Vec<usize> = (0..p.table as usize).rev().filter(|&s| !used[s]).collect();
-            for i in 0..p.entries {
-                set_half(b, p.entry(i) + 44, frees[i] as u32);
+            for (i, &free) in frees.iter().enumerate().take(p.entries) {
+                set_half(b, p.entry(i) + 44, free as u32);
             }
         }),
     );
@@ -1060,6 +1060,7 @@ fn a_fork_childs_drop_writes_nothing() {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         drop(w);
+        // SAFETY: a plain libc call on this process's own state, arguments valid for it.
         unsafe { libc::_exit(0) };
     }
     let mut status = 0;
@@ -1140,6 +1141,7 @@ fn a_full_file_system() {
         // SAFETY: statvfs into a zeroed struct.
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         let c = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+        // SAFETY: a plain libc call on this process's own state, arguments valid for it.
         assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
         s.f_bavail as u64 * s.f_frsize as u64
     };
@@ -1263,6 +1265,7 @@ fn a_sparse_checkpoint_of_many_entries() {
     let rss = || {
         // SAFETY: getrusage into a zeroed struct.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a plain libc call on this process's own state, arguments valid for it.
         unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
         u.ru_maxrss
     };
