@@ -170,13 +170,10 @@ pub fn targets(rows: &[Row], rec: &[Recovery]) -> Vec<Target> {
     let open1 = rec.iter().find(|r| r.record == k1).and_then(|r| r.result.as_ref().ok());
     add("recovery of 1 KiB records, GB/s of log".into(), open1.map(|f| f.scan_gbps()), 4.0, true);
     add("open 1 GiB of 1 KiB records, ms".into(), open1.map(|f| f.open.as_secs_f64() * 1e3), 50.0, false);
-    // After a crash (no checkpoint): a recovery, which the checkpoint must not slow.
-    add(
-        "open 1 GiB of 1 KiB records after a crash, ms".into(),
-        open1.map(|f| f.scan.as_secs_f64() * 1e3),
-        200.0,
-        false,
-    );
+    // After a crash (no checkpoint): a recovery, within 1.2x the 168 ms this machine's
+    // recovery took on 2026-12-06, before checkpoints.
+    let what = "open 1 GiB of 1 KiB records after a crash (no checkpoint), ms";
+    add(what.into(), open1.map(|f| f.scan.as_secs_f64() * 1e3), 1.2 * 168.0, false);
     t
 }
 
