@@ -35,7 +35,6 @@
 
 #![deny(missing_docs)]
 
-mod checkpoint;
 pub mod dirty;
 mod durability;
 mod error;
@@ -46,14 +45,13 @@ mod media;
 mod meta;
 mod pool;
 
-pub use checkpoint::{checkpoint_path, CHECKPOINT_MIN_OBJECTS};
 pub use durability::{dax_device_len, Backing, Durability};
 pub use error::{show_name, Error, Held, Result};
 pub use follow::{Committed, Followed, Follower};
 pub use fork::generation as fork_generation;
 pub use media::{Access, MappedMedia};
 pub use meta::{Element, Meta};
-pub use pool::{CorePool, CreateOptions, FileLane, FilePool, WriterHold};
+pub use pool::{checkpoint_path, CorePool, CreateOptions, FileLane, FilePool, WriterHold, CHECKPOINT_MIN_OBJECTS};
 
 // What users share between threads is shareable (checked at compile time): a pool and a
 // follower move to or are shared by threads; each lane writer moves to its thread.

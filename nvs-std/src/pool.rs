@@ -13,13 +13,15 @@
 //! Lanes taken from a [`FilePool`] ([`FileLane`]) pass the same check. Reads are
 //! [`FilePool`]'s own methods too, so every call returns this crate's [`Error`].
 
-use crate::checkpoint;
+mod checkpoint;
+
 use crate::dirty::TrackedBuf;
 use crate::durability::{Backing, Durability};
 use crate::error::{Error, Held, Result};
 use crate::fork::Born;
 use crate::locks;
 use crate::media::{allocate_range, Access, MappedMedia};
+pub use checkpoint::{checkpoint_path, CHECKPOINT_MIN_OBJECTS};
 use nvs_core::{
     CheckpointUse, FormatOptions, HeapMemory, Key, LaneInfo, LaneWriter, Layout, NameId, NameIter, Object, ObjectInfo,
     PlanSlot, Pool, PoolStats, Put, VersionIter, DATA_OFF,
@@ -416,7 +418,7 @@ impl FilePool {
             back_a_writer(&file, &mut media, path)?;
         }
         // A reader of a pool with an index checkpoint beside it reads that instead of
-        // every unit header (crate::checkpoint).
+        // every unit header (module `checkpoint`).
         let ckpt = match access {
             Access::ReadOnly if checkpoint => checkpoint::open_trusted(path, &file),
             _ => None,
@@ -1404,7 +1406,7 @@ impl Drop for RemoveOnDrop {
 }
 
 /// The pool's one writer leaves an index checkpoint beside the pool file for the next
-/// read-only open (`crate::checkpoint`), when the pool holds many objects and changed
+/// read-only open (module `checkpoint`), when the pool holds many objects and changed
 /// since it was opened (and removes the old one where it cannot write a new one). Not in a `fork` child, not beside writers of other lanes (each
 /// process's index learns the others' units in its own order), not while unwinding.
 impl Drop for FilePool {

@@ -9,7 +9,7 @@
 //! forge the pool. It is written to a temporary name and renamed over the old one, so
 //! readers see a whole one or the one before; a write that fails leaves the old one.
 
-use crate::pool::CorePool;
+use super::CorePool;
 use memmap2::{Mmap, MmapOptions};
 use nvs_core::{HeapMemory, Media};
 use std::fs::{File, OpenOptions};
