@@ -3,9 +3,11 @@
 //! stale (units, claims or retention since), damaged, foreign or not to be trusted —
 //! and only a fresh or caught-up one is used.
 
+mod common;
+
+use common::{contents, recovered};
 use nvs_core::{CheckpointUse, Object};
 use nvs_std::{checkpoint_path, Access, CreateOptions, FilePool, CHECKPOINT_MIN_OBJECTS};
-use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -46,40 +48,6 @@ fn fill(p: &mut FilePool, lane: u32, count: usize, salt: usize) {
             }
         }
     }
-}
-
-/// Everything a reader can learn from the pool, as text: counts, names in order, every
-/// version's facts and bytes, every lane.
-fn contents(p: &FilePool) -> String {
-    let mut s = format!("{:?}\n", p.stats());
-    for n in p.names() {
-        let name = p.name_bytes(n.id, &mut [0u8; nvs_core::NAME_MAX]).to_vec();
-        writeln!(s, "{} {} {} {:?}", String::from_utf8_lossy(&name), n.versions, n.latest, n.lane).unwrap();
-        for o in p.versions_of(n.id) {
-            let bytes = p.get_vec(name.as_slice(), o.version).unwrap();
-            let sum = bytes.iter().fold(0u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64));
-            writeln!(s, "  {o:?} {sum:x}").unwrap();
-        }
-    }
-    for lane in 0..p.layout().lanes_max {
-        writeln!(s, "lane {lane}: {:?}", p.lane_info(lane)).unwrap();
-    }
-    s
-}
-
-/// What a recovery gives: the pool opened with its checkpoint set aside.
-fn recovered(path: &Path) -> String {
-    let ck = checkpoint_path(path);
-    let aside = ck.with_extension("aside");
-    let had = std::fs::rename(&ck, &aside).is_ok();
-    let p = FilePool::open(path, Access::ReadOnly).unwrap();
-    assert_eq!(p.checkpoint_use(), None);
-    let c = contents(&p);
-    drop(p);
-    if had {
-        std::fs::rename(&aside, &ck).unwrap();
-    }
-    c
 }
 
 /// Open read-only: how the checkpoint was used, and the contents, which must be what a

@@ -5,10 +5,12 @@
 //! system, a fork's drop. Every open must not panic, hang or die, and (unless the
 //! checkpoint was forged) must give what a recovery gives.
 
+mod common;
+
+use common::{contents, recovered};
 use nvs_core::{CheckpointUse, Key, Object, Sum};
 use nvs_std::{checkpoint_path, Access, CreateOptions, FilePool, CHECKPOINT_MIN_OBJECTS};
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -77,50 +79,6 @@ fn fill(p: &mut FilePool, lane: u32, count: usize, salt: usize) {
             _ => p.put(lane, Object::new(&name, &payload(n, i as u64, len))).unwrap(),
         };
         latest.insert(name, put.version);
-    }
-}
-
-/// Everything a reader can learn, as text; errors are part of it (a forged checkpoint
-/// may give them), never a panic of this test's own.
-fn contents(p: &FilePool) -> String {
-    let mut s = format!("{:?} free {}\n", p.stats(), p.free_segments());
-    for n in p.names() {
-        let name = p.name_bytes(n.id, &mut [0u8; nvs_core::NAME_MAX]).to_vec();
-        let key = || match n.lane.filter(|_| p.layout().lane_names) {
-            Some(l) => Key::on(l, name.as_slice()),
-            None => Key::from(name.as_slice()),
-        };
-        writeln!(s, "{} {} {} {:?}", String::from_utf8_lossy(&name), n.versions, n.latest, n.lane).unwrap();
-        writeln!(s, " latest {:?}", p.latest(key()).map_err(|e| e.to_string())).unwrap();
-        for o in p.versions_of(n.id) {
-            let got = p.get_vec(key(), o.version);
-            let sum = got.map(|b| b.iter().fold(0u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64)));
-            let meta = p.meta(key(), o.version).map(|m| m.len());
-            writeln!(s, "  {o:?} {:?} meta {:?}", sum.map_err(|e| e.to_string()), meta.map_err(|e| e.to_string()))
-                .unwrap();
-        }
-    }
-    for lane in 0..p.layout().lanes_max {
-        writeln!(s, "lane {lane}: {:?}", p.lane_info(lane)).unwrap();
-    }
-    s
-}
-
-/// What a recovery gives (the checkpoint set aside meanwhile).
-fn recovered(path: &Path) -> String {
-    let ck = checkpoint_path(path);
-    let aside = ck.with_extension("aside");
-    let had = std::fs::rename(&ck, &aside).is_ok();
-    let got = FilePool::open(path, Access::ReadOnly).map(|p| {
-        assert_eq!(p.checkpoint_use(), None);
-        contents(&p)
-    });
-    if had {
-        std::fs::rename(&aside, &ck).unwrap();
-    }
-    match got {
-        Ok(c) => c,
-        Err(e) => format!("open failed: {e}"),
     }
 }
 
@@ -1048,8 +1006,25 @@ fn a_leftover_temporary_of_this_pid() {
 }
 
 /// A fork child of the writer that drops its copy: no checkpoint written (nor removed).
+/// Run in a process of its own (this test binary again, one test): a fork beside the
+/// other tests' threads would hand their open pools' writer locks to the child for its
+/// life, and their next opens would find them locked.
 #[test]
 fn a_fork_childs_drop_writes_nothing() {
+    let st = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fork_child_drop_entry", "--nocapture", "--test-threads=1"])
+        .env("NVS_ATTACK_FORK", "1")
+        .status()
+        .unwrap();
+    assert!(st.success(), "{st}");
+}
+
+/// The body of `a_fork_childs_drop_writes_nothing` (run with NVS_ATTACK_FORK set).
+#[test]
+fn fork_child_drop_entry() {
+    if std::env::var_os("NVS_ATTACK_FORK").is_none() {
+        return;
+    }
     let path = big_pool("fork", &opts());
     let ck = checkpoint_path(&path);
     let mut w = FilePool::open(&path, Access::ReadWrite).unwrap();
