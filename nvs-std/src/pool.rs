@@ -1407,8 +1407,9 @@ impl Drop for RemoveOnDrop {
 
 /// The pool's one writer leaves an index checkpoint beside the pool file for the next
 /// read-only open (module `checkpoint`), when the pool holds many objects and changed
-/// since it was opened (and removes the old one where it cannot write a new one). Not in a `fork` child, not beside writers of other lanes (each
-/// process's index learns the others' units in its own order), not while unwinding.
+/// since it was opened (and removes the old one where it cannot write a new one). Not
+/// in a `fork` child, not beside writers of other lanes (N ranks would each write one),
+/// not while unwinding, not after a failed msync.
 impl Drop for FilePool {
     fn drop(&mut self) {
         let changed = self.pool.stats() != self.opened_with || !checkpoint::checkpoint_path(&self.path).exists();

@@ -1,13 +1,14 @@
-//! Index checkpoints beside pool files: `POOL.nvs-index`, written when a pool of many
-//! objects closes (its one writer's drop) or after a read-only open had to recover
-//! one, read by the next read-only open ([`nvs_core::Pool::open_read_only_from_checkpoint`]
-//! checks it and catches up from it, or recovers).
+//! Index checkpoints beside pool files: `POOL.nvs-index`, written when the one writer of
+//! a pool of many objects drops it, read by the next read-only open
+//! ([`nvs_core::Pool::open_read_only_from_checkpoint`] checks it and catches up from it,
+//! or recovers).
 //!
 //! A cache, never the truth: missing, damaged, stale or foreign, it costs one recovery.
 //! It is read only when it is a regular file (not a link) of the pool file's owner, that
 //! no one who may not write the pool file may write: whoever could forge one could
 //! forge the pool. It is written to a temporary name and renamed over the old one, so
-//! readers see a whole one or the one before; a write that fails leaves the old one.
+//! readers see a whole one or the one before; where no new one can be written, the
+//! writer removes the old one (it would only cost its reading).
 
 use super::CorePool;
 use memmap2::{Mmap, MmapOptions};
