@@ -164,8 +164,11 @@ struct Worker {
             if (pools[k]) nvs_check(nvs_pool_close(pools[k]), "nvs_pool_close");
             pools[k] = nullptr;
         }
-        unlink(path("nvs").c_str());
-        unlink(path("nvs-nosum").c_str());
+        // A pool's index checkpoint beside it (written at close when it holds many objects).
+        for (const char *store : {"nvs", "nvs-nosum"}) {
+            unlink(path(store).c_str());
+            unlink((path(store) + ".nvs-index").c_str());
+        }
         if (plp) pmemlog_close(plp);
         plp = nullptr;
         unlink(path("pmemlog").c_str());
