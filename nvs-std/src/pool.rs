@@ -1412,18 +1412,17 @@ impl Drop for RemoveOnDrop {
 /// not while unwinding, not after a failed msync.
 impl Drop for FilePool {
     fn drop(&mut self) {
-        let changed = self.pool.stats() != self.opened_with || !checkpoint::checkpoint_path(&self.path).exists();
-        if self.owned.is_none()
-            && self.pool.is_writable()
-            && changed
-            && !self.forked()
-            && !std::thread::panicking()
-            && self.pool.media().sync_error().is_none()
-        {
-            // One it cannot write is none: the old one would only cost its reading.
-            if !checkpoint::save(&mut self.pool, &self.path, &self.file) {
-                let _ = std::fs::remove_file(checkpoint::checkpoint_path(&self.path));
-            }
+        let writer = self.owned.is_none() && self.pool.is_writable();
+        if !writer || self.forked() || std::thread::panicking() || self.pool.media().sync_error().is_some() {
+            return;
+        }
+        let exists = checkpoint::checkpoint_path(&self.path).exists();
+        if exists && self.pool.stats() == self.opened_with {
+            return;
+        }
+        // One it cannot write is none: the old one would only cost its reading.
+        if !checkpoint::save(&mut self.pool, &self.path, &self.file) && exists {
+            let _ = std::fs::remove_file(checkpoint::checkpoint_path(&self.path));
         }
     }
 }

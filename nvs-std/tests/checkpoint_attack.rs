@@ -8,6 +8,7 @@
 mod common;
 
 use common::{contents, recovered};
+use nvs_core::internals::checkpoint::SUM_SEED;
 use nvs_core::{CheckpointUse, Key, Object, Sum};
 use nvs_std::{checkpoint_path, Access, CreateOptions, FilePool, CHECKPOINT_MIN_OBJECTS};
 use std::collections::HashMap;
@@ -16,8 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const NAMES: usize = 40;
-/// `SUM_SEED` of nvs-core/src/pool/checkpoint.rs.
-const SUM_SEED: u64 = 0x636b_7074_5f73_756d;
 /// Sizes of the checkpoint's parts (FORMAT.md "Index checkpoints").
 const HEAD: usize = 152;
 const LANE: usize = 64;

@@ -464,8 +464,7 @@ impl<X: IndexMemory> Index<X> {
 
     /// Make the table exactly `cap` usable slots (a power of two at least twice the
     /// keys reserved, and at least what it has), all free, before anything is restored
-    /// into it: an
-    /// index checkpoint's entries and names go back to the slots they had.
+    /// into it: an index checkpoint's entries and names go back to the slots they had.
     #[cfg(feature = "alloc")]
     pub fn restore_table(&mut self, cap: usize) -> Result<(), Full> {
         let have = usable(self.mem.parts_ref().table.len());
