@@ -67,6 +67,9 @@ pub struct MappedMedia {
     backing: Backing,
     writable: bool,
     sync: Mutex<SyncState>,
+    /// Set, for good, once `sync.failed` is: every write asks before and after it, and an
+    /// atomic load is all that costs while no msync has failed.
+    sync_failed: AtomicBool,
     prefault: Mutex<Option<Prefault>>,
     /// The pool file, whose claim lock ([`crate::locks::CLAIMS`]) a writer of some lanes
     /// takes around claims, releases and recoveries (`Media::lock_claims`).
@@ -231,6 +234,7 @@ impl MappedMedia {
             backing,
             writable,
             sync: Mutex::new(SyncState { lo: usize::MAX, ..SyncState::default() }),
+            sync_failed: AtomicBool::new(false),
             prefault: Mutex::new(None),
             claims: None,
             sparse,
@@ -453,6 +457,9 @@ impl MappedMedia {
 
     /// The first msync failure, if any: once set, it stays (see [`Error::Sync`]).
     pub fn sync_error(&self) -> Option<io::Error> {
+        if !self.sync_failed.load(Ordering::Acquire) {
+            return None;
+        }
         self.lock().failed.as_ref().map(|(kind, msg)| io::Error::new(*kind, msg.clone()))
     }
 
@@ -881,6 +888,7 @@ impl Media for MappedMedia {
             if let Some(e) = injected.map_or_else(|| self.map.flush_range(lo, hi - lo).err(), Some) {
                 if s.failed.is_none() {
                     s.failed = Some((e.kind(), e.to_string()));
+                    self.sync_failed.store(true, Ordering::Release);
                 }
             }
         }
@@ -893,7 +901,7 @@ impl Media for MappedMedia {
 
     /// The msync latch: set by the first failed msync, and for good.
     fn fence_failed(&self) -> bool {
-        self.lock().failed.is_some()
+        self.sync_failed.load(Ordering::Acquire)
     }
 }
 
