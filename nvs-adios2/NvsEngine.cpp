@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include <chrono>
@@ -1459,13 +1460,14 @@ void NvsEngine::CheckBlocks(const std::string &name, uint32_t rank, size_t len, 
                                      std::to_string(b.offset) + "+" + std::to_string(b.bytes));
 }
 
-/* Reads a block straight into the caller's buffer when it can: the block is its rank's
+/* Whether a block can be read straight into the caller's buffer: the block is its rank's
  * whole object (not read yet), all of it is selected, and it is one run of the
- * destination (its rows span the destination's). One copy instead of two. */
+ * destination (its rows span the destination's). One copy instead of two. `out` says
+ * where; `ReadDirect` reads it. */
 template <class T>
 bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Dims &lo,
                        const adios2::Dims &n, T *values, const adios2::Dims &dstOrigin,
-                       const adios2::Dims &dstExt, const std::string &what)
+                       const adios2::Dims &dstExt, const std::string &what, DirectRead &out)
 {
     if (b.offset != 0 || n != b.count || m_Loaded.count(std::make_pair(b.rank, name)))
         return false;
@@ -1490,10 +1492,70 @@ bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Di
         CheckBlocks(name, b.rank, len, what);
         return false;
     }
-    rc = nvs_follower_get_on(m_Follower, b.rank, name.c_str(), m_Step + 1, values + at, b.bytes, &len);
-    if (rc != NVS_OK)
-        ReadFailed(what, b.rank, rc);
+    out = DirectRead{b.rank, reinterpret_cast<char *>(values + at), b.bytes};
     return true;
+}
+
+/* Read the blocks `Direct` placed, in the order given, then clear `reads`. Several
+ * blocks of 8 MiB or more in all are read on up to one thread per CPU at once (gets on
+ * one follower may run on several threads): one thread's verified copy does not reach
+ * what the memory gives, and BP5 reads the subfiles of several ranks in parallel too.
+ * Blocks whose destinations overlap (a writer's overlapping boxes) are read in order,
+ * on this thread, so that the last one wins as it does in BP5. */
+void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &reads, const std::string &what)
+{
+    size_t total = 0;
+    for (const DirectRead &r : reads)
+        total += r.bytes;
+    std::vector<const DirectRead *> byDst;
+    for (const DirectRead &r : reads)
+        byDst.push_back(&r);
+    std::sort(byDst.begin(), byDst.end(), [](const DirectRead *a, const DirectRead *b) { return a->dst < b->dst; });
+    bool disjoint = true;
+    for (size_t i = 1; i < byDst.size(); ++i)
+        disjoint = disjoint && byDst[i - 1]->dst + byDst[i - 1]->bytes <= byDst[i]->dst;
+    const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    const size_t threads = (disjoint && total >= (8u << 20)) ? std::min(reads.size(), cpus) : 1;
+    std::vector<int32_t> rc(reads.size(), NVS_OK);
+    std::vector<std::string> msg(reads.size());
+    std::atomic<size_t> next{0};
+    auto work = [&]() {
+        for (size_t i; (i = next.fetch_add(1)) < reads.size();)
+        {
+            size_t len = 0;
+            rc[i] = nvs_follower_get_on(m_Follower, reads[i].rank, name.c_str(), m_Step + 1, reads[i].dst,
+                                        reads[i].bytes, &len);
+            if (rc[i] != NVS_OK)
+                msg[i] = nvs_last_error();
+            else if (len != reads[i].bytes)
+                rc[i] = NVS_E_CORRUPT, msg[i] = "its object changed size between two reads";
+        }
+    };
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < threads; ++t)
+    {
+        try
+        {
+            helpers.emplace_back(work);
+        }
+        catch (const std::system_error &)
+        {
+            break; // no thread to be had: this one reads the rest
+        }
+    }
+    work();
+    for (std::thread &t : helpers)
+        t.join();
+    std::vector<DirectRead> done;
+    done.swap(reads);
+    for (size_t i = 0; i < done.size(); ++i)
+        if (rc[i] != NVS_OK)
+            throw std::runtime_error("nvs engine: read " + what + " of rank " + std::to_string(done[i].rank) +
+                                     (rc[i] == NVS_E_NOT_FOUND
+                                          ? " (released by the writers' retention, KeepSteps, while "
+                                            "this reader was behind?)"
+                                          : "") +
+                                     ": " + nvs_status_name(rc[i]) + ": " + msg[i]);
 }
 
 template <class T>
@@ -1564,6 +1626,7 @@ void NvsEngine::GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims st
         }
         dstExt = *memCount;
     }
+    std::vector<DirectRead> direct;
     for (const Block &b : v.blocks)
     {
         // the part of the block inside the box
@@ -1580,12 +1643,18 @@ void NvsEngine::GetBox(adios2::Variable<T> &variable, T *values, adios2::Dims st
         }
         if (empty && !count.empty())
             continue;
-        if (Direct(name, b, lo, n, values, dstOrigin, dstExt, what))
+        DirectRead r;
+        if (Direct(name, b, lo, n, values, dstOrigin, dstExt, what, r))
+        {
+            direct.push_back(r);
             continue;
+        }
+        ReadDirect(name, direct, what); // the blocks before this one land first
         const Loaded &obj = Object(name, b.rank, what);
         CopyBox(sizeof(T), lo, n, obj.data() + b.offset, b.start, b.count,
                 reinterpret_cast<char *>(values), dstOrigin, dstExt);
     }
+    ReadDirect(name, direct, what);
 }
 
 template <class T>

@@ -202,10 +202,18 @@ private:
     std::map<uint32_t, uint64_t> m_LaneLast;              // rank -> its last step seen
     uint32_t m_Expected = 1;                              // lanes declared to the follower
     std::map<std::pair<uint32_t, std::string>, Loaded> m_Loaded; // the step's objects read whole
+    /* A block read straight into the caller's buffer (`Direct`), run by `ReadDirect`. */
+    struct DirectRead
+    {
+        uint32_t rank;
+        char *dst;
+        size_t bytes;
+    };
     template <class T>
     bool Direct(const std::string &name, const Block &b, const adios2::Dims &lo,
                 const adios2::Dims &n, T *values, const adios2::Dims &dstOrigin,
-                const adios2::Dims &dstExt, const std::string &what);
+                const adios2::Dims &dstExt, const std::string &what, DirectRead &out);
+    void ReadDirect(const std::string &name, std::vector<DirectRead> &reads, const std::string &what);
 
 
     void Collective(const std::string &error);

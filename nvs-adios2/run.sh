@@ -125,6 +125,15 @@ if [ -n "$A2MPI" ]; then
         same py-bp5.txt py-nvs.txt "Python reader, $n ranks"
         echo "$n rank(s): $(grep -c '^step [0-9]*$' nvs.txt) steps, $(wc -w < nvs.txt) words of C++ dump and $(wc -w < py-nvs.txt) of Python dump, the same as BP5's"
     done
+    echo "== MPI: one reader of 2 and 4 ranks' blocks of 4 MiB (read on several threads at once): every value right"
+    for n in 2 4; do
+        d="$work/mpibig$n"; mkdir -p "$d"; cd "$d"
+        sed 's|<parameter key="PoolSize" value="64M"/>|<parameter key="PoolSize" value="256M"/>|' "$E/nvs.xml" > nvs.xml
+        mpi -np $n "$M/mpi_bench" nvs.xml sim.bp 3 4 > bench.out 2>&1 || { cat bench.out; fail "mpi_bench, $n ranks"; }
+        grep -q "3 steps, 0 wrong" bench.out || { cat bench.out; fail "mpi_bench, $n ranks: values wrong"; }
+        echo "$n ranks: $(sed -n 's/.*\(read .*\)/\1/p' bench.out)"
+    done
+    cd "$work/mpi4" # the 4-rank output, for the Python checks below
     # a block of a local array whose size is not Count()'s: refused, never written past
     # the caller's buffer (Python sizes it by Count(), which a plugin engine cannot set)
     $T "$PY" - "$E/nvs.xml" <<'PYEOF' || fail "Python: a local array's block of another size was not refused"

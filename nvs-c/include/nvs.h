@@ -8,7 +8,9 @@
  *
  * Threads: an nvs_pool is shared by any number of threads (every call on it is
  * thread-safe). An nvs_lane and an nvs_follower are used by one thread at a time (they
- * may move between threads). nvs_last_error() and nvs_status_name() are thread-safe.
+ * may move between threads), except that several threads may get from one follower at
+ * once (nvs_follower_get, nvs_follower_get_on) while no other call on it runs.
+ * nvs_last_error() and nvs_status_name() are thread-safe.
  *
  * Signals: no call is async-signal-safe. A call made on a thread that is already inside
  * a call on the same handle (a signal handler that interrupted it: "checkpoint on
@@ -117,7 +119,8 @@
 // The most metadata an object carries, in bytes.
 #define NVS_META_MAX 1024
 
-// A follower of a pool (opaque). Use it from one thread at a time.
+// A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
+// threads may get from it at once while no other call on it runs.
 typedef struct nvs_follower nvs_follower;
 
 // One lane taken for writing by one thread (opaque). Use it from one thread at a time
@@ -287,10 +290,11 @@ int32_t nvs_follower_expect_lane(struct nvs_follower *f, uint32_t lane);
 // `f` is NULL or a live handle; `ev` is valid for a write.
 int32_t nvs_follower_wait(struct nvs_follower *f, int64_t timeout_ms, struct nvs_event *ev);
 
-// `nvs_get` on the follower's view of the pool (as of its last wait).
+// `nvs_get` on the follower's view of the pool (as of its last wait). Several threads
+// may get from one follower at once, while no other call on it runs.
 //
 // # Safety
-// `f` is NULL or a live handle; the rest as for `nvs_get`.
+// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
 int32_t nvs_follower_get(struct nvs_follower *f,
                          const char *name,
                          uint64_t version,
@@ -300,10 +304,11 @@ int32_t nvs_follower_get(struct nvs_follower *f,
 
 // `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
 // lane names, where several lanes hold a name (each MPI rank its own `temperature`),
-// the event's `lane` says whose version it is.
+// the event's `lane` says whose version it is. Several threads may get from one
+// follower at once, while no other call on it runs.
 //
 // # Safety
-// `f` is NULL or a live handle; the rest as for `nvs_get`.
+// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
 int32_t nvs_follower_get_on(struct nvs_follower *f,
                             uint32_t lane,
                             const char *name,

@@ -23,7 +23,8 @@ pub const NVS_EVENT_WRITER_GONE: i32 = 3;
 /// Nothing happened before the timeout.
 pub const NVS_EVENT_TIMEOUT: i32 = 4;
 
-/// A follower of a pool (opaque). Use it from one thread at a time.
+/// A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
+/// threads may get from it at once while no other call on it runs.
 pub struct nvs_follower {
     f: Follower,
     queue: VecDeque<Committed>,
@@ -62,6 +63,23 @@ unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<(Entered, &'a mut nvs_follow
     let h = unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))?;
     Ok((enter(f as usize)?, h))
 }
+
+/// [`follower`] for the gets, which several threads may make on one follower at once
+/// (while no other call on it runs: the header says so): a shared reference.
+///
+/// # Safety
+/// `f` is NULL or a live handle that no call holds as `&mut` meanwhile.
+unsafe fn follower_shared<'a>(f: *mut nvs_follower) -> Res<(Entered, &'a nvs_follower)> {
+    // SAFETY: the caller's promise.
+    let h = unsafe { f.cast_const().as_ref() }.ok_or_else(|| arg("follower is NULL"))?;
+    Ok((enter(f as usize)?, h))
+}
+
+// Gets on one follower from several threads at once share it: it must be `Sync`.
+const _: () = {
+    const fn sync<T: Sync>() {}
+    sync::<nvs_follower>()
+};
 
 /// Follow the pool at `path` (opened read-only; it never writes and takes no lock).
 /// `only` (NULL: every name) follows one name: an empty one is `NVS_E_ARG`, one longer
@@ -160,10 +178,11 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
     })
 }
 
-/// `nvs_get` on the follower's view of the pool (as of its last wait).
+/// `nvs_get` on the follower's view of the pool (as of its last wait). Several threads
+/// may get from one follower at once, while no other call on it runs.
 ///
 /// # Safety
-/// `f` is NULL or a live handle; the rest as for `nvs_get`.
+/// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_follower_get(
     f: *mut nvs_follower,
@@ -175,17 +194,19 @@ pub unsafe extern "C" fn nvs_follower_get(
 ) -> i32 {
     guard("nvs_follower_get", || {
         // SAFETY: the caller's promises.
-        let ((_in, h), name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let ((_in, h), name, buf) =
+            unsafe { (follower_shared(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         get_from(h.f.pool(), None, name, version, buf, len)
     })
 }
 
 /// `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
 /// lane names, where several lanes hold a name (each MPI rank its own `temperature`),
-/// the event's `lane` says whose version it is.
+/// the event's `lane` says whose version it is. Several threads may get from one
+/// follower at once, while no other call on it runs.
 ///
 /// # Safety
-/// `f` is NULL or a live handle; the rest as for `nvs_get`.
+/// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_follower_get_on(
     f: *mut nvs_follower,
@@ -198,7 +219,8 @@ pub unsafe extern "C" fn nvs_follower_get_on(
 ) -> i32 {
     guard("nvs_follower_get_on", || {
         // SAFETY: the caller's promises.
-        let ((_in, h), name, buf) = unsafe { (follower(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
+        let ((_in, h), name, buf) =
+            unsafe { (follower_shared(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
         get_from(h.f.pool(), Some(lane), name, version, buf, len)
     })
 }

@@ -283,6 +283,30 @@ static void *write_lane(void *arg) {
   return NULL;
 }
 
+struct getter {
+  nvs_follower *f;
+  uint32_t lane;
+  int wrong;
+};
+
+/* Every version of one lane's name, read from a follower other threads read from too. */
+static void *get_lane(void *arg) {
+  struct getter *g = arg;
+  unsigned char got[4096];
+  char name[32];
+  snprintf(name, sizeof name, "rank%u", g->lane);
+  for (int round = 0; round < 4; round++)
+    for (uint64_t v = 1; v <= 500; v++) {
+      size_t len = 0;
+      int32_t rc = g->lane == 0 ? nvs_follower_get(g->f, name, v, got, sizeof got, &len)
+                                : nvs_follower_get_on(g->f, g->lane, name, v, got, sizeof got, &len);
+      if (rc != NVS_OK || len != sizeof got ||
+          !same(got, len, g->lane, v))
+        g->wrong++;
+    }
+  return NULL;
+}
+
 /* Threads with a lane each, a follower in this process, retention. */
 static void lanes_and_followers(void) {
   nvs_pool *p = NULL;
@@ -338,6 +362,12 @@ static void lanes_and_followers(void) {
   }
   CHECK(ev.kind == NVS_EVENT_END_OF_STREAM);
   CHECK(objects == 1001);
+  /* Several threads may get from one follower at once. */
+  pthread_t gt[2];
+  struct getter g[2] = {{f, 0, 0}, {f, 1, 0}};
+  for (int i = 0; i < 2; i++) CHECK(pthread_create(&gt[i], NULL, get_lane, &g[i]) == 0);
+  for (int i = 0; i < 2; i++) pthread_join(gt[i], NULL);
+  CHECK(g[0].wrong == 0 && g[1].wrong == 0);
   OK(nvs_follower_close(f));
   IS(NVS_E_ARG, nvs_follower_wait(NULL, 0, &ev));
 
