@@ -9,7 +9,8 @@
  * Threads: an nvs_pool is shared by any number of threads (every call on it is
  * thread-safe). An nvs_lane and an nvs_follower are used by one thread at a time (they
  * may move between threads), except that several threads may get from one follower at
- * once (nvs_follower_get, nvs_follower_get_on) while no other call on it runs.
+ * once (nvs_follower_get, nvs_follower_get_on); any other call on a follower that would
+ * overlap another thread's call on it is NVS_E_BUSY.
  * nvs_last_error() and nvs_status_name() are thread-safe.
  *
  * Signals: no call is async-signal-safe. A call made on a thread that is already inside
@@ -120,7 +121,8 @@
 #define NVS_META_MAX 1024
 
 // A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
-// threads may get from it at once while no other call on it runs.
+// threads may get from it at once while no other call on it runs (a call that would
+// overlap another thread's is `NVS_E_BUSY`, never a race).
 typedef struct nvs_follower nvs_follower;
 
 // One lane taken for writing by one thread (opaque). Use it from one thread at a time
@@ -291,10 +293,11 @@ int32_t nvs_follower_expect_lane(struct nvs_follower *f, uint32_t lane);
 int32_t nvs_follower_wait(struct nvs_follower *f, int64_t timeout_ms, struct nvs_event *ev);
 
 // `nvs_get` on the follower's view of the pool (as of its last wait). Several threads
-// may get from one follower at once, while no other call on it runs.
+// may get from one follower at once; `NVS_E_BUSY` while another thread is inside a call
+// on it that is not a get.
 //
 // # Safety
-// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
+// `f` is NULL or a live handle; the rest as for `nvs_get`.
 int32_t nvs_follower_get(struct nvs_follower *f,
                          const char *name,
                          uint64_t version,
@@ -305,10 +308,11 @@ int32_t nvs_follower_get(struct nvs_follower *f,
 // `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
 // lane names, where several lanes hold a name (each MPI rank its own `temperature`),
 // the event's `lane` says whose version it is. Several threads may get from one
-// follower at once, while no other call on it runs.
+// follower at once; `NVS_E_BUSY` while another thread is inside a call on it that is
+// not a get.
 //
 // # Safety
-// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
+// `f` is NULL or a live handle; the rest as for `nvs_get`.
 int32_t nvs_follower_get_on(struct nvs_follower *f,
                             uint32_t lane,
                             const char *name,
@@ -317,7 +321,8 @@ int32_t nvs_follower_get_on(struct nvs_follower *f,
                             size_t cap,
                             size_t *len);
 
-// Stop following and free the handle. NULL is a no-op.
+// Stop following and free the handle. NULL is a no-op; `NVS_E_BUSY` while another
+// thread is inside a call on it.
 //
 // # Safety
 // `f` is NULL or a live handle, not used again.

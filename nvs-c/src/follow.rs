@@ -7,9 +7,11 @@
 use crate::error::*;
 use crate::pool::get_from;
 use nvs_std::{Committed, Followed, Follower};
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_void, OsStr};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// `nvs_follower_wait` returned a committed object.
@@ -24,10 +26,69 @@ pub const NVS_EVENT_WRITER_GONE: i32 = 3;
 pub const NVS_EVENT_TIMEOUT: i32 = 4;
 
 /// A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
-/// threads may get from it at once while no other call on it runs.
+/// threads may get from it at once while no other call on it runs (a call that would
+/// overlap another thread's is `NVS_E_BUSY`, never a race).
 pub struct nvs_follower {
+    /// Calls inside the handle: the gets in flight, or [`ALONE`] while any other call
+    /// runs ([`follower`], [`follower_shared`]).
+    calls: AtomicUsize,
+    inner: UnsafeCell<Following>,
+}
+
+/// What a follower handle holds.
+struct Following {
     f: Follower,
     queue: VecDeque<Committed>,
+}
+
+/// [`nvs_follower::calls`] while a call other than a get runs.
+const ALONE: usize = usize::MAX;
+
+// SAFETY: `inner` is reached as `&Following` only by gets, counted in `calls`, and as
+// `&mut Following` only by the one call that swung `calls` from 0 to `ALONE`; `Following`
+// is `Sync` (checked below), so gets on several threads at once may share it.
+unsafe impl Sync for nvs_follower {}
+
+const _: () = {
+    const fn sync<T: Sync>() {}
+    sync::<Following>()
+};
+
+/// A call other than a get inside a follower handle, alone in it until dropped.
+struct Alone<'a>(&'a nvs_follower, #[allow(dead_code)] Entered);
+
+impl Alone<'_> {
+    fn get(&mut self) -> &mut Following {
+        // SAFETY: this call swung `calls` to `ALONE`: no other reference to `inner` exists
+        // until it is dropped.
+        unsafe { &mut *self.0.inner.get() }
+    }
+}
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        self.0.calls.store(0, Ordering::Release);
+    }
+}
+
+/// A get inside a follower handle, counted in `calls` until dropped.
+struct Shared<'a>(&'a nvs_follower, #[allow(dead_code)] Entered);
+
+impl Shared<'_> {
+    fn get(&self) -> &Following {
+        // SAFETY: `calls` counts this get: no call holds `inner` as `&mut` until it ends.
+        unsafe { &*self.0.inner.get() }
+    }
+}
+
+impl Drop for Shared<'_> {
+    fn drop(&mut self) {
+        self.0.calls.fetch_sub(1, Ordering::Release);
+    }
+}
+
+fn overlapping() -> Fail {
+    Fail { status: NVS_E_BUSY, msg: "another thread is inside a call on this follower (only gets may overlap)".into() }
 }
 
 /// What `nvs_follower_wait` learnt.
@@ -53,33 +114,39 @@ pub struct nvs_event {
     pub name: [c_char; 256],
 }
 
-/// The follower of handle `f`, with this thread [`Entered`] in it (a signal handler's
-/// call on it while this one runs is refused).
+/// The follower of handle `f` for a call that is not a get, with this thread [`Entered`]
+/// in it (a signal handler's call on it while this one runs is refused); `NVS_E_BUSY`
+/// while another thread is inside a call on it.
 ///
 /// # Safety
 /// `f` is NULL or a live handle.
-unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<(Entered, &'a mut nvs_follower)> {
-    // SAFETY: the caller's promise.
-    let h = unsafe { f.as_mut() }.ok_or_else(|| arg("follower is NULL"))?;
-    Ok((enter(f as usize)?, h))
+unsafe fn follower<'a>(f: *mut nvs_follower) -> Res<Alone<'a>> {
+    // SAFETY: the caller's promise; only `calls` is touched before it is won.
+    let h = unsafe { f.cast_const().as_ref() }.ok_or_else(|| arg("follower is NULL"))?;
+    let entered = enter(f as usize)?;
+    h.calls.compare_exchange(0, ALONE, Ordering::Acquire, Ordering::Relaxed).map_err(|_| overlapping())?;
+    Ok(Alone(h, entered))
 }
 
-/// [`follower`] for the gets, which several threads may make on one follower at once
-/// (while no other call on it runs: the header says so): a shared reference.
+/// [`follower`] for a get, which several threads may make on one follower at once.
 ///
 /// # Safety
-/// `f` is NULL or a live handle that no call holds as `&mut` meanwhile.
-unsafe fn follower_shared<'a>(f: *mut nvs_follower) -> Res<(Entered, &'a nvs_follower)> {
+/// `f` is NULL or a live handle.
+unsafe fn follower_shared<'a>(f: *mut nvs_follower) -> Res<Shared<'a>> {
     // SAFETY: the caller's promise.
     let h = unsafe { f.cast_const().as_ref() }.ok_or_else(|| arg("follower is NULL"))?;
-    Ok((enter(f as usize)?, h))
+    let entered = enter(f as usize)?;
+    let mut now = h.calls.load(Ordering::Relaxed);
+    loop {
+        if now >= ALONE - 1 {
+            return Err(overlapping());
+        }
+        match h.calls.compare_exchange_weak(now, now + 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(Shared(h, entered)),
+            Err(seen) => now = seen,
+        }
+    }
 }
-
-// Gets on one follower from several threads at once share it: it must be `Sync`.
-const _: () = {
-    const fn sync<T: Sync>() {}
-    sync::<nvs_follower>()
-};
 
 /// Follow the pool at `path` (opened read-only; it never writes and takes no lock).
 /// `only` (NULL: every name) follows one name: an empty one is `NVS_E_ARG`, one longer
@@ -106,7 +173,10 @@ pub unsafe extern "C" fn nvs_follower_open(
             false => Some(unsafe { cstr(only, "only")? }.to_vec()),
         };
         let f = Follower::open(std::path::Path::new(OsStr::from_bytes(path)), only)?;
-        let h = Box::new(nvs_follower { f, queue: VecDeque::new() });
+        let h = Box::new(nvs_follower {
+            calls: AtomicUsize::new(0),
+            inner: UnsafeCell::new(Following { f, queue: VecDeque::new() }),
+        });
         // SAFETY: checked non-null; the caller's promise.
         unsafe { out.write(Box::into_raw(h)) };
         Ok(())
@@ -123,7 +193,8 @@ pub unsafe extern "C" fn nvs_follower_open(
 pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u32) -> i32 {
     guard("nvs_follower_expect_lane", || {
         // SAFETY: the caller's promise.
-        let (_in, h) = unsafe { follower(f)? };
+        let mut call = unsafe { follower(f)? };
+        let h = call.get();
         // A lane the pool cannot have would never end its stream: refused (NoSuchLane).
         Ok(h.f.expect_lanes([lane])?)
     })
@@ -146,7 +217,8 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
             return Err(arg("ev is NULL"));
         }
         // SAFETY: the caller's promise.
-        let (_in, h) = unsafe { follower(f)? };
+        let mut call = unsafe { follower(f)? };
+        let h = call.get();
         let mut out =
             nvs_event { kind: NVS_EVENT_TIMEOUT, lane: 0, seq: 0, version: 0, len: 0, name_len: 0, name: [0; 256] };
         if h.queue.is_empty() {
@@ -179,10 +251,11 @@ pub unsafe extern "C" fn nvs_follower_wait(f: *mut nvs_follower, timeout_ms: i64
 }
 
 /// `nvs_get` on the follower's view of the pool (as of its last wait). Several threads
-/// may get from one follower at once, while no other call on it runs.
+/// may get from one follower at once; `NVS_E_BUSY` while another thread is inside a call
+/// on it that is not a get.
 ///
 /// # Safety
-/// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
+/// `f` is NULL or a live handle; the rest as for `nvs_get`.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_follower_get(
     f: *mut nvs_follower,
@@ -194,19 +267,20 @@ pub unsafe extern "C" fn nvs_follower_get(
 ) -> i32 {
     guard("nvs_follower_get", || {
         // SAFETY: the caller's promises.
-        let ((_in, h), name, buf) =
+        let (call, name, buf) =
             unsafe { (follower_shared(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
-        get_from(h.f.pool(), None, name, version, buf, len)
+        get_from(call.get().f.pool(), None, name, version, buf, len)
     })
 }
 
 /// `nvs_get_on` on the follower's view of the pool (as of its last wait): in a pool with
 /// lane names, where several lanes hold a name (each MPI rank its own `temperature`),
 /// the event's `lane` says whose version it is. Several threads may get from one
-/// follower at once, while no other call on it runs.
+/// follower at once; `NVS_E_BUSY` while another thread is inside a call on it that is
+/// not a get.
 ///
 /// # Safety
-/// `f` is NULL or a live handle, in no call but gets meanwhile; the rest as for `nvs_get`.
+/// `f` is NULL or a live handle; the rest as for `nvs_get`.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_follower_get_on(
     f: *mut nvs_follower,
@@ -219,13 +293,14 @@ pub unsafe extern "C" fn nvs_follower_get_on(
 ) -> i32 {
     guard("nvs_follower_get_on", || {
         // SAFETY: the caller's promises.
-        let ((_in, h), name, buf) =
+        let (call, name, buf) =
             unsafe { (follower_shared(f)?, cstr(name, "name")?, bytes_mut(buf.cast(), cap, "buf")?) };
-        get_from(h.f.pool(), Some(lane), name, version, buf, len)
+        get_from(call.get().f.pool(), Some(lane), name, version, buf, len)
     })
 }
 
-/// Stop following and free the handle. NULL is a no-op.
+/// Stop following and free the handle. NULL is a no-op; `NVS_E_BUSY` while another
+/// thread is inside a call on it.
 ///
 /// # Safety
 /// `f` is NULL or a live handle, not used again.
@@ -235,8 +310,14 @@ pub unsafe extern "C" fn nvs_follower_close(f: *mut nvs_follower) -> i32 {
         return NVS_OK;
     }
     guard("nvs_follower_close", || {
-        drop(enter(f as usize)?); // not under a call of this thread on it
-                                  // SAFETY: the caller's promise.
+        // Not under a call of this thread on it, nor while another thread is in one (the
+        // handle is freed with `calls` left at ALONE: a call racing the free is refused
+        // until then).
+        // SAFETY: the caller's promise.
+        let h = unsafe { f.cast_const().as_ref() }.ok_or_else(|| arg("follower is NULL"))?;
+        drop(enter(f as usize)?);
+        h.calls.compare_exchange(0, ALONE, Ordering::Acquire, Ordering::Relaxed).map_err(|_| overlapping())?;
+        // SAFETY: the caller's promise; no call is inside it.
         drop(unsafe { Box::from_raw(f) });
         Ok(())
     })

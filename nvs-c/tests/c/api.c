@@ -1,5 +1,6 @@
 /* The C ABI as a C program uses it, good and bad input. Run: api SCRATCH_DIR */
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -287,23 +288,39 @@ struct getter {
   nvs_follower *f;
   uint32_t lane;
   int wrong;
+  int busy; /* calls refused as overlapping another thread's (lane 2: waits, not gets) */
+  int *done; /* set by the waiter: the getters stop */
 };
 
-/* Every version of one lane's name, read from a follower other threads read from too. */
+/* Every version of one lane's name, read from a follower other threads read from too,
+ * round after round until the waiter is done; or (lane 2) the waiter: waits beside the
+ * gets until one is refused (10 s at most). */
 static void *get_lane(void *arg) {
   struct getter *g = arg;
+  if (g->lane == 2) {
+    time_t end = time(NULL) + 10;
+    while (g->busy == 0 && time(NULL) < end) {
+      nvs_event ev;
+      int32_t rc = nvs_follower_wait(g->f, 0, &ev);
+      if (rc == NVS_E_BUSY) g->busy++;
+      else if (rc != NVS_OK) g->wrong++;
+    }
+    __atomic_store_n(g->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+  }
   unsigned char got[4096];
   char name[32];
   snprintf(name, sizeof name, "rank%u", g->lane);
-  for (int round = 0; round < 4; round++)
+  do
     for (uint64_t v = 1; v <= 500; v++) {
       size_t len = 0;
-      int32_t rc = g->lane == 0 ? nvs_follower_get(g->f, name, v, got, sizeof got, &len)
-                                : nvs_follower_get_on(g->f, g->lane, name, v, got, sizeof got, &len);
-      if (rc != NVS_OK || len != sizeof got ||
-          !same(got, len, g->lane, v))
-        g->wrong++;
+      int32_t rc;
+      while ((rc = g->lane == 0 ? nvs_follower_get(g->f, name, v, got, sizeof got, &len)
+                                : nvs_follower_get_on(g->f, g->lane, name, v, got, sizeof got, &len)) == NVS_E_BUSY)
+        g->busy++; /* the waiter was inside a wait */
+      if (rc != NVS_OK || len != sizeof got || !same(got, len, g->lane, v)) g->wrong++;
     }
+  while (!__atomic_load_n(g->done, __ATOMIC_ACQUIRE));
   return NULL;
 }
 
@@ -362,12 +379,15 @@ static void lanes_and_followers(void) {
   }
   CHECK(ev.kind == NVS_EVENT_END_OF_STREAM);
   CHECK(objects == 1001);
-  /* Several threads may get from one follower at once. */
-  pthread_t gt[2];
-  struct getter g[2] = {{f, 0, 0}, {f, 1, 0}};
-  for (int i = 0; i < 2; i++) CHECK(pthread_create(&gt[i], NULL, get_lane, &g[i]) == 0);
-  for (int i = 0; i < 2; i++) pthread_join(gt[i], NULL);
-  CHECK(g[0].wrong == 0 && g[1].wrong == 0);
+  /* Several threads may get from one follower at once; a wait beside them is refused
+   * (NVS_E_BUSY) whenever it would overlap one, and so is a get that would overlap it. */
+  pthread_t gt[3];
+  int done = 0;
+  struct getter g[3] = {{f, 0, 0, 0, &done}, {f, 1, 0, 0, &done}, {f, 2, 0, 0, &done}};
+  for (int i = 0; i < 3; i++) CHECK(pthread_create(&gt[i], NULL, get_lane, &g[i]) == 0);
+  for (int i = 0; i < 3; i++) pthread_join(gt[i], NULL);
+  CHECK(g[0].wrong == 0 && g[1].wrong == 0 && g[2].wrong == 0);
+  CHECK(g[2].busy > 0); /* a wait overlapping a get was refused, not let in */
   OK(nvs_follower_close(f));
   IS(NVS_E_ARG, nvs_follower_wait(NULL, 0, &ev));
 
