@@ -1416,11 +1416,18 @@ void NvsEngine::Put(adios2::Variable<T> &variable, const T *values, bool deferre
  * released while this reader was behind says so. */
 void NvsEngine::ReadFailed(const std::string &what, uint32_t rank, int32_t rc)
 {
-    Fail("read " + what + " of rank " + std::to_string(rank) +
-             (rc == NVS_E_NOT_FOUND ? " (released by the writers' retention, KeepSteps, while "
-                                      "this reader was behind?)"
-                                    : ""),
-         rc);
+    ReadFailed(what, rank, rc, nvs_last_error());
+}
+
+/* As above, with the message of the failed call (nvs_last_error() of the thread that made
+ * it). */
+void NvsEngine::ReadFailed(const std::string &what, uint32_t rank, int32_t rc, const std::string &error)
+{
+    throw std::runtime_error("nvs engine: read " + what + " of rank " + std::to_string(rank) +
+                             (rc == NVS_E_NOT_FOUND ? " (released by the writers' retention, KeepSteps, "
+                                                      "while this reader was behind?)"
+                                                    : "") +
+                             ": " + nvs_status_name(rc) + ": " + error);
 }
 
 /* The bytes rank `rank` stored for `name` in the current step, read once per step. */
@@ -1499,11 +1506,13 @@ bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Di
 /* Read the blocks `Direct` placed, in the order given, then clear `reads`. Several
  * blocks of 8 MiB or more in all are read on up to one thread per CPU at once (gets on
  * one follower may run on several threads): one thread's verified copy does not reach
- * what the memory gives, and BP5 reads the subfiles of several ranks in parallel too.
+ * what the memory gives (BP5 reads two ranks' data in about the time it reads one's).
  * Blocks whose destinations overlap (a writer's overlapping boxes) are read in order,
  * on this thread, so that the last one wins as it does in BP5. */
 void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &reads, const std::string &what)
 {
+    if (reads.empty())
+        return;
     size_t total = 0;
     for (const DirectRead &r : reads)
         total += r.bytes;
@@ -1519,19 +1528,29 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
     std::vector<int32_t> rc(reads.size(), NVS_OK);
     std::vector<std::string> msg(reads.size());
     std::atomic<size_t> next{0};
-    auto work = [&]() {
+    // Throws nothing (a helper thread's exception would end the process).
+    auto work = [&]() noexcept {
         for (size_t i; (i = next.fetch_add(1)) < reads.size();)
         {
             size_t len = 0;
-            rc[i] = nvs_follower_get_on(m_Follower, reads[i].rank, name.c_str(), m_Step + 1, reads[i].dst,
-                                        reads[i].bytes, &len);
-            if (rc[i] != NVS_OK)
-                msg[i] = nvs_last_error();
-            else if (len != reads[i].bytes)
-                rc[i] = NVS_E_CORRUPT, msg[i] = "its object changed size between two reads";
+            int32_t r = nvs_follower_get_on(m_Follower, reads[i].rank, name.c_str(), m_Step + 1, reads[i].dst,
+                                            reads[i].bytes, &len);
+            const char *why = nullptr;
+            if (r == NVS_OK && len != reads[i].bytes)
+                r = NVS_E_CORRUPT, why = "its object changed size between two reads";
+            rc[i] = r;
+            try
+            {
+                if (r != NVS_OK)
+                    msg[i] = why ? why : nvs_last_error();
+            }
+            catch (const std::bad_alloc &)
+            {
+            }
         }
     };
     std::vector<std::thread> helpers;
+    helpers.reserve(threads); // no allocation between the threads' starts
     for (size_t t = 1; t < threads; ++t)
     {
         try
@@ -1550,12 +1569,7 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
     done.swap(reads);
     for (size_t i = 0; i < done.size(); ++i)
         if (rc[i] != NVS_OK)
-            throw std::runtime_error("nvs engine: read " + what + " of rank " + std::to_string(done[i].rank) +
-                                     (rc[i] == NVS_E_NOT_FOUND
-                                          ? " (released by the writers' retention, KeepSteps, while "
-                                            "this reader was behind?)"
-                                          : "") +
-                                     ": " + nvs_status_name(rc[i]) + ": " + msg[i]);
+            ReadFailed(what, done[i].rank, rc[i], msg[i]);
 }
 
 template <class T>

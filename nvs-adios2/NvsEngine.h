@@ -225,6 +225,7 @@ private:
     const Loaded &Object(const std::string &name, uint32_t rank, const std::string &what);
     void CheckBlocks(const std::string &name, uint32_t rank, size_t len, const std::string &what);
     [[noreturn]] void ReadFailed(const std::string &what, uint32_t rank, int32_t rc);
+    [[noreturn]] void ReadFailed(const std::string &what, uint32_t rank, int32_t rc, const std::string &error);
 
     std::string Param(const std::string &key, const std::string &def) const;
     void OpenWriter();
