@@ -10,7 +10,8 @@
  * thread-safe). An nvs_lane and an nvs_follower are used by one thread at a time (they
  * may move between threads), except that several threads may get from one follower at
  * once (nvs_follower_get, nvs_follower_get_on); any other call on a follower that would
- * overlap another thread's call on it is NVS_E_BUSY.
+ * overlap another thread's call on it is NVS_E_BUSY (but no call may start once another
+ * thread's nvs_follower_close has begun: it frees the handle).
  * nvs_last_error() and nvs_status_name() are thread-safe.
  *
  * Signals: no call is async-signal-safe. A call made on a thread that is already inside
@@ -65,7 +66,9 @@
 #define NVS_E_CORRUPT 6
 
 // Another writer holds the pool, or the lane is taken, or (for calls that need the
-// whole pool) lanes taken with `nvs_lane_take` are still held.
+// whole pool) lanes taken with `nvs_lane_take` are still held; or another thread is
+// inside a call on the handle that this one may not overlap (`nvs_pool_close`, a
+// follower's calls but its gets), or this thread is (a signal handler's call).
 #define NVS_E_BUSY 7
 
 // The pool is open read-only (or has an older format, readable only).
@@ -122,7 +125,8 @@
 
 // A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
 // threads may get from it at once while no other call on it runs (a call that would
-// overlap another thread's is `NVS_E_BUSY`, never a race).
+// overlap another thread's is `NVS_E_BUSY`, never a race; but no thread may call on it
+// once one closes it).
 typedef struct nvs_follower nvs_follower;
 
 // One lane taken for writing by one thread (opaque). Use it from one thread at a time
@@ -274,7 +278,8 @@ int32_t nvs_follower_open(const char *path, const char *only, struct nvs_followe
 
 // Declare a lane the stream has: it ends only once that lane has joined and ended its
 // stream too (a writer yet to start cannot be missed). `NVS_E_ARG` for a lane the pool
-// does not have (its stream could never end).
+// does not have (its stream could never end). `NVS_E_BUSY` while another thread is
+// inside a call on the follower.
 //
 // # Safety
 // `f` is NULL or a live handle.
@@ -286,7 +291,9 @@ int32_t nvs_follower_expect_lane(struct nvs_follower *f, uint32_t lane);
 // path while no writer holds it (no writer could open it again). Versions that
 // retention (`nvs_reclaim`, `NVS_KEEP`) released before the follower read them are
 // skipped silently: a follower behind a writer that reclaims sees a gap in a name's
-// versions, nothing else.
+// versions, nothing else. `NVS_E_BUSY` while another thread is inside a call on the
+// follower; and for as long as this waits (up to `timeout_ms`), other threads' gets
+// from it are `NVS_E_BUSY`.
 //
 // # Safety
 // `f` is NULL or a live handle; `ev` is valid for a write.
@@ -322,10 +329,11 @@ int32_t nvs_follower_get_on(struct nvs_follower *f,
                             size_t *len);
 
 // Stop following and free the handle. NULL is a no-op; `NVS_E_BUSY` while another
-// thread is inside a call on it.
+// thread is inside a call on it. It does not stop other threads' calls: none may start
+// during the close or after it (it would find the handle freed).
 //
 // # Safety
-// `f` is NULL or a live handle, not used again.
+// `f` is NULL or a live handle, not used again by any thread.
 int32_t nvs_follower_close(struct nvs_follower *f);
 
 // Create a pool file of `size` bytes at `path` (refused if it exists) and open it for

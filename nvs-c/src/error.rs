@@ -25,7 +25,9 @@ pub const NVS_E_TOO_LARGE: i32 = 5;
 /// The pool's bytes are damaged, or the file is not an nvs pool.
 pub const NVS_E_CORRUPT: i32 = 6;
 /// Another writer holds the pool, or the lane is taken, or (for calls that need the
-/// whole pool) lanes taken with `nvs_lane_take` are still held.
+/// whole pool) lanes taken with `nvs_lane_take` are still held; or another thread is
+/// inside a call on the handle that this one may not overlap (`nvs_pool_close`, a
+/// follower's calls but its gets), or this thread is (a signal handler's call).
 pub const NVS_E_BUSY: i32 = 7;
 /// The pool is open read-only (or has an older format, readable only).
 pub const NVS_E_READ_ONLY: i32 = 8;

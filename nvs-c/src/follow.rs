@@ -27,7 +27,8 @@ pub const NVS_EVENT_TIMEOUT: i32 = 4;
 
 /// A follower of a pool (opaque). Use it from one thread at a time, but for gets: several
 /// threads may get from it at once while no other call on it runs (a call that would
-/// overlap another thread's is `NVS_E_BUSY`, never a race).
+/// overlap another thread's is `NVS_E_BUSY`, never a race; but no thread may call on it
+/// once one closes it).
 pub struct nvs_follower {
     /// Calls inside the handle: the gets in flight, or [`ALONE`] while any other call
     /// runs ([`follower`], [`follower_shared`]).
@@ -185,7 +186,8 @@ pub unsafe extern "C" fn nvs_follower_open(
 
 /// Declare a lane the stream has: it ends only once that lane has joined and ended its
 /// stream too (a writer yet to start cannot be missed). `NVS_E_ARG` for a lane the pool
-/// does not have (its stream could never end).
+/// does not have (its stream could never end). `NVS_E_BUSY` while another thread is
+/// inside a call on the follower.
 ///
 /// # Safety
 /// `f` is NULL or a live handle.
@@ -206,7 +208,9 @@ pub unsafe extern "C" fn nvs_follower_expect_lane(f: *mut nvs_follower, lane: u3
 /// path while no writer holds it (no writer could open it again). Versions that
 /// retention (`nvs_reclaim`, `NVS_KEEP`) released before the follower read them are
 /// skipped silently: a follower behind a writer that reclaims sees a gap in a name's
-/// versions, nothing else.
+/// versions, nothing else. `NVS_E_BUSY` while another thread is inside a call on the
+/// follower; and for as long as this waits (up to `timeout_ms`), other threads' gets
+/// from it are `NVS_E_BUSY`.
 ///
 /// # Safety
 /// `f` is NULL or a live handle; `ev` is valid for a write.
@@ -300,19 +304,20 @@ pub unsafe extern "C" fn nvs_follower_get_on(
 }
 
 /// Stop following and free the handle. NULL is a no-op; `NVS_E_BUSY` while another
-/// thread is inside a call on it.
+/// thread is inside a call on it. It does not stop other threads' calls: none may start
+/// during the close or after it (it would find the handle freed).
 ///
 /// # Safety
-/// `f` is NULL or a live handle, not used again.
+/// `f` is NULL or a live handle, not used again by any thread.
 #[no_mangle]
 pub unsafe extern "C" fn nvs_follower_close(f: *mut nvs_follower) -> i32 {
     if f.is_null() {
         return NVS_OK;
     }
     guard("nvs_follower_close", || {
-        // Not under a call of this thread on it, nor while another thread is in one (the
-        // handle is freed with `calls` left at ALONE: a call racing the free is refused
-        // until then).
+        // Not under a call of this thread on it, nor while another thread is in one. A
+        // call another thread starts meanwhile is the caller's use after close: refused
+        // (`calls` is ALONE) until the free, undefined after it.
         // SAFETY: the caller's promise.
         let h = unsafe { f.cast_const().as_ref() }.ok_or_else(|| arg("follower is NULL"))?;
         drop(enter(f as usize)?);
