@@ -1,6 +1,7 @@
 /* nvs-adios2: the engine (see NvsEngine.h for what it stores and its parameters). */
 #include "NvsEngine.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1503,12 +1504,23 @@ bool NvsEngine::Direct(const std::string &name, const Block &b, const adios2::Di
     return true;
 }
 
+/* The CPUs this process may run on (its affinity: an MPI launcher or a batch system that
+ * binds a rank to one core leaves it one), not the machine's: a helper thread on a CPU
+ * already taken only slows the reads down. */
+static size_t UsableCpus()
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return size_t(CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency()); // more CPUs than cpu_set_t holds
+}
+
 /* Read the blocks `Direct` placed, in the order given, then clear `reads`. Several
- * blocks of 8 MiB or more in all are read on up to one thread per CPU at once (gets on
- * one follower may run on several threads): one thread's verified copy does not reach
- * what the memory gives (BP5 reads two ranks' data in about the time it reads one's).
- * Blocks whose destinations overlap (a writer's overlapping boxes) are read in order,
- * on this thread, so that the last one wins as it does in BP5. */
+ * blocks of 8 MiB or more in all are read on up to one thread per CPU this process may
+ * use (gets on one follower may run on several threads): one thread's verified copy does
+ * not reach what the memory gives (BP5 reads two ranks' data in about the time it reads
+ * one's). Blocks whose destinations overlap (a writer's overlapping boxes) are read in
+ * order, on this thread, so that the last one wins as it does in BP5. */
 void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &reads, const std::string &what)
 {
     if (reads.empty())
@@ -1523,7 +1535,7 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
     bool disjoint = true;
     for (size_t i = 1; i < byDst.size(); ++i)
         disjoint = disjoint && byDst[i - 1]->dst + byDst[i - 1]->bytes <= byDst[i]->dst;
-    const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    const size_t cpus = UsableCpus();
     const size_t threads = (disjoint && total >= (8u << 20)) ? std::min(reads.size(), cpus) : 1;
     std::vector<int32_t> rc(reads.size(), NVS_OK);
     std::vector<std::string> msg(reads.size());
@@ -1544,7 +1556,7 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
                 if (r != NVS_OK)
                     msg[i] = why ? why : nvs_last_error();
             }
-            catch (const std::bad_alloc &)
+            catch (...)
             {
             }
         }
@@ -1557,7 +1569,7 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
         {
             helpers.emplace_back(work);
         }
-        catch (const std::system_error &)
+        catch (...) // std::system_error, or std::bad_alloc for the thread's state
         {
             break; // no thread to be had: this one reads the rest
         }
