@@ -15,10 +15,10 @@
  * nvs_last_error() and nvs_status_name() are thread-safe.
  *
  * Signals: no call is async-signal-safe. A call made on a thread that is already inside
- * a call on the same handle (a signal handler that interrupted it: "checkpoint on
- * SIGTERM"; also through a call on another handle or its callback) returns NVS_E_BUSY at
- * once, without allocating, instead of waiting for ever for a lock its own thread holds;
- * set a flag in the handler and call nvs after it.
+ * an nvs call (a signal handler that interrupted it: "checkpoint on SIGTERM"), on any
+ * handle, returns NVS_E_BUSY at once, without allocating, instead of waiting for ever
+ * for a lock its own thread holds (the handle's, or the allocator's); set a flag in the
+ * handler and call nvs after it. A callback nvs calls (nvs_names) may call nvs.
  *
  * fork: a child that fork() makes of a process with open pools may read them (gets,
  * nvs_pool_refresh, followers): it takes no lock of its parent's. Its puts, reclaims and

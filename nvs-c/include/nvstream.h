@@ -45,8 +45,8 @@
  * here clears it when it starts: after nvs_snapshot, which returns nothing,
  *   if (*nvs_last_error()) ... the snapshot failed (the message says why)
  * The calls are thread-safe; the last error is per thread. They are not
- * async-signal-safe: a call from a signal handler that interrupted a call of the same
- * thread (a checkpoint on SIGTERM) fails at once with NVS_E_BUSY, the re-entry named in
+ * async-signal-safe: a call from a signal handler that interrupted any nvs call of the
+ * same thread (a checkpoint on SIGTERM) fails at once with NVS_E_BUSY, the re-entry named in
  * nvs_last_error(), instead of waiting for ever for the lock its thread holds; set a
  * flag in the handler and snapshot after it returns. A child that fork() makes of a
  * rank writes nothing: its nvs_snapshot fails (the parent's delta tracking untouched),

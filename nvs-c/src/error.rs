@@ -55,6 +55,9 @@ thread_local! {
     static INSIDE: [Cell<usize>; ENTERED_MAX] = const { [const { Cell::new(0) }; ENTERED_MAX] };
     /// The last refusal was a re-entry ([`enter`]): [`guard`] reports it with no allocation.
     static REENTERED: Cell<bool> = const { Cell::new(false) };
+    /// This thread is running an entry point's body or building its result ([`guard`]),
+    /// not a caller's callback ([`outside`]).
+    static RUNNING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The message of the last failed call on this thread (an empty string if none failed
@@ -91,10 +94,11 @@ fn leave(key: usize) {
 }
 
 /// Enter a call on the handle `key` (its address). A thread already inside a call on it
-/// — a signal handler that interrupted that call (the "checkpoint on SIGTERM" pattern),
-/// directly or through a call on another handle or a callback — is refused with
-/// `NVS_E_BUSY` at once, without allocating: it would otherwise wait for ever for a lock
-/// its own thread holds, or write through state the interrupted call is changing. Take it
+/// is refused with `NVS_E_BUSY` at once, without allocating: it would otherwise wait for
+/// ever for a lock its own thread holds, or write through state the interrupted call is
+/// changing. [`guard`] already refuses every call a signal handler makes inside another
+/// (and a callback's calls are made [`outside`] the handle), so this is the second line,
+/// per handle, for any path to a handle in use that the first does not see. Take it
 /// before the handle's lock; drop it after. (A handler that interrupts this between its
 /// look and its mark, and returns, leaves the places as it found them.)
 pub(crate) fn enter(key: usize) -> Res<Entered> {
@@ -121,7 +125,9 @@ pub(crate) fn enter(key: usize) -> Res<Entered> {
 /// `key` — but still inside every other handle it entered.
 pub(crate) fn outside<T>(key: usize, f: impl FnOnce() -> T) -> T {
     leave(key);
+    RUNNING.with(|r| r.set(false));
     let r = f();
+    RUNNING.with(|r| r.set(true));
     INSIDE.with(|slots| {
         if let Some(s) = slots.iter().find(|s| s.get() == 0) {
             s.set(key)
@@ -134,8 +140,8 @@ pub(crate) fn outside<T>(key: usize, f: impl FnOnce() -> T) -> T {
 pub(crate) fn set_reentered() {
     LAST_STATIC.with(|s| {
         s.set(Some(
-            c"this thread is inside a call on the same handle already (a signal handler that \
-              interrupted it?): refused, not waited for. nvs calls are not async-signal-safe: \
+            c"this thread is inside an nvs call already (a signal handler that interrupted \
+              it?): refused, not waited for. nvs calls are not async-signal-safe: \
               set a flag in the handler and call nvs after it returns",
         ))
     });
@@ -257,8 +263,18 @@ pub(crate) fn clear_last() {
 
 /// Run an entry point's body: its error becomes a status and a message, a panic
 /// becomes [`NVS_E_PANIC`].
+///
+/// A call made while this thread runs another's body or builds its message — a signal
+/// handler's, on any handle — is refused at once as a re-entry, without allocating: the
+/// interrupted call may be inside the allocator, holding its lock, and any call allocates
+/// (a put's index, an error's message), so it would wait for ever. Calls from a caller's
+/// callback ([`outside`]) are not re-entries.
 pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    if RUNNING.with(|r| r.replace(true)) {
+        set_reentered();
+        return NVS_E_BUSY;
+    }
+    let status = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => NVS_OK,
         Ok(Err(f)) if REENTERED.with(|r| r.replace(false)) => {
             set_reentered();
@@ -275,9 +291,12 @@ pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
             set_last(&format!("{what}: nvs bug (please report): {why}"));
+            drop(p);
             NVS_E_PANIC
         }
-    }
+    };
+    RUNNING.with(|r| r.set(false));
+    status
 }
 
 /// Store `v` through `out` if it is not null.

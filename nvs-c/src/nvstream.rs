@@ -22,8 +22,8 @@
 //! Failures are printed on stderr and left for `nvs_last_error`; every call clears it
 //! first, so after `nvs_snapshot` (which returns nothing) an empty `nvs_last_error` means
 //! it succeeded. The calls are thread-safe (one lock per process). They are not
-//! async-signal-safe: a call from a signal handler that interrupted a call of the same
-//! thread is refused with `NVS_E_BUSY` (it would wait for ever for the lock its thread
+//! async-signal-safe: a call from a signal handler that interrupted any nvs call of the
+//! same thread is refused with `NVS_E_BUSY` (it would wait for ever for the lock its thread
 //! holds); set a flag in the handler and snapshot after it returns.
 
 use crate::error::*;

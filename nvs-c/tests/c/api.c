@@ -134,6 +134,22 @@ static int stop_at_first(const char *name, size_t len, uint64_t latest, uint32_t
   return 1;
 }
 
+/* A callback that calls nvs: on the pool being listed, a get of the listed name and a put. */
+struct call_back_in {
+  nvs_pool *p;
+  int n;
+};
+
+static int call_back_in(const char *name, size_t len, uint64_t latest, uint32_t versions, void *ctx) {
+  (void)versions;
+  struct call_back_in *c = ctx;
+  uint64_t v = 0;
+  OK(nvs_latest(c->p, name, &v));
+  CHECK(v == latest);
+  if (c->n++ == 0) OK(nvs_put(c->p, 3, "put from a callback", name, len, NULL));
+  return 0;
+}
+
 /* Objects of every kind: vectored, metadata, explicit version, a batch of thousands, deltas. */
 static void objects(void) {
   nvs_pool *p = NULL;
@@ -244,6 +260,11 @@ static void objects(void) {
   n = 0;
   OK(nvs_names(p, stop_at_first, &n));
   CHECK(n == 1);
+  struct call_back_in in = {p, 0};
+  OK(nvs_names(p, call_back_in, &in));
+  CHECK(in.n == N + 2);
+  OK(nvs_get(p, "put from a callback", 1, got, sizeof got, &len));
+  CHECK(len > 0 && len < sizeof got);
   IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 2, versions));
   IS(NVS_E_ARG, nvs_put_batch(p, 3, NULL, 0, NULL)); /* an empty batch */
   /* A batch refused because of one object names it: here object 2's version is not
