@@ -1,18 +1,16 @@
 /* A signal handler that calls nvs while its thread is inside an nvs call (the
  * "checkpoint on SIGTERM" pattern): the handler's call returns NVS_E_BUSY at once, with the
  * re-entry named in nvs_last_error, where it used to wait for ever for a lock its own
- * thread held. A helper thread signals the main thread 100 us after each handler returned
- * (a handler's call that found the thread outside nvs can take longer than that, a whole
- * snapshot: signals sent meanwhile would run handlers back to back, and the main thread
- * would never run again) while the main thread
- * puts, gets (nvs.h) and snapshots (nvstream.h) 16 MiB objects, until the handler has
- * been refused inside each kind of call — also when the handler calls nvs on another pool
- * (whose nvs_names callback would put to the interrupted one): any call allocates, and the
- * interrupted call may hold the allocator's lock. An alarm ends the process if anything
- * hangs.
- * Calls of the handler that found the thread outside nvs succeed (checked by raising the
- * signal outside nvs after). argv[1]: a scratch
- * directory. */
+ * thread held. The main thread puts, gets (nvs.h) and snapshots (nvstream.h) 16 MiB
+ * objects while a helper thread signals it, until the handler has been refused inside
+ * each kind of call — also when the handler calls nvs on another pool (whose nvs_names
+ * callback would put to the interrupted one): any call allocates, and the interrupted call
+ * may hold the allocator's lock. Each signal is sent 100 us after the last handler
+ * returned: a handler's call that found the thread outside nvs can take longer than a
+ * fixed period (a whole snapshot), and signals sent meanwhile would run handlers back to
+ * back, the main thread never running again. Calls of the handler that find the thread
+ * outside nvs succeed (checked by raising the signal outside nvs at the end). An alarm
+ * ends the process if anything hangs. argv[1]: a scratch directory. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
