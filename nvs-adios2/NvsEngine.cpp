@@ -57,11 +57,13 @@ struct DType;
 NVS_DTYPES(X)
 #undef X
 
-[[noreturn]] void Fail(const std::string &what, int32_t rc)
+/* `error`: the failed call's message, nvs_last_error() of the thread that made it. */
+[[noreturn]] void Fail(const std::string &what, int32_t rc, const std::string &error)
 {
-    throw std::runtime_error("nvs engine: " + what + ": " + nvs_status_name(rc) + ": " +
-                             nvs_last_error());
+    throw std::runtime_error("nvs engine: " + what + ": " + nvs_status_name(rc) + ": " + error);
 }
+
+[[noreturn]] void Fail(const std::string &what, int32_t rc) { Fail(what, rc, nvs_last_error()); }
 
 std::string DimsText(const adios2::Dims &d);
 
@@ -1424,11 +1426,11 @@ void NvsEngine::ReadFailed(const std::string &what, uint32_t rank, int32_t rc)
  * it). */
 void NvsEngine::ReadFailed(const std::string &what, uint32_t rank, int32_t rc, const std::string &error)
 {
-    throw std::runtime_error("nvs engine: read " + what + " of rank " + std::to_string(rank) +
-                             (rc == NVS_E_NOT_FOUND ? " (released by the writers' retention, KeepSteps, "
-                                                      "while this reader was behind?)"
-                                                    : "") +
-                             ": " + nvs_status_name(rc) + ": " + error);
+    Fail("read " + what + " of rank " + std::to_string(rank) +
+             (rc == NVS_E_NOT_FOUND ? " (released by the writers' retention, KeepSteps, while "
+                                      "this reader was behind?)"
+                                    : ""),
+         rc, error);
 }
 
 /* The bytes rank `rank` stored for `name` in the current step, read once per step. */
@@ -1528,15 +1530,20 @@ void NvsEngine::ReadDirect(const std::string &name, std::vector<DirectRead> &rea
     size_t total = 0;
     for (const DirectRead &r : reads)
         total += r.bytes;
-    std::vector<const DirectRead *> byDst;
-    for (const DirectRead &r : reads)
-        byDst.push_back(&r);
-    std::sort(byDst.begin(), byDst.end(), [](const DirectRead *a, const DirectRead *b) { return a->dst < b->dst; });
-    bool disjoint = true;
-    for (size_t i = 1; i < byDst.size(); ++i)
-        disjoint = disjoint && byDst[i - 1]->dst + byDst[i - 1]->bytes <= byDst[i]->dst;
-    const size_t cpus = UsableCpus();
-    const size_t threads = (disjoint && total >= (8u << 20)) ? std::min(reads.size(), cpus) : 1;
+    size_t threads = 1;
+    if (reads.size() > 1 && total >= (8u << 20)) // else one thread, with no look at the CPUs
+    {
+        std::vector<const DirectRead *> byDst;
+        for (const DirectRead &r : reads)
+            byDst.push_back(&r);
+        std::sort(byDst.begin(), byDst.end(),
+                  [](const DirectRead *a, const DirectRead *b) { return a->dst < b->dst; });
+        bool disjoint = true;
+        for (size_t i = 1; i < byDst.size(); ++i)
+            disjoint = disjoint && byDst[i - 1]->dst + byDst[i - 1]->bytes <= byDst[i]->dst;
+        if (disjoint)
+            threads = std::min(reads.size(), UsableCpus());
+    }
     std::vector<int32_t> rc(reads.size(), NVS_OK);
     std::vector<std::string> msg(reads.size());
     std::atomic<size_t> next{0};
