@@ -5,9 +5,12 @@
 //! This process (the parent) owns the pool file; before every trial it formats it anew
 //! (lane names, 2 lanes, the segment size the 1-process put rows use for the object
 //! size), then starts two workers — the `worker` command [`crate::BenchOptions`] names,
-//! `nvs bench-worker`, running [`worker`] — one per lane. Each opens its lane, touches
-//! every page of the mapping (page faults are not the subject: the 1-process rows'
-//! mappings are pre-faulted too), says `ready` on stdout and waits for a `go` line on
+//! `nvs bench-worker`, running [`worker`] — one per lane. Each opens its lane, reserves
+//! room in its index for as many objects as the pool holds (`FilePool::reserve`: the
+//! 1-process rows' pools hand their index memory on from trial to trial, so their puts
+//! do not grow an index either; a new process's would, at 1 KiB ~9,000 page faults in a
+//! trial), touches every page of the mapping (page faults are not the subject: the
+//! 1-process rows' mappings are pre-faulted too), says `ready` on stdout and waits for a `go` line on
 //! stdin; the parent sends both their `go` once both are ready. Each then runs the put loop of the
 //! 1-process put row for the trial's budget — when the pool is full, it releases its own
 //! lane's older segments (`reclaim`, keeping the latest version; paused out of the
@@ -289,6 +292,8 @@ pub fn worker(args: &[OsString], input: &mut dyn BufRead, output: &mut dyn Write
     let _pinned = crate::Pinned::to(a.lane as usize);
     let mut pool = FilePool::open_lanes(&a.pool, Some(&[a.lane]))?;
     pool.set_delta_check(false);
+    let unit = object_len(NAME.len(), a.size as u64) + LINE;
+    pool.reserve(usize::try_from(pool.media().len() as u64 / unit).unwrap_or(usize::MAX), 1)?;
     touch_every_page(pool.media());
     let src: Vec<u8> = (0..a.size).map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8 ^ a.lane as u8).collect();
     let io = |what: &str| {

@@ -210,7 +210,8 @@ pub fn table(setup: &Setup, rows: &[Row], rec: &[Recovery]) -> String {
         let _ = writeln!(
             o,
             "2 processes: two `nvs bench-worker` processes, each one lane of one lane-names pool file of {} \
-             (reformatted before each trial; when full, each reclaims its own lane), aggregate GB/s",
+             (reformatted before each trial; each worker reserves index room for what the pool holds before it \
+             starts; when full, each reclaims its own lane), aggregate GB/s",
             human(setup.shared_pool as u64)
         );
     }

@@ -292,6 +292,24 @@ fn small_fixed_pool(ram: &mut Ram) -> Pool<nvs_core::Region, FixedMemory<8, 4, 3
     Pool::format(ram.region(), o, *mem).unwrap()
 }
 
+/// `Pool::reserve` within fixed arrays succeeds and changes nothing; past them it is
+/// `IndexFull`, and the pool still takes what fits.
+#[test]
+fn reserve_within_fixed_memory_and_past_it() {
+    let mut ram = Ram::new(256 << 10, 0);
+    let mut pool = small_fixed_pool(&mut ram);
+    pool.put(0, Object::new(b"a", b"1")).unwrap();
+    assert_eq!(pool.reserve(7, 3), Ok(()));
+    assert_eq!(pool.reserve(8, 0), Err(Error::IndexFull { what: "entries", entries: 1, names: 1 }));
+    assert_eq!(pool.reserve(0, 4), Err(Error::IndexFull { what: "names", entries: 1, names: 1 }));
+    assert_eq!(pool.reserve(usize::MAX, usize::MAX), Err(Error::IndexFull { what: "entry ids", entries: 1, names: 1 }));
+    assert_eq!(pool.reserve(0, usize::MAX), Err(Error::IndexFull { what: "name ids", entries: 1, names: 1 }));
+    for i in 2..=8u8 {
+        pool.put(0, Object::new(b"a", &[i])).unwrap();
+    }
+    assert_eq!(pool.latest(b"a"), Ok(8));
+}
+
 /// A no_std user with fixed arrays gets `IndexFull`, and nothing committed changes: the
 /// refused put or batch may leave its payloads past the lane's log end (a lone put's
 /// payload is stored before its unit is planned, a batch's while it is, DESIGN.md), never

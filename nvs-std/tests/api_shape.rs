@@ -533,3 +533,37 @@ fn names_with_a_nul_byte_are_refused_at_put() {
         pool.names().map(|n| pool.name_bytes(n.id, &mut [0; nvs_core::NAME_MAX]).to_vec()).collect();
     assert_eq!(names, vec![b"key".to_vec()], "nothing of the refused puts was written");
 }
+
+/// `FilePool::reserve`: the index grows once, at the call, and the puts it made room
+/// for do not grow it; past the room it still grows; a reservation survives a reclaim
+/// (whose recovery reuses the index's memory); one that cannot be made is `IndexFull`,
+/// and nothing changes.
+#[test]
+fn reserve_makes_room_once_and_puts_do_not_grow_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pool = FilePool::create(dir.path().join("p.pool"), 64 << 20, &CreateOptions::default()).unwrap();
+    let before = pool.index_bytes();
+    pool.reserve(20_000, 10).unwrap();
+    let reserved = pool.index_bytes();
+    assert!(reserved >= before + 20_000 * 64, "{before} -> {reserved}");
+    for i in 0..20_000u32 {
+        let name = format!("n{}", i % 10);
+        pool.put(0, Object::new(name.as_bytes(), &i.to_le_bytes())).unwrap();
+    }
+    assert_eq!(pool.index_bytes(), reserved, "the puts grew the index");
+    assert!(pool.reclaim(1).unwrap() > 0);
+    assert_eq!(pool.index_bytes(), reserved, "a reclaim gave the memory back");
+    let e = pool.reserve(usize::MAX / 2, 0).unwrap_err();
+    assert!(matches!(e.core(), Some(nvs_core::Error::IndexFull { .. })), "{e}");
+    assert_eq!(pool.index_bytes(), reserved);
+    let put = pool.put(0, Object::new("n0", b"after")).unwrap();
+    assert_eq!(pool.get_vec("n0", put.version).unwrap(), b"after");
+    let held = pool.stats().objects as usize;
+    pool.reserve(0, 0).unwrap();
+    assert_eq!(pool.index_bytes(), reserved, "no room asked, none made");
+    // Past the reservation, the index grows as before.
+    for i in 0..(reserved / 64) as u32 {
+        pool.put(0, Object::new("m", &i.to_le_bytes())).unwrap();
+    }
+    assert!(pool.index_bytes() > reserved, "{held} objects held before");
+}

@@ -192,9 +192,8 @@ impl<X: IndexMemory> Index<X> {
     /// Make room for `entries` more entries and `names` more names, growing the memory
     /// if it can. Nothing is changed on error.
     pub fn reserve(&mut self, entries: usize, names: usize) -> Result<(), Full> {
-        let need_e = self.entries + entries;
-        let need_n = self.names + names;
-        let need_t = 2 * (need_e + need_n);
+        let need_e = self.entries.saturating_add(entries);
+        let need_n = self.names.saturating_add(names);
         // Ids are u32 with bit 31 telling names from entries in the table, and NONE is
         // u32::MAX: neither count may reach bit 31.
         if need_e >= NAME_TAG as usize {
@@ -203,6 +202,9 @@ impl<X: IndexMemory> Index<X> {
         if need_n >= NAME_TAG as usize {
             return Err(Full("name ids"));
         }
+        let Some(need_t) = need_e.checked_add(need_n).and_then(|k| k.checked_mul(2)) else {
+            return Err(Full("hash table slots"));
+        };
         let p = self.mem.parts_ref();
         let (have_e, have_n, have_t) = (p.entries.len(), p.names.len(), usable(p.table.len()));
         if have_e < need_e && !self.mem.grow(Part::Entries, need_e) {

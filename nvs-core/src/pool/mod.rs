@@ -182,6 +182,16 @@ fn new_index_gen() -> u64 {
     NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
 }
 
+#[cfg(feature = "alloc")]
+impl<M: Media> Pool<M, crate::HeapMemory> {
+    /// Where the index's arrays are now, as (address, bytes) ([`crate::HeapMemory::spans`]):
+    /// for a caller that asks the OS to prepare their pages after [`Pool::reserve`].
+    /// They move when the index grows.
+    pub fn index_spans(&self) -> [(usize, usize); 4] {
+        self.shared.read().index.memory().spans()
+    }
+}
+
 impl<M: Media, X: IndexMemory> core::fmt::Debug for Pool<M, X> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Pool")
@@ -633,6 +643,21 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// Bytes of index memory this pool holds (entries, names, hash table, segments).
     pub fn index_bytes(&self) -> usize {
         self.shared.read().index.memory().bytes()
+    }
+
+    /// Make room in the index for `objects` more objects (versions) and `names` more
+    /// names than it holds now, so that the puts, refreshes and recoveries that add them
+    /// do not grow it: the growth (new memory, and a rebuild of the hash table each time
+    /// it doubles) happens here instead of inside one of them. Index memory never
+    /// shrinks, so a reservation holds for the pool's life; an index that would hold more
+    /// still grows.
+    ///
+    /// # Errors
+    /// `IndexFull` if the memory cannot grow that far (a [`FixedMemory`](crate::FixedMemory)
+    /// too small, a refused allocation, past 2^31 entries or names); nothing changes then.
+    pub fn reserve(&mut self, objects: usize, names: usize) -> Result<()> {
+        let index = &mut self.shared.get_mut().index;
+        index.reserve(objects, names).map_err(|f| index.full(f))
     }
 
     /// Free segments.
