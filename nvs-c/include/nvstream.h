@@ -41,7 +41,9 @@
  * registered object.
  *
  * nvs_init and nvs_finalize return 0 or an NVS_E_* status (nvs.h). Every failure is
- * printed on stderr and kept for nvs_last_error() (declared here too), and every call
+ * printed on stderr (the same failure again and again, as a snapshot every step into a
+ * full pool, the 1st, 2nd, 4th, 8th... time, with its count) and kept for
+ * nvs_last_error() (declared here too), and every call
  * here clears it when it starts: after nvs_snapshot, which returns nothing,
  *   if (*nvs_last_error()) ... the snapshot failed (the message says why)
  * The calls are thread-safe; the last error is per thread. They are not
@@ -62,9 +64,10 @@
  * bytes up to the first that is not an ASCII letter, digit, `_`, `-` or `.` (a NUL, the
  * padding, anything else); so 'rain      ' is "rain". A name that fills its declared
  * length runs on into what follows it unless that is such a byte: add //c_null_char. A
- * name that cannot be registered (empty, none in 256 bytes, registered already) is an
- * error on stderr and in nvs_last_error(), and alloc still returns zeroed memory the app
- * can use, which no snapshot stores (the app carries on, as with NVStream). nvs_free and
+ * name that cannot be registered (empty, none in 256 bytes, registered already, no rank:
+ * nvs_init failed or was not called) is an error on stderr and in nvs_last_error(), and
+ * alloc still returns zeroed memory the app can use, which no snapshot stores (the app
+ * carries on, as with NVStream; nvs_free frees it). nvs_free and
  * nvs_free_ after nvs_finalize do nothing (miniAMR frees after it). Each object has
  * padding around it (64 bytes, a page under NVS_DELTA), as malloc'd memory has slack: a
  * read or write just outside an array (a 0- vs 1-based port's: GTC's chargei writes

@@ -118,6 +118,12 @@ static FINALIZED: AtomicBool = AtomicBool::new(false);
 /// calls made without a rank repeat it. Locked after `RANK`.
 static INIT_FAILED: Mutex<Option<String>> = Mutex::new(None);
 
+/// Memory a Fortran `alloc` returned while this process had no rank (its `nvs_init`
+/// failed, or was not called): no snapshot stores it; `nvs_free` frees it. Locked only
+/// while `RANK` is (so a `fork` child, where `rank_lock` refuses a `RANK` held at the
+/// fork, never finds it held either).
+static ORPHANS: Mutex<Option<HashMap<usize, Mem>>> = Mutex::new(None);
+
 /// The error of a call that needs this process's rank when it has none.
 fn no_rank() -> Fail {
     match INIT_FAILED.lock().unwrap_or_else(|e| e.into_inner()).as_deref() {
@@ -235,14 +241,71 @@ fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
     });
     if status != NVS_OK {
         // SAFETY: nvs_last_error returns a valid NUL-terminated string.
-        let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) };
-        say_parts(&[b"nvs: ", msg.to_bytes()]);
+        let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) }.to_bytes();
+        let n = SAID.failed(msg);
+        if n == 1 {
+            say_parts(&[b"nvs: ", msg]);
+        } else if n.is_power_of_two() {
+            let mut digits = [0u8; 20];
+            let count = decimal(n, &mut digits);
+            say_parts(&[
+                b"nvs: ",
+                msg,
+                b" (",
+                count,
+                b" times in a row: a repeated failure is printed at 2, 4, 8, ... times)",
+            ]);
+        }
     } else {
+        SAID.succeeded();
         // A signal handler's refused call during this one left its message: this call
         // succeeded, and an empty last error is how `nvs_snapshot` says so.
         clear_last();
     }
     status
+}
+
+/// The wrapper calls' failures printed so far: the same one again and again (a snapshot
+/// every step into a full pool) is printed the 1st, 2nd, 4th, 8th... time, each call
+/// still failing with its error in `nvs_last_error`.
+static SAID: Repeats = Repeats { last: AtomicU64::new(0), times: AtomicU64::new(0) };
+
+/// How many times in a row calls failed with the same message (by a hash of it, not
+/// kept: no allocation, as `say_parts`); a success or another message starts again.
+struct Repeats {
+    last: AtomicU64,
+    times: AtomicU64,
+}
+
+impl Repeats {
+    /// Count a failure with `msg`: how many in a row, this one included.
+    fn failed(&self, msg: &[u8]) -> u64 {
+        // FNV-1a, never 0 (what no failure is).
+        let h = msg.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)) | 1;
+        if self.last.swap(h, Ordering::Relaxed) == h {
+            self.times.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.times.store(1, Ordering::Relaxed);
+            1
+        }
+    }
+
+    fn succeeded(&self) {
+        self.last.store(0, Ordering::Relaxed);
+    }
+}
+
+/// `n` in decimal, in the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 fn init(proc_id: c_int) -> Res {
@@ -442,10 +505,12 @@ fn alloc_named(n: usize, name: &[u8]) -> Res<*mut c_void> {
 /// refused), freed by `nvs_free` or `nvs_finalize`.
 fn alloc_unstored(n: usize) -> Res<*mut c_void> {
     let mut r = rank_lock()?;
-    let rank = r.as_mut().ok_or_else(no_rank)?;
     let mut mem = plain(n)?;
     let ptr = mem.ptr();
-    rank.unstored.insert(ptr as usize, mem);
+    match r.as_mut() {
+        Some(rank) => rank.unstored.insert(ptr as usize, mem),
+        None => ORPHANS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().insert(ptr as usize, mem),
+    };
     Ok(ptr.cast())
 }
 
@@ -469,6 +534,10 @@ fn plain(n: usize) -> Res<Mem> {
 fn free(ptr: *mut c_void) -> Res {
     let mut r = rank_lock()?;
     if ptr.is_null() {
+        return Ok(());
+    }
+    let orphan = ORPHANS.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|o| o.remove(&(ptr as usize)));
+    if orphan.is_some() {
         return Ok(());
     }
     let Some(rank) = r.as_mut() else {
@@ -674,8 +743,9 @@ pub unsafe extern "C" fn nvs_init_(proc_id: *mut c_int) -> c_int {
 
 /// `nvs_alloc` for Fortran: `n` by reference; the name as Fortran passes it
 /// (`fortran_name`: up to its first byte that is not a letter, digit, `_`, `-`, `.`).
-/// A name that cannot be registered (none, a duplicate) does not crash the app: the
-/// error is printed and memory returned, which snapshots do not store.
+/// A name that cannot be registered (none, a duplicate, no rank: `nvs_init` failed or
+/// was not called) does not crash the app: the error is printed and memory returned,
+/// which snapshots do not store.
 ///
 /// # Safety
 /// `n` is valid for a read; `s` is readable up to its name's end (`fortran_name`), at
@@ -691,9 +761,9 @@ pub unsafe extern "C" fn alloc(n: *mut c_ulong, s: *const c_char) -> *mut c_void
         let named = unsafe { fortran_name(s) }.and_then(|name| alloc_named(n, name));
         match named {
             Ok(p) => out = p,
-            // A name that cannot be stored (none, a duplicate) must not crash the app on
-            // its first use of a NULL array, as NVStream carried on: memory it can use,
-            // which snapshots do not store, and the error on stderr.
+            // A name that cannot be stored (none, a duplicate, no rank) must not crash
+            // the app on its first use of a NULL array, as NVStream carried on: memory it
+            // can use, which snapshots do not store, and the error on stderr.
             Err(f) if f.status == NVS_E_ARG => {
                 out = alloc_unstored(n).map_err(|_| Fail { status: f.status, msg: f.msg.clone() })?;
                 let msg = format!("{}: the memory is returned, but snapshots do not store it", f.msg);
@@ -781,7 +851,24 @@ pub extern "C" fn nvs_finalize_() -> c_int {
 
 #[cfg(test)]
 mod tests {
-    use super::{default_segment, parse_flag, parse_size};
+    use super::{decimal, default_segment, parse_flag, parse_size, Repeats};
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn repeated_failures_are_counted_until_another_or_a_success() {
+        let r = Repeats { last: AtomicU64::new(0), times: AtomicU64::new(0) };
+        let counts: Vec<u64> = (0..5).map(|_| r.failed(b"pool full")).collect();
+        assert_eq!(counts, [1, 2, 3, 4, 5]);
+        assert_eq!(r.failed(b"pool fulL"), 1, "another message");
+        assert_eq!(r.failed(b"pool fulL"), 2);
+        r.succeeded();
+        assert_eq!(r.failed(b"pool fulL"), 1, "after a success");
+        assert_eq!(r.failed(b""), 1);
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(1024, &mut buf), b"1024");
+        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
+    }
 
     #[test]
     fn flags() {

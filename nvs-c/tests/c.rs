@@ -83,7 +83,10 @@ fn c_nvstream_wrapper() {
     for mode in ["full", "delta"] {
         let scratch = tmp.path().join(mode);
         std::fs::create_dir(&scratch).expect("mkdir");
-        run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
+        let text = run(&bin, &[scratch.to_str().expect("utf-8 path"), mode]);
+        let early = "nvs: nvs_snapshot: nvs_init was not called";
+        assert_eq!(text.lines().filter(|l| l.starts_with(early)).count(), 3, "printed at 1, 2, 4 of 5:\n{text}");
+        assert!(text.contains(&format!("{early} (4 times in a row: a repeated failure")), "{text}");
     }
 }
 
