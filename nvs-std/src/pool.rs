@@ -898,10 +898,13 @@ impl FilePool {
     /// for a writer that knows what it will put, so that its puts neither grow the index
     /// (new memory, a rebuild of the hash table at each doubling) nor take its page
     /// faults, ~1 per 50 small objects otherwise. Index memory never shrinks; an index
-    /// that comes to hold more still grows. Costs ~80–100 bytes of memory per object.
+    /// that comes to hold more still grows. Costs ~80–100 bytes of memory per object; a
+    /// count past what the pool can hold at once (an object takes a 64-byte line of it
+    /// at least) is cut to that.
     ///
     /// # Errors
-    /// `IndexFull` if the memory cannot grow that far; nothing changes then.
+    /// `IndexFull` if the memory cannot grow that far (the allocator refuses); nothing
+    /// changes then.
     pub fn reserve(&mut self, objects: usize, names: usize) -> Result<()> {
         self.pool.reserve(objects, names)?;
         const PAGE: usize = 4096;

@@ -650,14 +650,17 @@ impl<M: Media, X: IndexMemory> Pool<M, X> {
     /// do not grow it: the growth (new memory, and a rebuild of the hash table each time
     /// it doubles) happens here instead of inside one of them. Index memory never
     /// shrinks, so a reservation holds for the pool's life; an index that would hold more
-    /// still grows.
+    /// still grows. Either count past what the pool can hold at once (an object takes a
+    /// 64-byte line of it at least) is cut to that.
     ///
     /// # Errors
     /// `IndexFull` if the memory cannot grow that far (a [`FixedMemory`](crate::FixedMemory)
-    /// too small, a refused allocation, past 2^31 entries or names); nothing changes then.
+    /// too small, a refused allocation); nothing changes then.
     pub fn reserve(&mut self, objects: usize, names: usize) -> Result<()> {
+        let most = usize::try_from(u64::from(self.sb.segment_count) * self.sb.segment_len / format::LINE);
+        let most = most.unwrap_or(usize::MAX);
         let index = &mut self.shared.get_mut().index;
-        index.reserve(objects, names).map_err(|f| index.full(f))
+        index.reserve(objects.min(most), names.min(most)).map_err(|f| index.full(f))
     }
 
     /// Free segments.
