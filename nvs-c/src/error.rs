@@ -68,7 +68,9 @@ pub extern "C" fn nvs_last_error() -> *const c_char {
         return s.as_ptr();
     }
     // Borrowed already: a signal handler interrupted this thread's own update of it.
-    LAST.with(|l| l.try_borrow().map_or(c"".as_ptr(), |m| m.as_ptr()))
+    // Gone (a call from a thread-local destructor or an exit handler, after this thread's
+    // own were run): no message rather than a panic.
+    LAST.try_with(|l| l.try_borrow().map_or(c"".as_ptr(), |m| m.as_ptr())).unwrap_or(c"".as_ptr())
 }
 
 /// Calls on distinct handles one thread can be inside at once (a call, a signal handler's
@@ -138,14 +140,13 @@ pub(crate) fn outside<T>(key: usize, f: impl FnOnce() -> T) -> T {
 
 /// The last error of a refused re-entry ([`enter`]), set without allocating.
 pub(crate) fn set_reentered() {
-    LAST_STATIC.with(|s| {
-        s.set(Some(
-            c"this thread is inside an nvs call already (a signal handler that interrupted \
-              it?): refused, not waited for. nvs calls are not async-signal-safe: \
-              set a flag in the handler and call nvs after it returns",
-        ))
-    });
+    LAST_STATIC.with(|s| s.set(Some(REENTERED_MSG)));
 }
+
+/// The message of a refused re-entry ([`set_reentered`]).
+const REENTERED_MSG: &CStr = c"this thread is inside an nvs call already (a signal handler that interrupted \
+      it?): refused, not waited for. nvs calls are not async-signal-safe: \
+      set a flag in the handler and call nvs after it returns";
 
 /// The name of a status code (`"NVS_E_FULL"`, ...), a static string.
 #[no_mangle]
@@ -249,11 +250,16 @@ pub(crate) fn set_last(msg: &str) {
     LAST_STATIC.with(|s| s.set(None));
     // Borrowed already: a signal handler's call interrupted this thread's own update
     // of it (the handler's message is lost, never a panic at the boundary).
-    LAST.with(|l| {
+    // Gone (at the thread's or the process's end, a signal handler's or a destructor's
+    // call): kept as a fixed message, never a panic at the boundary.
+    let kept = LAST.try_with(|l| {
         if let Ok(mut m) = l.try_borrow_mut() {
             *m = c
         }
     });
+    if kept.is_err() {
+        LAST_STATIC.with(|s| s.set(Some(c"nvs: the call failed while this thread was ending (its message is lost)")));
+    }
 }
 
 /// Clear this thread's last error, without allocating.
@@ -270,19 +276,27 @@ pub(crate) fn clear_last() {
 /// (a put's index, an error's message), so it would wait for ever. Calls from a caller's
 /// callback ([`outside`]) are not re-entries.
 pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
+    guard_then(what, body, |_, _| {})
+}
+
+/// [`guard`], then `after` with the status and the failure's message (the bytes
+/// `nvs_last_error` gives; empty on success), while a signal handler's call is still
+/// refused: the caller's report of its own message, which such a call would replace.
+pub(crate) fn guard_then(what: &str, body: impl FnOnce() -> Res, after: impl FnOnce(i32, &[u8])) -> i32 {
     if RUNNING.with(|r| r.replace(true)) {
         set_reentered();
         return NVS_E_BUSY;
     }
-    let status = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => NVS_OK,
+    let (status, msg) = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => (NVS_OK, None),
         Ok(Err(f)) if REENTERED.with(|r| r.replace(false)) => {
             set_reentered();
-            f.status
+            (f.status, None)
         }
         Ok(Err(f)) => {
-            set_last(&format!("{what}: {}", f.msg));
-            f.status
+            let m = format!("{what}: {}", f.msg);
+            set_last(&m);
+            (f.status, Some(m))
         }
         Err(p) => {
             let why = p
@@ -290,11 +304,22 @@ pub(crate) fn guard(what: &str, body: impl FnOnce() -> Res) -> i32 {
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
-            set_last(&format!("{what}: nvs bug (please report): {why}"));
+            let m = format!("{what}: nvs bug (please report): {why}");
+            set_last(&m);
             drop(p);
-            NVS_E_PANIC
+            (NVS_E_PANIC, Some(m))
         }
     };
+    let text = match (&msg, status) {
+        (_, NVS_OK) => &b""[..],
+        // As set_last keeps it: up to a NUL inside.
+        (Some(m), _) => m.as_bytes().split(|&b| b == 0).next().unwrap_or_default(),
+        (None, _) => REENTERED_MSG.to_bytes(),
+    };
+    after(status, text);
+    // Freed while a signal handler's call is still refused: one let in while this
+    // thread is inside the allocator would wait for its lock for ever.
+    drop(msg);
     RUNNING.with(|r| r.set(false));
     status
 }

@@ -31,6 +31,7 @@ use nvs_core::Object;
 use nvs_std::dirty::{TrackedBuf, TrackerKind, MPROTECT_CAPACITY};
 use nvs_std::{Access, CreateOptions, FilePool};
 use std::alloc::Layout;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 use std::path::{Path, PathBuf};
@@ -134,26 +135,46 @@ fn no_rank() -> Fail {
 
 fn rank_lock() -> Res<std::sync::MutexGuard<'static, Option<Rank>>> {
     // In a `fork` child, a thread of the parent that was inside a call at the fork holds
-    // the lock for ever (it does not exist here): refused, never waited for.
-    if nvs_std::fork_generation() != LOCK_BORN.load(Ordering::Relaxed) {
-        return match RANK.try_lock() {
-            Ok(g) => Ok(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => Err(Fail {
-                status: NVS_E_BUSY,
-                msg: "another thread of the process this one was forked from was inside an nvs call at the fork: \
-                      this child cannot use the rank (nothing was done)"
-                    .into(),
-            }),
-        };
+    // the lock for ever (it does not exist here): refused, never waited for. Otherwise
+    // the lock was free at the fork, and the first call here to take it says so
+    // (`LOCK_BORN`): from then on this process's threads wait for each other as usual.
+    // A call that finds it taken before that waits a little for the word (a thread of
+    // this process between its take and its word), then is refused.
+    let born = nvs_std::fork_generation();
+    if born != LOCK_BORN.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        loop {
+            match RANK.try_lock() {
+                Ok(g) => {
+                    LOCK_BORN.store(born, Ordering::Relaxed);
+                    return Ok(g);
+                }
+                Err(std::sync::TryLockError::Poisoned(e)) => {
+                    LOCK_BORN.store(born, Ordering::Relaxed);
+                    return Ok(e.into_inner());
+                }
+                Err(std::sync::TryLockError::WouldBlock) if LOCK_BORN.load(Ordering::Relaxed) == born => break,
+                Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < Duration::from_millis(20) => {
+                    std::thread::yield_now()
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    return Err(Fail {
+                        status: NVS_E_BUSY,
+                        msg: "another thread of the process this one was forked from was inside an nvs call at \
+                              the fork: this child cannot use the rank (nothing was done)"
+                            .into(),
+                    })
+                }
+            }
+        }
     }
     // A panic inside a call (caught at the boundary) leaves the state as consistent as
     // the pool's own: every field is updated after the call it follows succeeded.
     Ok(RANK.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// The fork generation of the process whose threads take [`RANK`]'s lock (the first to
-/// call, and every `nvs_init` after).
+/// The fork generation of the process whose threads take [`RANK`]'s lock as usual: the
+/// first process, and a `fork` child once one of its calls found the lock free.
 static LOCK_BORN: AtomicU64 = AtomicU64::new(0);
 
 /// A variable naming a place (`NVS_DIR`, `NVS_NAME`), as it is; unset or empty is `None`.
@@ -211,11 +232,29 @@ fn say(line: &str) {
     say_parts(&[line.as_bytes()]);
 }
 
-/// `parts` and a newline on stderr, by `write(2)` itself: no lock, no allocation, no
+/// `parts` (at most 7) and a newline on stderr, in one `writev(2)` (so threads' lines do
+/// not interleave), the rest of a short write by `write(2)`: no lock, no allocation, no
 /// panic, so a signal handler's refused call can say why. Failures are ignored.
 fn say_parts(parts: &[&[u8]]) {
-    for part in parts.iter().chain([&&b"\n"[..]]) {
-        let mut rest: &[u8] = part;
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
+    let mut k = 0;
+    for part in parts.iter().take(7).chain([&&b"\n"[..]]) {
+        iov[k] = libc::iovec { iov_base: part.as_ptr().cast_mut().cast(), iov_len: part.len() };
+        k += 1;
+    }
+    let mut done = loop {
+        // SAFETY: `k` iovecs, each a live slice, read by the kernel.
+        let n = unsafe { libc::writev(2, iov.as_ptr(), k as c_int) };
+        match usize::try_from(n) {
+            Ok(n) => break n,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return,
+        }
+    };
+    for part in parts.iter().take(7).chain([&&b"\n"[..]]) {
+        let skip = done.min(part.len());
+        done -= skip;
+        let mut rest: &[u8] = part.get(skip..).unwrap_or_default();
         while !rest.is_empty() {
             // SAFETY: writes `rest.len()` bytes from a live slice to descriptor 2.
             let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
@@ -235,46 +274,54 @@ fn say_parts(parts: &[&[u8]]) {
 /// waited for: the process's rank lock is held by the interrupted call.
 fn wrap(what: &str, body: impl FnOnce() -> Res) -> c_int {
     clear_last();
-    let status = guard(what, || {
-        let _in = enter(&RANK as *const _ as usize)?;
-        body()
-    });
-    if status != NVS_OK {
-        // SAFETY: nvs_last_error returns a valid NUL-terminated string.
-        let msg = unsafe { std::ffi::CStr::from_ptr(nvs_last_error()) }.to_bytes();
-        let n = SAID.failed(msg);
-        if n == 1 {
-            say_parts(&[b"nvs: ", msg]);
-        } else if n.is_power_of_two() {
-            let mut digits = [0u8; 20];
-            let count = decimal(n, &mut digits);
-            say_parts(&[
-                b"nvs: ",
-                msg,
-                b" (",
-                count,
-                b" times in a row: a repeated failure is printed at 2, 4, 8, ... times)",
-            ]);
-        }
-    } else {
-        SAID.succeeded();
-        // A signal handler's refused call during this one left its message: this call
-        // succeeded, and an empty last error is how `nvs_snapshot` says so.
-        clear_last();
-    }
-    status
+    // The report runs inside the guard: a signal handler's call meanwhile is refused,
+    // where it would replace (and free) the message being printed.
+    guard_then(
+        what,
+        || {
+            let _in = enter(&RANK as *const _ as usize)?;
+            body()
+        },
+        |status, msg| {
+            if status == NVS_OK {
+                SAID.with(Repeats::succeeded);
+                // A signal handler's refused call during this one left its message:
+                // this call succeeded, and an empty last error is how `nvs_snapshot`
+                // says so.
+                clear_last();
+                return;
+            }
+            let n = SAID.with(|s| s.failed(msg));
+            if n == 1 {
+                say_parts(&[b"nvs: ", msg]);
+            } else if n.is_power_of_two() {
+                let mut digits = [0u8; 20];
+                let count = decimal(n, &mut digits);
+                say_parts(&[
+                    b"nvs: ",
+                    msg,
+                    b" (",
+                    count,
+                    b" times in a row: a repeated failure is printed at 2, 4, 8, ... times)",
+                ]);
+            }
+        },
+    )
 }
 
-/// The wrapper calls' failures printed so far: the same one again and again (a snapshot
-/// every step into a full pool) is printed the 1st, 2nd, 4th, 8th... time, each call
-/// still failing with its error in `nvs_last_error`.
-static SAID: Repeats = Repeats { last: AtomicU64::new(0), times: AtomicU64::new(0) };
+thread_local! {
+    /// This thread's wrapper failures printed so far: the same one again and again (a
+    /// snapshot every step into a full pool) is printed the 1st, 2nd, 4th, 8th... time,
+    /// each call still failing with its error in `nvs_last_error`. Per thread, so that
+    /// another thread's calls neither hide nor reset it.
+    static SAID: Repeats = const { Repeats { last: Cell::new(0), times: Cell::new(0) } };
+}
 
 /// How many times in a row calls failed with the same message (by a hash of it, not
 /// kept: no allocation, as `say_parts`); a success or another message starts again.
 struct Repeats {
-    last: AtomicU64,
-    times: AtomicU64,
+    last: Cell<u64>,
+    times: Cell<u64>,
 }
 
 impl Repeats {
@@ -282,16 +329,13 @@ impl Repeats {
     fn failed(&self, msg: &[u8]) -> u64 {
         // FNV-1a, never 0 (what no failure is).
         let h = msg.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)) | 1;
-        if self.last.swap(h, Ordering::Relaxed) == h {
-            self.times.fetch_add(1, Ordering::Relaxed) + 1
-        } else {
-            self.times.store(1, Ordering::Relaxed);
-            1
-        }
+        let n = if self.last.replace(h) == h { self.times.get() + 1 } else { 1 };
+        self.times.set(n);
+        n
     }
 
     fn succeeded(&self) {
-        self.last.store(0, Ordering::Relaxed);
+        self.last.set(0);
     }
 }
 
@@ -309,8 +353,8 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 }
 
 fn init(proc_id: c_int) -> Res {
-    // This process's threads take the rank's lock from now on (see rank_lock).
-    LOCK_BORN.store(nvs_std::fork_generation(), Ordering::Relaxed);
+    // In a fork child, refused if the lock was held at the fork (see rank_lock), which
+    // would otherwise wait for ever.
     let mut r = rank_lock()?;
     if let Some(rank) = r.as_ref() {
         return Err(Fail {
@@ -852,11 +896,11 @@ pub extern "C" fn nvs_finalize_() -> c_int {
 #[cfg(test)]
 mod tests {
     use super::{decimal, default_segment, parse_flag, parse_size, Repeats};
-    use std::sync::atomic::AtomicU64;
+    use std::cell::Cell;
 
     #[test]
     fn repeated_failures_are_counted_until_another_or_a_success() {
-        let r = Repeats { last: AtomicU64::new(0), times: AtomicU64::new(0) };
+        let r = Repeats { last: Cell::new(0), times: Cell::new(0) };
         let counts: Vec<u64> = (0..5).map(|_| r.failed(b"pool full")).collect();
         assert_eq!(counts, [1, 2, 3, 4, 5]);
         assert_eq!(r.failed(b"pool fulL"), 1, "another message");

@@ -163,6 +163,14 @@ fn c_fork_child_snapshot_keeps_parents_deltas() {
     }
 }
 
+/// A fork child's threads (of a process that called nvs, with no call running at the
+/// fork) alloc and free at once: none refused.
+#[test]
+fn c_fork_child_threads_are_not_refused() {
+    let text = run_in_scratch_with("fork.c", &["threads"]);
+    assert!(text.contains("none refused"), "{text}");
+}
+
 /// A signal handler calling nvs inside an nvs call of its thread (put, get, snapshot):
 /// NVS_E_BUSY at once, the re-entry named; it used to hang.
 #[test]

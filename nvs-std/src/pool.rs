@@ -898,14 +898,23 @@ impl FilePool {
     /// for a writer that knows what it will put, so that its puts neither grow the index
     /// (new memory, a rebuild of the hash table at each doubling) nor take its page
     /// faults, ~1 per 50 small objects otherwise. Index memory never shrinks; an index
-    /// that comes to hold more still grows. Costs ~80–100 bytes of memory per object; a
-    /// count past what the pool can hold at once (an object takes a 64-byte line of it
-    /// at least) is cut to that.
+    /// that comes to hold more still grows. Costs ~80–120 bytes of memory per object or
+    /// name. A hint, never a way to run the machine out of memory: counts past what the
+    /// pool can hold at once (an object takes a 64-byte line of it at least), or past
+    /// what half the memory free now holds at 128 bytes each, are cut to that.
     ///
     /// # Errors
     /// `IndexFull` if the memory cannot grow that far (the allocator refuses); nothing
     /// changes then.
     pub fn reserve(&mut self, objects: usize, names: usize) -> Result<()> {
+        // SAFETY: sysconf reads numbers.
+        let (free, page) = unsafe { (libc::sysconf(libc::_SC_AVPHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let most = match (usize::try_from(free), usize::try_from(page)) {
+            (Ok(free), Ok(page)) => free.saturating_mul(page) / 2 / 128,
+            _ => usize::MAX, // not known: the pool's bound only
+        };
+        let objects = objects.min(most);
+        let names = names.min(most - objects);
         self.pool.reserve(objects, names)?;
         const PAGE: usize = 4096;
         for (base, len) in self.pool.index_spans() {

@@ -19,6 +19,11 @@
  * pool's lock taken for ever: its get is NVS_E_BUSY at once, naming the fork (it used to
  * hang), else the bytes; its close is NVS_OK either way (it used to be NVS_E_BUSY).
  *
+ * "threads": a process that has called nvs (an alloc before any nvs_init) forks; in the
+ * child, 4 threads alloc and free at once, and none is refused: the lock was free at the
+ * fork, so the child's threads wait for each other as usual (every call in a child used
+ * to try the lock once, and a sibling's call made it NULL and NVS_E_BUSY, naming a fork).
+ *
  * "delta" (NVS_DELTA=1 or mprotect as argv[3]): snapshot 1 is all 'A'; the parent writes
  * page 0 = 'B' and forks; the child's nvs_snapshot is refused; the parent writes page 5
  * = 'C' and snapshots: version 2 holds 'B' in page 0 and 'C' in page 5. The child's
@@ -265,12 +270,58 @@ static int thread_check(const char *dir) {
   return 0;
 }
 
+static void *alloc_free(void *arg) {
+  long *bad = arg;
+  for (int i = 0; i < 500; i++) {
+    unsigned long n = 64 + (unsigned long)(i % 50);
+    unsigned char *q = alloc(&n, "w");
+    if (q == NULL) {
+      (*bad)++;
+      continue;
+    }
+    memset(q, 0xab, n);
+    nvs_free(q);
+    if (*nvs_last_error()) (*bad)++;
+  }
+  return NULL;
+}
+
+static int threads_check(void) {
+  unsigned long n = 64;
+  void *before = alloc(&n, "before"); /* no rank: memory, no snapshot stores it */
+  CHECK(before != NULL);
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    pthread_t t[4];
+    long bad[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, alloc_free, &bad[i]) == 0);
+    for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    for (int i = 0; i < 4; i++) {
+      if (bad[i]) {
+        fprintf(stderr, "thread %d: %ld refused calls\n", i, bad[i]);
+        _exit(1);
+      }
+    }
+    nvs_free(before);
+    CHECK(*nvs_last_error() == 0);
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  nvs_free(before);
+  CHECK(*nvs_last_error() == 0);
+  printf("fork threads: a child's threads wait for each other, none refused\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[2], "delta") == 0) return delta_check(argv[1], argv[3]);
   CHECK(argc == 3);
   if (strcmp(argv[2], "refresh") == 0) return refresh_check(argv[1]);
   if (strcmp(argv[2], "close") == 0) return close_check(argv[1]);
   if (strcmp(argv[2], "thread") == 0) return thread_check(argv[1]);
+  if (strcmp(argv[2], "threads") == 0) return threads_check();
   fprintf(stderr, "unknown check %s\n", argv[2]);
   return 2;
 }

@@ -1,5 +1,6 @@
 /* The NVStream wrapper API: a rank allocates named objects, snapshots them, restarts,
  * and every version reads back byte-exact. Run: nvstream SCRATCH_DIR [delta] */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,6 +95,12 @@ static void check_pool(const char *path, int steps, int delta, int restart) {
   OK(nvs_pool_close(p));
 }
 
+static void *free_null(void *arg) {
+  nvs_free(NULL); /* succeeds */
+  CHECK(*nvs_last_error() == 0);
+  return arg;
+}
+
 int main(int argc, char **argv) {
   CHECK(argc >= 2);
   int delta = argc > 2 && strcmp(argv[2], "delta") == 0;
@@ -110,6 +117,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5; i++) {
     nvs_snapshot(RANK);
     CHECK(strstr(nvs_last_error(), "nvs_init was not called") != NULL);
+    /* Another thread's call that succeeds in between neither resets nor hides it. */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_null, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
   }
 
   /* A bad NVS_KEEP fails nvs_init and leaves no pool behind; a snapshot with nothing
