@@ -53,8 +53,9 @@
  * flag in the handler and snapshot after it returns. A child that fork() makes of a
  * rank writes nothing: its nvs_snapshot fails (the parent's delta tracking untouched),
  * its nvs_finalize closes without ending the parent's stream; if another thread of the
- * parent was inside a call at the fork, every call in the child fails at once
- * (NVS_E_BUSY) rather than wait for that thread's lock.
+ * parent was inside a call at the fork, every call in the child fails (NVS_E_BUSY, within
+ * ~20 ms) rather than wait for that thread's lock; if none was, the child's threads wait
+ * for each other as any process's do.
  *
  * Fortran: the underscored entry points take their arguments by reference, as
  * gfortran passes them. nvs_snapshot_ never reads its argument (it snapshots this
