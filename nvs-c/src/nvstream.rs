@@ -144,18 +144,13 @@ fn rank_lock() -> Res<std::sync::MutexGuard<'static, Option<Rank>>> {
     if born != LOCK_BORN.load(Ordering::Relaxed) {
         let t0 = Instant::now();
         loop {
-            match RANK.try_lock() {
-                Ok(g) => {
-                    LOCK_BORN.store(born, Ordering::Relaxed);
-                    return Ok(g);
-                }
-                Err(std::sync::TryLockError::Poisoned(e)) => {
-                    LOCK_BORN.store(born, Ordering::Relaxed);
-                    return Ok(e.into_inner());
-                }
+            let taken = match RANK.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) if LOCK_BORN.load(Ordering::Relaxed) == born => break,
                 Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < Duration::from_millis(20) => {
-                    std::thread::yield_now()
+                    std::thread::yield_now();
+                    continue;
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {
                     return Err(Fail {
@@ -165,7 +160,9 @@ fn rank_lock() -> Res<std::sync::MutexGuard<'static, Option<Rank>>> {
                             .into(),
                     })
                 }
-            }
+            };
+            LOCK_BORN.store(born, Ordering::Relaxed);
+            return Ok(taken);
         }
     }
     // A panic inside a call (caught at the boundary) leaves the state as consistent as
@@ -236,22 +233,22 @@ fn say(line: &str) {
 /// not interleave), the rest of a short write by `write(2)`: no lock, no allocation, no
 /// panic, so a signal handler's refused call can say why. Failures are ignored.
 fn say_parts(parts: &[&[u8]]) {
-    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 8];
-    let mut k = 0;
-    for part in parts.iter().take(7).chain([&&b"\n"[..]]) {
-        iov[k] = libc::iovec { iov_base: part.as_ptr().cast_mut().cast(), iov_len: part.len() };
-        k += 1;
-    }
+    let mut line: [&[u8]; 8] = [&[]; 8];
+    let k = parts.len().min(7);
+    line[..k].copy_from_slice(&parts[..k]);
+    line[k] = b"\n";
+    let iov = line.map(|p| libc::iovec { iov_base: p.as_ptr().cast_mut().cast(), iov_len: p.len() });
+    let line = &line[..=k];
     let mut done = loop {
-        // SAFETY: `k` iovecs, each a live slice, read by the kernel.
-        let n = unsafe { libc::writev(2, iov.as_ptr(), k as c_int) };
+        // SAFETY: the first `line.len()` iovecs, each a live slice, read by the kernel.
+        let n = unsafe { libc::writev(2, iov.as_ptr(), line.len() as c_int) };
         match usize::try_from(n) {
             Ok(n) => break n,
             _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
             _ => return,
         }
     };
-    for part in parts.iter().take(7).chain([&&b"\n"[..]]) {
+    for part in line {
         let skip = done.min(part.len());
         done -= skip;
         let mut rest: &[u8] = part.get(skip..).unwrap_or_default();
